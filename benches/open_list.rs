@@ -1,0 +1,174 @@
+//! Benchmark: open `vault.db` cold with the raw master key and list credentials, against the same
+//! database opened with SQLCipher's default passphrase KDF (PBKDF2-HMAC-SHA512, 256,000
+//! iterations), measured in the same run. Also the whole `vault list --json` process.
+//!
+//! Run: `cargo bench --bench open_list` (prints a table; the goal is ≤ 5 ms for open + list).
+use agent_vault::credentials::{
+    self, Approval, HttpAuth, HttpTarget, NewCredential, Secret, Target,
+};
+use agent_vault::keys::{Passphrase, DEFAULT_KERNEL_TTL};
+use agent_vault::paths::VaultPaths;
+use agent_vault::store::{Store, MIGRATIONS};
+use agent_vault::vault::Vault;
+use std::time::{Duration, Instant};
+
+const CREDENTIALS: usize = 20;
+
+fn stats(mut v: Vec<Duration>) -> (f64, f64, f64) {
+    v.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let p = |q: f64| ms(v[((v.len() as f64 - 1.0) * q).round() as usize]);
+    (
+        p(0.5),
+        p(0.95),
+        ms(v.iter().sum::<Duration>()) / v.len() as f64,
+    )
+}
+
+fn cred(i: usize) -> NewCredential {
+    NewCredential {
+        profile: "default".into(),
+        name: format!("api-{i:02}"),
+        approval: Approval::Each,
+        target: Target::Http(HttpTarget {
+            scheme: "https".into(),
+            host: format!("api{i}.example.com"),
+            port: 443,
+            path_prefix: "/v1/".into(),
+            methods: None,
+            auth: HttpAuth::Bearer,
+            ca_file: None,
+        }),
+        secret: Secret::new(format!("token-{i}").into_bytes()),
+    }
+}
+
+fn main() {
+    let dir = std::env::temp_dir().join(format!("av-bench-open-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let paths = VaultPaths::new(dir.join("vault"));
+    std::env::set_var("VAULT_KEYRING", "kernel");
+    let pass = Passphrase::from_string("bench passphrase, not secret".into());
+    let (mut vault, _) = Vault::init(paths.clone(), &pass, DEFAULT_KERNEL_TTL).expect("init");
+    for i in 0..CREDENTIALS {
+        credentials::add(&mut vault.store, cred(i)).unwrap();
+    }
+    drop(vault);
+
+    // The master key, as `vault mcp` gets it from the keyring.
+    let key = {
+        let v = Vault::open(paths.clone()).expect("open via keyring");
+        let id = v.vault_id.clone();
+        drop(v);
+        agent_vault::keys::KeyCache::new(&id)
+            .unwrap()
+            .load()
+            .unwrap()
+            .unwrap()
+            .0
+    };
+
+    // 1. Raw key: new connection, key, first read, schema check, list.
+    let n = 300;
+    let mut raw = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        let store = Store::open(&paths.db(), &key).unwrap();
+        let list = credentials::list(&store, None).unwrap();
+        assert_eq!(list.len(), CREDENTIALS);
+        drop(store);
+        raw.push(t.elapsed());
+    }
+
+    // 2. Peer: the same schema and rows in a SQLCipher file keyed by passphrase (default KDF).
+    let kdf_db = dir.join("kdf.db");
+    {
+        let c = rusqlite::Connection::open(&kdf_db).unwrap();
+        c.execute_batch("PRAGMA key = 'bench passphrase, not secret';")
+            .unwrap();
+        for (_, _, sql) in MIGRATIONS {
+            c.execute_batch(sql).unwrap();
+        }
+        c.execute_batch(&format!(
+            "ATTACH DATABASE '{}' AS src KEY \"x'{}'\";",
+            paths.db().display(),
+            key.to_hex().as_str()
+        ))
+        .unwrap();
+        c.execute_batch(
+            "INSERT INTO credentials SELECT * FROM src.credentials; DETACH DATABASE src;",
+        )
+        .unwrap();
+    }
+    let m = 15;
+    let mut kdf = Vec::with_capacity(m);
+    for _ in 0..m {
+        let t = Instant::now();
+        let c = rusqlite::Connection::open(&kdf_db).unwrap();
+        c.execute_batch("PRAGMA key = 'bench passphrase, not secret';")
+            .unwrap();
+        let mut stmt = c.prepare("SELECT id, profile, name, kind, version, approval, target FROM credentials ORDER BY profile, name").unwrap();
+        let rows = stmt
+            .query_map([], |r| r.get::<_, String>(2))
+            .unwrap()
+            .count();
+        assert_eq!(rows, CREDENTIALS);
+        drop(stmt);
+        drop(c);
+        kdf.push(t.elapsed());
+    }
+
+    // 3. The whole process: spawn `vault list --json` (keyring read, open, list, print).
+    let p = 60;
+    let mut proc_times = Vec::with_capacity(p);
+    for _ in 0..p {
+        let t = Instant::now();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_vault"))
+            .args(["list", "--json"])
+            .env("VAULT_DIR", paths.dir())
+            .env("VAULT_KEYRING", "kernel")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        proc_times.push(t.elapsed());
+    }
+
+    let (r50, r95, rmean) = stats(raw);
+    let (k50, k95, kmean) = stats(kdf);
+    let (p50, p95, pmean) = stats(proc_times);
+    println!("open + list {CREDENTIALS} credentials, cold connection each time (ms)");
+    println!("{:<44} {:>9} {:>9} {:>9}", "", "p50", "p95", "mean");
+    println!(
+        "{:<44} {:>9.3} {:>9.3} {:>9.3}",
+        format!("raw key (vault), n={n}"),
+        r50,
+        r95,
+        rmean
+    );
+    println!(
+        "{:<44} {:>9.3} {:>9.3} {:>9.3}",
+        format!("passphrase KDF (SQLCipher default), n={m}"),
+        k50,
+        k95,
+        kmean
+    );
+    println!(
+        "{:<44} {:>9.3} {:>9.3} {:>9.3}",
+        format!("`vault list --json` process, n={p}"),
+        p50,
+        p95,
+        pmean
+    );
+    println!(
+        "ratio KDF / raw key at p50: {:.0}x; goal raw p50 <= 5 ms: {}",
+        k50 / r50,
+        if r50 <= 5.0 { "met" } else { "MISSED" }
+    );
+
+    let _ = agent_vault::vault::Vault::lock(paths);
+    let _ = std::fs::remove_dir_all(&dir);
+}

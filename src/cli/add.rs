@@ -1,0 +1,243 @@
+//! `vault add http|ssh NAME …`: add a credential; the secret never comes from argv.
+use crate::credentials::{
+    self, fetch_host_key, load_private_key, parse_host, Approval, HttpAuth, HttpTarget,
+    NewCredential, Secret, SshAuth, SshTarget, Target,
+};
+use crate::keys::{read_file_line, read_stdin_line, read_terminal};
+use crate::paths::VaultPaths;
+use crate::vault::Vault;
+use crate::Exit;
+use anyhow::Context;
+use clap::ArgGroup;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, clap::Subcommand)]
+pub enum Kind {
+    /// An HTTP API credential bound to one scheme + host + port (+ path prefix).
+    Http(HttpArgs),
+    /// An SSH login bound to one host, port, user and pinned host key.
+    Ssh(SshArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Common {
+    /// When a person must approve: each action, once per session, writes only, or never.
+    #[arg(long, value_enum, default_value = "each")]
+    approval: Approval,
+    /// Profile the credential belongs to (`vault mcp --profile P` sees only that profile).
+    #[arg(long, default_value = "default")]
+    profile: String,
+    /// Print the added credential as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+#[command(group(ArgGroup::new("inject").required(true).args(["bearer", "basic", "header", "query"])))]
+#[command(group(ArgGroup::new("source").args(["secret_stdin", "secret_file"])))]
+pub struct HttpArgs {
+    /// Credential name, e.g. github.
+    name: String,
+    /// host[:port], or https://host[:port] (http:// only for loopback).
+    #[arg(long)]
+    host: String,
+    /// Only URLs under this path, e.g. /v1/.
+    #[arg(long, default_value = "/")]
+    path_prefix: String,
+    /// Only these methods, e.g. GET,POST.
+    #[arg(long)]
+    methods: Option<String>,
+    /// Send `Authorization: Bearer <secret>`.
+    #[arg(long)]
+    bearer: bool,
+    /// Send HTTP basic auth as USER with the secret as password.
+    #[arg(long, value_name = "USER")]
+    basic: Option<String>,
+    /// Send the secret in this header.
+    #[arg(long, value_name = "NAME")]
+    header: Option<String>,
+    /// Header value template, with {secret} once.
+    #[arg(long, requires = "header", default_value = "{secret}")]
+    format: String,
+    /// Send the secret as this query parameter.
+    #[arg(long, value_name = "PARAM")]
+    query: Option<String>,
+    /// Extra trusted root certificates (PEM) for this host.
+    #[arg(long, value_name = "FILE")]
+    ca_file: Option<PathBuf>,
+    /// Read the secret from the first line of stdin.
+    #[arg(long)]
+    secret_stdin: bool,
+    /// Read the secret from the first line of a file.
+    #[arg(long, value_name = "FILE")]
+    secret_file: Option<PathBuf>,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Debug, clap::Args)]
+#[command(group(ArgGroup::new("auth").required(true).args(["key_file", "password_stdin"])))]
+#[command(group(ArgGroup::new("pin").required(true).args(["host_key", "fetch_host_key"])))]
+pub struct SshArgs {
+    /// Credential name, e.g. prod-web.
+    name: String,
+    /// Host name or IP address.
+    #[arg(long)]
+    host: String,
+    #[arg(long, default_value_t = 22)]
+    port: u16,
+    #[arg(long)]
+    user: String,
+    /// OpenSSH private key file (an encrypted key is decrypted now; its passphrase is asked once).
+    #[arg(long, value_name = "FILE")]
+    key_file: Option<PathBuf>,
+    /// Read the password from the first line of stdin.
+    #[arg(long)]
+    password_stdin: bool,
+    /// The server's host key fingerprint, SHA256:… (`ssh-keyscan HOST | ssh-keygen -lf -`).
+    #[arg(long, value_name = "SHA256:…")]
+    host_key: Option<String>,
+    /// Connect now, show the server's host key fingerprint and ask you to confirm it.
+    #[arg(long)]
+    fetch_host_key: bool,
+    /// Only commands matching this pattern (repeatable); without it any command may be asked for.
+    #[arg(long = "allow-command", value_name = "PATTERN")]
+    allow_commands: Vec<String>,
+    #[command(flatten)]
+    common: Common,
+}
+
+pub fn run(paths: VaultPaths, kind: Kind) -> anyhow::Result<Exit> {
+    // Open first: a locked vault should say so before anything is asked.
+    let mut vault = Vault::open(paths)?;
+    let (common, target, secret, name) = match kind {
+        Kind::Http(a) => http(a)?,
+        Kind::Ssh(a) => ssh(a)?,
+    };
+    let cred = credentials::add(
+        &mut vault.store,
+        NewCredential {
+            profile: common.profile,
+            name,
+            approval: common.approval,
+            target,
+            secret,
+        },
+    )?;
+    if common.json {
+        super::print_json(&super::list::credential_json(&cred));
+    } else {
+        println!(
+            "Added {} ({}) to profile {}: {}, approval {}",
+            cred.name,
+            cred.target.kind(),
+            cred.profile,
+            cred.target.summary(),
+            cred.approval.as_str()
+        );
+    }
+    Ok(Exit::Ok)
+}
+
+fn http(a: HttpArgs) -> anyhow::Result<(Common, Target, Secret, String)> {
+    let (scheme, host, port) = parse_host(&a.host, "https")?;
+    let auth = if a.bearer {
+        HttpAuth::Bearer
+    } else if let Some(username) = a.basic {
+        HttpAuth::Basic { username }
+    } else if let Some(name) = a.header {
+        HttpAuth::Header {
+            name,
+            format: a.format,
+        }
+    } else if let Some(param) = a.query {
+        HttpAuth::Query { param }
+    } else {
+        unreachable!("clap requires one injection flag")
+    };
+    let ca_file = match a.ca_file {
+        Some(p) => Some(
+            std::fs::canonicalize(&p)
+                .with_context(|| format!("cannot read --ca-file {}", p.display()))?
+                .display()
+                .to_string(),
+        ),
+        None => None,
+    };
+    let target = Target::Http(HttpTarget {
+        scheme,
+        host,
+        port,
+        path_prefix: credentials::check_path_prefix(&a.path_prefix)?,
+        methods: a
+            .methods
+            .as_deref()
+            .map(credentials::parse_methods)
+            .transpose()?,
+        auth,
+        ca_file,
+    });
+    let secret = if a.secret_stdin {
+        read_stdin_line("secret")?
+    } else if let Some(f) = &a.secret_file {
+        read_file_line("secret", f)?
+    } else {
+        read_terminal("secret", &format!("Secret for {}: ", a.name))?
+    };
+    Ok((
+        a.common,
+        target,
+        Secret::new(secret.as_bytes().to_vec()),
+        a.name,
+    ))
+}
+
+fn ssh(a: SshArgs) -> anyhow::Result<(Common, Target, Secret, String)> {
+    let host = credentials::normalize_host(&a.host)?;
+    if a.port == 0 {
+        anyhow::bail!(credentials::CredentialError::Invalid {
+            field: "--port",
+            reason: "must be 1-65535".into()
+        });
+    }
+    let (secret, auth) = match &a.key_file {
+        Some(f) => load_private_key(f, || {
+            read_terminal(
+                "key passphrase",
+                &format!("Passphrase of {}: ", f.display()),
+            )
+            .map_err(|e| credentials::CredentialError::Invalid {
+                field: "--key-file",
+                reason: format!("the key is encrypted and {e}"),
+            })
+        })?,
+        None => (
+            Secret::new(read_stdin_line("password")?.as_bytes().to_vec()),
+            SshAuth::Password,
+        ),
+    };
+    let host_key = match a.host_key {
+        Some(k) => k,
+        None => {
+            let fp = fetch_host_key(&host, a.port, Duration::from_secs(10))?;
+            let question = format!(
+                "{host}:{} presents host key {fp}\nTrust this key for {}? [y/N] ",
+                a.port, a.name
+            );
+            if !super::confirm_on_terminal(&question)? {
+                anyhow::bail!("host key not confirmed; nothing was added. Compare it with the server's `ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` and pin it with --host-key");
+            }
+            fp
+        }
+    };
+    let target = Target::Ssh(SshTarget {
+        host,
+        port: a.port,
+        user: a.user,
+        host_key,
+        auth,
+        allow_commands: a.allow_commands,
+    });
+    Ok((a.common, target, secret, a.name))
+}

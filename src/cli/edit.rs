@@ -1,0 +1,84 @@
+//! `vault edit NAME …`: change a credential's rules or secret; its version goes up.
+use crate::credentials::{
+    self, check_host_key, check_path_prefix, parse_methods, Approval, Edit, Secret,
+};
+use crate::keys::{read_file_line, read_stdin_line};
+use crate::paths::VaultPaths;
+use crate::vault::Vault;
+use crate::Exit;
+use std::path::PathBuf;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    name: String,
+    #[arg(long, default_value = "default")]
+    profile: String,
+    #[arg(long, value_enum)]
+    approval: Option<Approval>,
+    /// HTTP: only URLs under this path.
+    #[arg(long)]
+    path_prefix: Option<String>,
+    /// HTTP: only these methods; `any` lifts the limit.
+    #[arg(long)]
+    methods: Option<String>,
+    /// SSH: a new pinned host key fingerprint.
+    #[arg(long, value_name = "SHA256:…")]
+    host_key: Option<String>,
+    /// SSH: replace the command allowlist (repeatable).
+    #[arg(long = "allow-command", value_name = "PATTERN")]
+    allow_commands: Vec<String>,
+    /// SSH: allow any command again.
+    #[arg(long, conflicts_with = "allow_commands")]
+    any_command: bool,
+    /// Replace the secret with the first line of stdin.
+    #[arg(long, conflicts_with = "secret_file")]
+    secret_stdin: bool,
+    /// Replace the secret with the first line of a file.
+    #[arg(long, value_name = "FILE")]
+    secret_file: Option<PathBuf>,
+}
+
+pub fn run(paths: VaultPaths, a: Args) -> anyhow::Result<Exit> {
+    let mut vault = Vault::open(paths)?;
+    let secret = if a.secret_stdin {
+        Some(read_stdin_line("secret")?)
+    } else if let Some(f) = &a.secret_file {
+        Some(read_file_line("secret", f)?)
+    } else {
+        None
+    };
+    if let Some(k) = &a.host_key {
+        check_host_key(k)?;
+    }
+    let edit = Edit {
+        approval: a.approval,
+        path_prefix: a
+            .path_prefix
+            .as_deref()
+            .map(check_path_prefix)
+            .transpose()?,
+        methods: match a.methods.as_deref() {
+            None => None,
+            Some("any") => Some(None),
+            Some(m) => Some(Some(parse_methods(m)?)),
+        },
+        host_key: a.host_key,
+        allow_commands: if a.any_command {
+            Some(Vec::new())
+        } else if a.allow_commands.is_empty() {
+            None
+        } else {
+            Some(a.allow_commands)
+        },
+        secret: secret.map(|s| Secret::new(s.as_bytes().to_vec())),
+    };
+    let cred = credentials::edit(&mut vault.store, &a.profile, &a.name, edit)?;
+    println!(
+        "Updated {} (version {}): {}, approval {}",
+        cred.name,
+        cred.version,
+        cred.target.summary(),
+        cred.approval.as_str()
+    );
+    Ok(Exit::Ok)
+}

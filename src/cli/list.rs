@@ -1,0 +1,64 @@
+//! `vault list [--json]`: credentials and their rules, never their secrets.
+use crate::credentials::{self, Credential};
+use crate::paths::VaultPaths;
+use crate::vault::Vault;
+use crate::Exit;
+use serde_json::{json, Value};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Only this profile.
+    #[arg(long)]
+    profile: Option<String>,
+    /// Print a JSON array.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The public JSON of a credential (the `target` holds no secret by construction).
+pub fn credential_json(c: &Credential) -> Value {
+    json!({
+        "id": c.id,
+        "name": c.name,
+        "profile": c.profile,
+        "kind": c.target.kind(),
+        "approval": c.approval.as_str(),
+        "version": c.version,
+        "summary": c.target.summary(),
+        "target": c.target,
+        "created_at": c.created_at,
+        "updated_at": c.updated_at,
+    })
+}
+
+pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
+    let vault = Vault::open(paths)?;
+    let creds = credentials::list(&vault.store, args.profile.as_deref())?;
+    if args.json {
+        println!(
+            "{}",
+            Value::Array(creds.iter().map(credential_json).collect())
+        );
+        return Ok(Exit::Ok);
+    }
+    if creds.is_empty() {
+        println!("No credentials yet. Add one with `vault add http NAME --host HOST --bearer --secret-stdin`.");
+        return Ok(Exit::Ok);
+    }
+    let width = creds.iter().map(|c| c.name.len()).max().unwrap_or(4).max(4);
+    println!(
+        "{:<width$}  {:<8}  {:<4}  {:<7}  TARGET",
+        "NAME", "PROFILE", "KIND", "APPROVAL"
+    );
+    for c in &creds {
+        println!(
+            "{:<width$}  {:<8}  {:<4}  {:<7}  {}",
+            c.name,
+            c.profile,
+            c.target.kind(),
+            c.approval.as_str(),
+            c.target.summary()
+        );
+    }
+    Ok(Exit::Ok)
+}

@@ -1,0 +1,152 @@
+//! The command line: argument parsing (clap), one file per subcommand, and the mapping from
+//! errors to messages on stderr and exit codes. This is the only module that prints, and it
+//! prints only results on stdout and one error line on stderr.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod add;
+mod demo;
+mod doctor;
+mod edit;
+mod init;
+mod list;
+mod lock;
+mod rm;
+mod unlock;
+
+use crate::credentials::CredentialError;
+use crate::keys::PassphraseError;
+use crate::paths::VaultPaths;
+use crate::vault::VaultError;
+use crate::Exit;
+use clap::{Parser, Subcommand};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+/// agent-vault: your agents ask for actions, never for secrets.
+#[derive(Debug, Parser)]
+#[command(name = "vault", version, about, max_term_width = 100)]
+pub struct Cli {
+    /// The vault directory (default: $VAULT_DIR, else ~/.local/share/agent-vault).
+    #[arg(long, global = true, value_name = "DIR")]
+    vault_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Create a vault: master key, approver key, encrypted database, passphrase-protected key file.
+    Init(init::Args),
+    /// Add a credential (the secret comes from stdin, a file or the terminal, never argv).
+    #[command(subcommand)]
+    Add(add::Kind),
+    /// List credentials (never their secrets).
+    List(list::Args),
+    /// Remove a credential and its secret.
+    Rm(rm::Args),
+    /// Change a credential's rules or secret (its version goes up; old approvals stop matching).
+    Edit(edit::Args),
+    /// Put the master key in the keyring (asks for the passphrase).
+    Unlock(unlock::Args),
+    /// Remove the master key from every keyring; until `vault unlock`, only the passphrase opens the vault.
+    Lock,
+    /// Check the keyring, paths, modes and versions; prints no secret.
+    Doctor(doctor::Args),
+    /// Run the whole flow on a throwaway vault against a loopback target.
+    Demo,
+}
+
+/// Parses `std::env::args`, runs the command, prints any error, returns the exit code.
+pub fn main() -> Exit {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() {
+                Exit::Usage
+            } else {
+                Exit::Ok
+            };
+            let _ = e.print();
+            return code;
+        }
+    };
+    match run(cli) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            exit_code(&err)
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<Exit> {
+    let paths = VaultPaths::resolve(cli.vault_dir)?;
+    match cli.command {
+        Command::Init(a) => init::run(paths, a),
+        Command::Add(k) => add::run(paths, k),
+        Command::List(a) => list::run(paths, a),
+        Command::Rm(a) => rm::run(paths, a),
+        Command::Edit(a) => edit::run(paths, a),
+        Command::Unlock(a) => unlock::run(paths, a),
+        Command::Lock => lock::run(paths),
+        Command::Doctor(a) => doctor::run(paths, a),
+        Command::Demo => demo::run(),
+    }
+}
+
+/// Exit code for an error: 4 when locked or the passphrase is wrong, 2 for invalid input.
+fn exit_code(err: &anyhow::Error) -> Exit {
+    for cause in err.chain() {
+        if let Some(v) = cause.downcast_ref::<VaultError>() {
+            return v.exit();
+        }
+        if let Some(CredentialError::Invalid { .. }) = cause.downcast_ref::<CredentialError>() {
+            return Exit::Usage;
+        }
+        if let Some(p) = cause.downcast_ref::<PassphraseError>() {
+            return match p {
+                PassphraseError::NoTerminal { .. } => Exit::LockedOrPaused,
+                _ => Exit::Failure,
+            };
+        }
+    }
+    Exit::Failure
+}
+
+/// Logs go to stderr, filtered by `VAULT_LOG` (default `warn`), coloured only on a terminal.
+pub fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("VAULT_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        .with_target(false)
+        .try_init();
+}
+
+/// Prints a value as one line of JSON on stdout.
+fn print_json(value: &serde_json::Value) {
+    println!("{value}");
+}
+
+/// Asks a yes/no question on the controlling terminal (never stdin/stdout); no terminal is an error.
+fn confirm_on_terminal(question: &str) -> anyhow::Result<bool> {
+    use std::io::{BufRead, Write};
+    let tty = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+        .map_err(|_| {
+            anyhow::anyhow!(
+                "no terminal to confirm on; pin the key with --host-key SHA256:… instead"
+            )
+        })?;
+    let mut out = &tty;
+    out.write_all(question.as_bytes())?;
+    out.flush()?;
+    let mut line = String::new();
+    std::io::BufReader::new(&tty).read_line(&mut line)?;
+    Ok(matches!(line.trim(), "y" | "Y" | "yes" | "YES" | "Yes"))
+}

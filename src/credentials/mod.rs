@@ -1,0 +1,183 @@
+//! Credentials: what each one may reach and how its secret is injected (never the secret itself in
+//! anything printable), their validation, and the add / edit / rm / list service that both the CLI
+//! and `vault mcp` use. Every change is one audit row in the same transaction.
+mod http;
+mod service;
+mod ssh;
+
+pub use http::{
+    check_path_prefix, is_loopback, normalize_host, parse_host, parse_methods, HttpAuth, HttpTarget,
+};
+pub use service::{add, edit, get, list, remove, Edit, NewCredential};
+pub use ssh::{check_host_key, fetch_host_key, load_private_key, HostKeyError, SshAuth, SshTarget};
+
+use secrecy::{ExposeSecret, SecretSlice};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Most bytes a stored secret may have.
+pub const MAX_SECRET_BYTES: usize = 16 * 1024;
+
+/// Errors of credential validation and management.
+#[derive(Debug, thiserror::Error)]
+pub enum CredentialError {
+    #[error("invalid {field}: {reason}")]
+    Invalid { field: &'static str, reason: String },
+    #[error("a credential named {name:?} already exists in profile {profile:?}; pick another name, or change it with `vault edit {name}`")]
+    Exists { profile: String, name: String },
+    #[error("no credential named {name:?} in profile {profile:?}; see `vault list` for the names")]
+    NotFound { profile: String, name: String },
+    #[error("stored credential {id} cannot be read ({reason}); remove it with `vault rm` and add it again")]
+    Damaged { id: String, reason: String },
+    #[error(
+        "nothing to change: give at least one option to `vault edit` (see `vault edit --help`)"
+    )]
+    NothingToChange,
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error(transparent)]
+    Audit(#[from] crate::audit::AuditError),
+}
+
+pub(crate) fn invalid(field: &'static str, reason: impl Into<String>) -> CredentialError {
+    CredentialError::Invalid {
+        field,
+        reason: reason.into(),
+    }
+}
+
+/// When a person must approve an action that uses the credential.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Approval {
+    /// Every action.
+    Each,
+    /// Once per MCP session, for a bounded time.
+    Session,
+    /// Writes only: GET and HEAD run without a card.
+    Writes,
+    /// Never (every action is still journaled).
+    Never,
+}
+
+impl Approval {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Approval::Each => "each",
+            Approval::Session => "session",
+            Approval::Writes => "writes",
+            Approval::Never => "never",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "each" => Approval::Each,
+            "session" => Approval::Session,
+            "writes" => Approval::Writes,
+            "never" => Approval::Never,
+            _ => return None,
+        })
+    }
+}
+
+/// What a credential may reach and how its secret is used. Holds no secret.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Target {
+    Http(HttpTarget),
+    Ssh(SshTarget),
+}
+
+impl Target {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Target::Http(_) => "http",
+            Target::Ssh(_) => "ssh",
+        }
+    }
+    /// One line for people and agents: `https://api.example.com:443/v1 (bearer)`.
+    pub fn summary(&self) -> String {
+        match self {
+            Target::Http(h) => h.summary(),
+            Target::Ssh(s) => s.summary(),
+        }
+    }
+}
+
+/// A stored credential, without its secret.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Credential {
+    pub id: String,
+    pub profile: String,
+    pub name: String,
+    pub version: i64,
+    pub approval: Approval,
+    pub target: Target,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// A secret: zeroized on drop, `<redacted>` in `Debug`, never `Display`.
+pub struct Secret(SecretSlice<u8>);
+
+impl Secret {
+    pub fn new(bytes: Vec<u8>) -> Self {
+        Self(SecretSlice::from(bytes))
+    }
+    pub fn expose(&self) -> &[u8] {
+        self.0.expose_secret()
+    }
+    /// Checks size, and that a secret destined for a header or URL has no control characters.
+    pub(crate) fn check(&self, one_line: bool) -> Result<(), CredentialError> {
+        let b = self.expose();
+        if b.is_empty() {
+            return Err(invalid("secret", "it is empty"));
+        }
+        if b.len() > MAX_SECRET_BYTES {
+            return Err(invalid(
+                "secret",
+                format!("it is longer than {MAX_SECRET_BYTES} bytes"),
+            ));
+        }
+        if one_line && b.iter().any(|&c| c < 0x20 || c == 0x7f) {
+            return Err(invalid(
+                "secret",
+                "it contains control characters (a line break?); give it on one line",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+/// Names and profiles: `[A-Za-z0-9][A-Za-z0-9._-]{0,63}`.
+pub fn check_name(field: &'static str, s: &str) -> Result<(), CredentialError> {
+    let ok = !s.is_empty()
+        && s.len() <= 64
+        && s.as_bytes()[0].is_ascii_alphanumeric()
+        && s.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid(
+            field,
+            format!("{s:?} must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"),
+        ))
+    }
+}
+
+/// A fresh public identifier with a prefix: `cred_3f9a…` (16 random bytes, hex).
+pub fn new_id(prefix: &str) -> String {
+    let mut b = [0u8; 16];
+    getrandom::fill(&mut b).expect("the OS random number generator failed");
+    format!("{prefix}_{}", hex::encode(b))
+}
+
+#[cfg(test)]
+mod tests;

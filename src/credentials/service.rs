@@ -1,0 +1,226 @@
+//! Adding, editing, removing and listing credentials. Each change bumps nothing but what it says,
+//! and writes exactly one audit row in the same transaction. No secret enters a row body.
+use super::{check_name, invalid, new_id, Approval, Credential, CredentialError, Secret, Target};
+use crate::audit;
+use crate::store::{CredentialRow, Store};
+use serde_json::json;
+
+/// A credential to add.
+#[derive(Debug)]
+pub struct NewCredential {
+    pub profile: String,
+    pub name: String,
+    pub approval: Approval,
+    pub target: Target,
+    pub secret: Secret,
+}
+
+/// What `vault edit` may change; `None` leaves a field as it is.
+#[derive(Debug, Default)]
+pub struct Edit {
+    pub approval: Option<Approval>,
+    pub path_prefix: Option<String>,
+    /// `Some(None)`: any method again.
+    pub methods: Option<Option<Vec<String>>>,
+    pub host_key: Option<String>,
+    pub allow_commands: Option<Vec<String>>,
+    pub secret: Option<Secret>,
+}
+
+fn check_target(target: &Target, secret: Option<&Secret>) -> Result<(), CredentialError> {
+    match target {
+        Target::Http(h) => {
+            h.auth.check()?;
+            if let Some(s) = secret {
+                s.check(true)?;
+            }
+        }
+        Target::Ssh(s) => {
+            s.check()?;
+            if let Some(sec) = secret {
+                sec.check(matches!(s.auth, super::SshAuth::Password))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn to_credential(row: CredentialRow) -> Result<Credential, CredentialError> {
+    let damaged = |reason: String| CredentialError::Damaged {
+        id: row.id.clone(),
+        reason,
+    };
+    let target: Target = serde_json::from_str(&row.target).map_err(|e| damaged(e.to_string()))?;
+    let approval = Approval::parse(&row.approval)
+        .ok_or_else(|| damaged(format!("approval {:?}", row.approval)))?;
+    Ok(Credential {
+        id: row.id,
+        profile: row.profile,
+        name: row.name,
+        version: row.version,
+        approval,
+        target,
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+    })
+}
+
+fn to_row(c: &Credential) -> CredentialRow {
+    CredentialRow {
+        id: c.id.clone(),
+        profile: c.profile.clone(),
+        name: c.name.clone(),
+        kind: c.target.kind().to_owned(),
+        version: c.version,
+        approval: c.approval.as_str().to_owned(),
+        target: serde_json::to_string(&c.target).expect("a target always serializes"),
+        created_at: c.created_at.clone(),
+        updated_at: c.updated_at.clone(),
+    }
+}
+
+fn audit_body(c: &Credential) -> serde_json::Value {
+    json!({
+        "id": c.id,
+        "profile": c.profile,
+        "name": c.name,
+        "kind": c.target.kind(),
+        "version": c.version,
+        "approval": c.approval.as_str(),
+        "target": c.target.summary(),
+    })
+}
+
+/// Adds a credential; its name must be new in its profile.
+pub fn add(store: &mut Store, new: NewCredential) -> Result<Credential, CredentialError> {
+    check_name("name", &new.name)?;
+    check_name("profile", &new.profile)?;
+    check_target(&new.target, Some(&new.secret))?;
+    let now = crate::time::now_utc();
+    let cred = Credential {
+        id: new_id("cred"),
+        profile: new.profile,
+        name: new.name,
+        version: 1,
+        approval: new.approval,
+        target: new.target,
+        created_at: now.clone(),
+        updated_at: now,
+    };
+    let tx = store.write()?;
+    if CredentialRow::find(&tx, &cred.profile, &cred.name)?.is_some() {
+        return Err(CredentialError::Exists {
+            profile: cred.profile,
+            name: cred.name,
+        });
+    }
+    to_row(&cred).insert(&tx, new.secret.expose())?;
+    audit::append(&tx, "credential.add", None, None, &audit_body(&cred))?;
+    tx.commit().map_err(crate::store::StoreError::from)?;
+    Ok(cred)
+}
+
+/// One credential by profile and name.
+pub fn get(store: &Store, profile: &str, name: &str) -> Result<Credential, CredentialError> {
+    let row = CredentialRow::find(store.conn(), profile, name)?.ok_or_else(|| {
+        CredentialError::NotFound {
+            profile: profile.to_owned(),
+            name: name.to_owned(),
+        }
+    })?;
+    to_credential(row)
+}
+
+/// Every credential, or those of one profile.
+pub fn list(store: &Store, profile: Option<&str>) -> Result<Vec<Credential>, CredentialError> {
+    CredentialRow::list(store.conn(), profile)?
+        .into_iter()
+        .map(to_credential)
+        .collect()
+}
+
+/// Removes a credential and its secret.
+pub fn remove(store: &mut Store, profile: &str, name: &str) -> Result<Credential, CredentialError> {
+    let tx = store.write()?;
+    let row =
+        CredentialRow::find(&tx, profile, name)?.ok_or_else(|| CredentialError::NotFound {
+            profile: profile.to_owned(),
+            name: name.to_owned(),
+        })?;
+    row.delete(&tx)?;
+    let cred = to_credential(row)?;
+    audit::append(&tx, "credential.rm", None, None, &audit_body(&cred))?;
+    tx.commit().map_err(crate::store::StoreError::from)?;
+    Ok(cred)
+}
+
+/// Changes what `edit` says, bumps the version (old approvals no longer match), journals which
+/// fields changed (never their secret values).
+pub fn edit(
+    store: &mut Store,
+    profile: &str,
+    name: &str,
+    edit: Edit,
+) -> Result<Credential, CredentialError> {
+    let tx = store.write()?;
+    let row =
+        CredentialRow::find(&tx, profile, name)?.ok_or_else(|| CredentialError::NotFound {
+            profile: profile.to_owned(),
+            name: name.to_owned(),
+        })?;
+    let mut cred = to_credential(row)?;
+    let mut changed: Vec<&str> = Vec::new();
+    if let Some(a) = edit.approval {
+        cred.approval = a;
+        changed.push("approval");
+    }
+    match &mut cred.target {
+        Target::Http(h) => {
+            if let Some(p) = edit.path_prefix {
+                h.path_prefix = p;
+                changed.push("path_prefix");
+            }
+            if let Some(m) = edit.methods {
+                h.methods = m;
+                changed.push("methods");
+            }
+            if edit.host_key.is_some() || edit.allow_commands.is_some() {
+                return Err(invalid(
+                    "option",
+                    "--host-key and --allow-command apply to ssh credentials only",
+                ));
+            }
+        }
+        Target::Ssh(s) => {
+            if let Some(k) = edit.host_key {
+                s.host_key = k;
+                changed.push("host_key");
+            }
+            if let Some(c) = edit.allow_commands {
+                s.allow_commands = c;
+                changed.push("allow_commands");
+            }
+            if edit.path_prefix.is_some() || edit.methods.is_some() {
+                return Err(invalid(
+                    "option",
+                    "--path-prefix and --methods apply to http credentials only",
+                ));
+            }
+        }
+    }
+    if edit.secret.is_some() {
+        changed.push("secret");
+    }
+    if changed.is_empty() {
+        return Err(CredentialError::NothingToChange);
+    }
+    check_target(&cred.target, edit.secret.as_ref())?;
+    cred.version += 1;
+    cred.updated_at = crate::time::now_utc();
+    to_row(&cred).update(&tx, edit.secret.as_ref().map(Secret::expose))?;
+    let mut body = audit_body(&cred);
+    body["changed"] = json!(changed);
+    audit::append(&tx, "credential.edit", None, None, &body)?;
+    tx.commit().map_err(crate::store::StoreError::from)?;
+    Ok(cred)
+}

@@ -1,0 +1,210 @@
+//! SSH credentials: host, port, user, the pinned host key, the private key or password, and an
+//! optional command allowlist. Also reading an OpenSSH key file and fetching a host key to pin.
+use super::{invalid, CredentialError, Secret};
+use russh::keys::{HashAlg, PrivateKey};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use zeroize::Zeroizing;
+
+/// Where an SSH credential may connect, as whom, and what it may run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SshTarget {
+    pub host: String,
+    pub port: u16,
+    pub user: String,
+    /// `SHA256:<base64>` of the server's host key; the connection is refused on any other key.
+    pub host_key: String,
+    pub auth: SshAuth,
+    /// Patterns a command must match; empty: any command (the approval is the gate).
+    pub allow_commands: Vec<String>,
+}
+
+/// How the vault authenticates (the key or password itself is the secret).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum SshAuth {
+    /// An OpenSSH private key; its public algorithm and fingerprint, for people.
+    Key {
+        algorithm: String,
+        fingerprint: String,
+    },
+    Password,
+}
+
+impl SshTarget {
+    pub fn summary(&self) -> String {
+        let host = if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
+        let auth = match &self.auth {
+            SshAuth::Key { algorithm, .. } => format!("key {algorithm}"),
+            SshAuth::Password => "password".into(),
+        };
+        format!("ssh://{}@{}:{} ({auth})", self.user, host, self.port)
+    }
+
+    pub fn check(&self) -> Result<(), CredentialError> {
+        check_user(&self.user)?;
+        check_host_key(&self.host_key)?;
+        for p in &self.allow_commands {
+            if p.trim().is_empty() || p.chars().any(char::is_control) {
+                return Err(invalid(
+                    "--allow-command",
+                    "a pattern must be non-empty, without control characters",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn check_user(user: &str) -> Result<(), CredentialError> {
+    let ok = !user.is_empty()
+        && user.len() <= 64
+        && user
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || b"._-".contains(&c));
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid(
+            "--user",
+            format!("{user:?} must be 1-64 letters, digits, '.', '_' or '-'"),
+        ))
+    }
+}
+
+/// `SHA256:` followed by 43 characters of unpadded base64, as `ssh-keygen -l` prints it.
+pub fn check_host_key(pin: &str) -> Result<(), CredentialError> {
+    let ok = pin.strip_prefix("SHA256:").is_some_and(|b| {
+        b.len() == 43
+            && b.bytes()
+                .all(|c| c.is_ascii_alphanumeric() || c == b'+' || c == b'/')
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid(
+            "--host-key",
+            "expected SHA256:<43 base64 characters>, as `ssh-keyscan HOST | ssh-keygen -lf -` prints it",
+        ))
+    }
+}
+
+/// Reads an OpenSSH (or PuTTY) private key file. An encrypted key is decrypted here with
+/// `passphrase()` (asked only when needed) and stored decrypted inside the encrypted vault.
+/// Returns the key re-encoded as an unencrypted OpenSSH key, and the `SshAuth` describing it.
+pub fn load_private_key(
+    path: &Path,
+    passphrase: impl FnOnce() -> Result<Zeroizing<String>, CredentialError>,
+) -> Result<(Secret, SshAuth), CredentialError> {
+    let meta = std::fs::metadata(path)
+        .map_err(|e| invalid("--key-file", format!("cannot read {}: {e}", path.display())))?;
+    if meta.len() > 64 * 1024 {
+        return Err(invalid(
+            "--key-file",
+            "the file is larger than 64 KiB; is it a private key?",
+        ));
+    }
+    let text = Zeroizing::new(
+        std::fs::read_to_string(path)
+            .map_err(|e| invalid("--key-file", format!("cannot read {}: {e}", path.display())))?,
+    );
+    let key: PrivateKey = match russh::keys::decode_secret_key(&text, None) {
+        Ok(k) => k,
+        Err(russh::keys::Error::KeyIsEncrypted) => {
+            let pass = passphrase()?;
+            russh::keys::decode_secret_key(&text, Some(pass.as_str())).map_err(|_| {
+                invalid(
+                    "--key-file",
+                    "the key's passphrase is wrong (or the key is damaged)",
+                )
+            })?
+        }
+        Err(e) => {
+            return Err(invalid(
+                "--key-file",
+                format!("not a private key this vault can use: {e}"),
+            ))
+        }
+    };
+    let key = if key.is_encrypted() {
+        return Err(invalid(
+            "--key-file",
+            "the key is still encrypted after decryption",
+        ));
+    } else {
+        key
+    };
+    let openssh = key
+        .to_openssh(russh::keys::ssh_key::LineEnding::LF)
+        .map_err(|e| invalid("--key-file", format!("cannot re-encode the key: {e}")))?;
+    let auth = SshAuth::Key {
+        algorithm: key.algorithm().to_string(),
+        fingerprint: key.public_key().fingerprint(HashAlg::Sha256).to_string(),
+    };
+    Ok((Secret::new(openssh.as_bytes().to_vec()), auth))
+}
+
+/// Errors fetching a host key.
+#[derive(Debug, thiserror::Error)]
+pub enum HostKeyError {
+    #[error("cannot reach {host}:{port} to read its host key: {reason}; check the address, or pin the key with --host-key SHA256:…")]
+    Unreachable {
+        host: String,
+        port: u16,
+        reason: String,
+    },
+}
+
+struct Capture(Arc<Mutex<Option<String>>>);
+
+impl russh::client::Handler for Capture {
+    type Error = russh::Error;
+    async fn check_server_key(
+        &mut self,
+        key: &russh::keys::PublicKeyOrCertificate,
+    ) -> Result<bool, Self::Error> {
+        if let russh::keys::PublicKeyOrCertificate::PublicKey { key, .. } = key {
+            if let Ok(mut slot) = self.0.lock() {
+                *slot = Some(key.fingerprint(HashAlg::Sha256).to_string());
+            }
+        }
+        // Never go further than reading the key: no authentication is attempted.
+        Ok(false)
+    }
+}
+
+/// Connects to an SSH server only far enough to read its host key; returns `SHA256:…`.
+pub fn fetch_host_key(host: &str, port: u16, timeout: Duration) -> Result<String, HostKeyError> {
+    let unreachable = |reason: String| HostKeyError::Unreachable {
+        host: host.to_owned(),
+        port,
+        reason,
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| unreachable(e.to_string()))?;
+    let slot = Arc::new(Mutex::new(None));
+    let config = Arc::new(russh::client::Config::default());
+    let addr = (host.to_owned(), port);
+    let capture = Capture(slot.clone());
+    let outcome = rt.block_on(async move {
+        tokio::time::timeout(timeout, russh::client::connect(config, addr, capture)).await
+    });
+    let found = slot.lock().ok().and_then(|s| s.clone());
+    match (found, outcome) {
+        (Some(fp), _) => Ok(fp),
+        (None, Err(_)) => Err(unreachable(format!(
+            "no answer within {}s",
+            timeout.as_secs()
+        ))),
+        (None, Ok(Err(e))) => Err(unreachable(e.to_string())),
+        (None, Ok(Ok(_))) => Err(unreachable("the server sent no host key".into())),
+    }
+}

@@ -1,0 +1,191 @@
+//! Unit tests of credential validation and the add / edit / rm service.
+use super::*;
+use crate::keys::MasterKey;
+use crate::store::{set_meta, Store};
+
+#[test]
+fn hosts_normalize_and_ambiguous_encodings_are_refused() {
+    let ok = |s: &str| parse_host(s, "https").unwrap();
+    assert_eq!(
+        ok("API.Example.com"),
+        ("https".into(), "api.example.com".into(), 443)
+    );
+    assert_eq!(
+        ok("https://api.example.com:8443/"),
+        ("https".into(), "api.example.com".into(), 8443)
+    );
+    assert_eq!(
+        ok("http://127.0.0.1:8080"),
+        ("http".into(), "127.0.0.1".into(), 8080)
+    );
+    assert_eq!(ok("http://[::1]:9"), ("http".into(), "::1".into(), 9));
+    assert_eq!(
+        ok("[::ffff:10.0.0.1]"),
+        ("https".into(), "10.0.0.1".into(), 443)
+    );
+    for bad in [
+        "http://api.example.com",  // plain http off loopback
+        "user:pw@api.example.com", // userinfo
+        "https://api.example.com/v1",
+        "2130706433",
+        "0x7f000001",
+        "127.1",
+        "ftp://x.example",
+        "api.example.com:0",
+        "api.example.com:99999",
+        "exa mple.com",
+        "-bad.example",
+        "",
+    ] {
+        assert!(parse_host(bad, "https").is_err(), "{bad} should be refused");
+    }
+}
+
+#[test]
+fn paths_methods_names_and_injection_rules() {
+    assert!(check_path_prefix("/v1/").is_ok());
+    for bad in ["v1", "/v1/../admin", "/./x", "/a?b", "/a%2f", "/a b"] {
+        assert!(check_path_prefix(bad).is_err(), "{bad}");
+    }
+    assert_eq!(parse_methods("post, get,GET").unwrap(), vec!["GET", "POST"]);
+    assert!(parse_methods("GET,CONNECT").is_err());
+    assert!(check_name("name", "prod-web.1_a").is_ok());
+    for bad in ["", "-x", "a b", "a/b", &"x".repeat(65)] {
+        assert!(check_name("name", bad).is_err(), "{bad}");
+    }
+    let header = |name: &str, format: &str| {
+        HttpAuth::Header {
+            name: name.into(),
+            format: format.into(),
+        }
+        .check()
+    };
+    assert!(header("Authorization", "Token {secret}").is_ok());
+    assert!(header("Host", "{secret}").is_err());
+    assert!(header("X-Key", "no placeholder").is_err());
+    assert!(header("X-Key", "{secret}{secret}").is_err());
+    assert!(header("Bad Name", "{secret}").is_err());
+    assert!(HttpAuth::Basic {
+        username: "a:b".into()
+    }
+    .check()
+    .is_err());
+    assert!(HttpAuth::Query {
+        param: "api_key".into()
+    }
+    .check()
+    .is_ok());
+    assert!(HttpAuth::Query {
+        param: "a&b".into()
+    }
+    .check()
+    .is_err());
+    assert!(ssh::check_host_key(&format!("SHA256:{}", "a".repeat(43))).is_ok());
+    assert!(ssh::check_host_key("MD5:aa").is_err());
+}
+
+#[test]
+fn secrets_with_line_breaks_never_reach_a_header() {
+    assert!(Secret::new(b"abc\r\nX-Evil: 1".to_vec())
+        .check(true)
+        .is_err());
+    assert!(Secret::new(Vec::new()).check(false).is_err());
+    assert!(Secret::new(vec![b'a'; MAX_SECRET_BYTES + 1])
+        .check(false)
+        .is_err());
+    assert_eq!(
+        format!("{:?}", Secret::new(b"hunter2".to_vec())),
+        "Secret(<redacted>)"
+    );
+}
+
+fn store(tag: &str) -> Store {
+    let dir = std::env::temp_dir().join(format!("av-cred-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut s = Store::create(&dir.join("vault.db"), &MasterKey::generate()).unwrap();
+    let tx = s.write().unwrap();
+    set_meta(&tx, "vault_id", "vlt_t").unwrap();
+    tx.commit().unwrap();
+    s
+}
+
+fn http_cred(name: &str, secret: &str) -> NewCredential {
+    NewCredential {
+        profile: "default".into(),
+        name: name.into(),
+        approval: Approval::Each,
+        target: Target::Http(HttpTarget {
+            scheme: "https".into(),
+            host: "api.example.com".into(),
+            port: 443,
+            path_prefix: "/".into(),
+            methods: None,
+            auth: HttpAuth::Bearer,
+            ca_file: None,
+        }),
+        secret: Secret::new(secret.as_bytes().to_vec()),
+    }
+}
+
+#[test]
+fn add_edit_remove_journal_every_change_and_never_the_secret() {
+    let mut s = store("svc");
+    let decoy = "DECOY-svc-4e1f0a";
+    add(&mut s, http_cred("api", decoy)).unwrap();
+    assert!(matches!(
+        add(&mut s, http_cred("api", "x")),
+        Err(CredentialError::Exists { .. })
+    ));
+    let edited = edit(
+        &mut s,
+        "default",
+        "api",
+        Edit {
+            approval: Some(Approval::Writes),
+            secret: Some(Secret::new(b"DECOY-new-77".to_vec())),
+            ..Edit::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(edited.version, 2);
+    assert_eq!(edited.approval, Approval::Writes);
+    assert!(matches!(
+        edit(&mut s, "default", "api", Edit::default()),
+        Err(CredentialError::NothingToChange)
+    ));
+    let row = crate::store::CredentialRow::find(s.conn(), "default", "api")
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.secret(s.conn()).unwrap().as_slice(), b"DECOY-new-77");
+    assert!(matches!(
+        get(&s, "other", "api"),
+        Err(CredentialError::NotFound { .. })
+    ));
+    remove(&mut s, "default", "api").unwrap();
+    assert!(list(&s, None).unwrap().is_empty());
+    let kinds: Vec<(String, String)> = s
+        .conn()
+        .prepare("SELECT kind, body FROM audit ORDER BY seq")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let names: Vec<&str> = kinds.iter().map(|k| k.0.as_str()).collect();
+    assert_eq!(
+        names,
+        ["credential.add", "credential.edit", "credential.rm"]
+    );
+    assert!(
+        kinds[1].1.contains(r#""changed":["approval","secret"]"#),
+        "{}",
+        kinds[1].1
+    );
+    for (_, body) in &kinds {
+        assert!(
+            !body.contains("DECOY"),
+            "a secret reached the journal: {body}"
+        );
+    }
+}

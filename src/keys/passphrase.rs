@@ -1,0 +1,207 @@
+//! Reading a passphrase or a secret: from the terminal without echo, from stdin, or from a file.
+//! Never from argv. The value is the first line of its input, without the line ending.
+use secrecy::{ExposeSecret, SecretString};
+use std::fmt;
+use std::io::{self, BufRead};
+use std::path::PathBuf;
+use zeroize::Zeroizing;
+
+/// Longest line we accept from stdin or a file (a passphrase or an API token, not a document).
+const MAX_LINE: usize = 64 * 1024;
+/// Shortest passphrase `vault init` accepts.
+pub const MIN_PASSPHRASE_CHARS: usize = 8;
+
+/// Errors reading a passphrase or secret.
+#[derive(Debug, thiserror::Error)]
+pub enum PassphraseError {
+    #[error("no terminal to ask for the {what} on: pipe it with --passphrase-stdin, or set VAULT_PASSPHRASE_FILE to a 0600 file holding it")]
+    NoTerminal { what: &'static str },
+    #[error("cannot read the {what} from {from}: {source}")]
+    Io {
+        what: &'static str,
+        from: String,
+        source: io::Error,
+    },
+    #[error("the {what} read from {from} is empty; give it on the first line")]
+    Empty { what: &'static str, from: String },
+    #[error("the {what} from {from} is longer than {MAX_LINE} bytes; is this the right input?")]
+    TooLong { what: &'static str, from: String },
+    #[error("the {what} from {from} is not valid UTF-8")]
+    NotUtf8 { what: &'static str, from: String },
+    #[error("the two passphrases differ; run the command again")]
+    Mismatch,
+    #[error(
+        "a new passphrase needs at least {MIN_PASSPHRASE_CHARS} characters; choose a longer one"
+    )]
+    TooShort,
+}
+
+/// A passphrase held in a `SecretString` (zeroized on drop, redacted in `Debug`).
+pub struct Passphrase(SecretString);
+
+impl Passphrase {
+    pub fn from_string(s: String) -> Self {
+        Self(SecretString::from(s))
+    }
+    pub fn secret(&self) -> &SecretString {
+        &self.0
+    }
+    fn char_count(&self) -> usize {
+        self.0.expose_secret().chars().count()
+    }
+}
+
+impl fmt::Debug for Passphrase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Passphrase(<redacted>)")
+    }
+}
+
+/// Where the passphrase comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PassphraseSource {
+    Stdin,
+    File(PathBuf),
+    Terminal,
+}
+
+impl PassphraseSource {
+    /// `--passphrase-stdin`, else `$VAULT_PASSPHRASE_FILE`, else the terminal.
+    pub fn choose(stdin_flag: bool) -> Self {
+        if stdin_flag {
+            return Self::Stdin;
+        }
+        match std::env::var_os("VAULT_PASSPHRASE_FILE").filter(|v| !v.is_empty()) {
+            Some(p) => Self::File(PathBuf::from(p)),
+            None => Self::Terminal,
+        }
+    }
+
+    /// Reads an existing passphrase.
+    pub fn read(&self, prompt: &str) -> Result<Passphrase, PassphraseError> {
+        let text = match self {
+            Self::Stdin => read_stdin_line("passphrase")?,
+            Self::File(path) => read_file_line("passphrase", path)?,
+            Self::Terminal => read_terminal("passphrase", prompt)?,
+        };
+        Ok(Passphrase(SecretString::from(text.as_str())))
+    }
+
+    /// Reads a new passphrase: on a terminal it is asked twice; it must be long enough.
+    pub fn read_new(&self) -> Result<Passphrase, PassphraseError> {
+        let first = self.read("New vault passphrase: ")?;
+        if *self == Self::Terminal {
+            let again = self.read("Repeat the passphrase: ")?;
+            if again.0.expose_secret() != first.0.expose_secret() {
+                return Err(PassphraseError::Mismatch);
+            }
+        }
+        if first.char_count() < MIN_PASSPHRASE_CHARS {
+            return Err(PassphraseError::TooShort);
+        }
+        Ok(first)
+    }
+}
+
+/// The first line of stdin, without its line ending; empty or oversized input is an error.
+pub fn read_stdin_line(what: &'static str) -> Result<Zeroizing<String>, PassphraseError> {
+    let stdin = io::stdin();
+    let lock = stdin.lock();
+    first_line(lock, what, "standard input")
+}
+
+/// The first line of a file.
+pub fn read_file_line(
+    what: &'static str,
+    path: &std::path::Path,
+) -> Result<Zeroizing<String>, PassphraseError> {
+    let from = path.display().to_string();
+    let file = std::fs::File::open(path).map_err(|source| PassphraseError::Io {
+        what,
+        from: from.clone(),
+        source,
+    })?;
+    first_line(io::BufReader::new(file), what, &from)
+}
+
+/// Asks on the controlling terminal with echo off.
+pub fn read_terminal(
+    what: &'static str,
+    prompt: &str,
+) -> Result<Zeroizing<String>, PassphraseError> {
+    match rpassword::prompt_password(prompt) {
+        Ok(s) => {
+            let s = Zeroizing::new(s);
+            if s.is_empty() {
+                return Err(PassphraseError::Empty {
+                    what,
+                    from: "the terminal".into(),
+                });
+            }
+            Ok(s)
+        }
+        Err(_) => Err(PassphraseError::NoTerminal { what }),
+    }
+}
+
+fn first_line(
+    reader: impl BufRead,
+    what: &'static str,
+    from: &str,
+) -> Result<Zeroizing<String>, PassphraseError> {
+    let mut buf = Zeroizing::new(Vec::with_capacity(256));
+    let mut limited = reader.take(MAX_LINE as u64 + 1);
+    limited
+        .read_until(b'\n', &mut buf)
+        .map_err(|source| PassphraseError::Io {
+            what,
+            from: from.to_owned(),
+            source,
+        })?;
+    if buf.len() > MAX_LINE {
+        return Err(PassphraseError::TooLong {
+            what,
+            from: from.to_owned(),
+        });
+    }
+    while matches!(buf.last(), Some(b'\n' | b'\r')) {
+        buf.pop();
+    }
+    if buf.is_empty() {
+        return Err(PassphraseError::Empty {
+            what,
+            from: from.to_owned(),
+        });
+    }
+    let text = std::str::from_utf8(&buf).map_err(|_| PassphraseError::NotUtf8 {
+        what,
+        from: from.to_owned(),
+    })?;
+    Ok(Zeroizing::new(text.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_line_strips_line_ending_only() {
+        let got = first_line(&b"  s3cret pass \r\nsecond\n"[..], "x", "t").unwrap();
+        assert_eq!(got.as_str(), "  s3cret pass ");
+        assert!(matches!(
+            first_line(&b"\n"[..], "x", "t"),
+            Err(PassphraseError::Empty { .. })
+        ));
+        let long = vec![b'a'; MAX_LINE + 10];
+        assert!(matches!(
+            first_line(&long[..], "x", "t"),
+            Err(PassphraseError::TooLong { .. })
+        ));
+    }
+
+    #[test]
+    fn debug_is_redacted() {
+        let p = Passphrase::from_string("hunter2hunter2".into());
+        assert_eq!(format!("{p:?}"), "Passphrase(<redacted>)");
+    }
+}

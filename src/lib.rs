@@ -1,0 +1,26 @@
+//! agent-vault: a local-first credential vault for AI coding agents.
+//!
+//! The agent asks for an *action*; the vault holds the secret, asks a person, runs the action and
+//! records every step in a hash-chained journal. See `ARCHITECTURE.md` for the code map.
+#![deny(clippy::print_stdout, clippy::print_stderr, clippy::dbg_macro)]
+#![forbid(unsafe_op_in_unsafe_fn)]
+
+pub mod audit;
+pub mod canonical;
+pub mod cli;
+pub mod credentials;
+pub mod keys;
+pub mod paths;
+pub mod store;
+pub mod time;
+pub mod vault;
+
+/// Exit codes of the `vault` binary (DESIGN §7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Ok = 0,
+    Failure = 1,
+    Usage = 2,
+    VerificationFailed = 3,
+    LockedOrPaused = 4,
+}

@@ -1,0 +1,172 @@
+//! The SQLCipher database: opening it with the raw master key, applying the numbered migrations
+//! of `schema/`, and typed access to its rows. No JSON-RPC, no CLI, no network here.
+mod credentials;
+mod migrate;
+
+pub use credentials::CredentialRow;
+pub use migrate::{LATEST_SCHEMA, MIGRATIONS};
+
+use crate::keys::MasterKey;
+use rusqlite::{Connection, ErrorCode, OpenFlags, Transaction, TransactionBehavior};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How long a writer waits for another process's transaction before giving up.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Errors of the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("no vault database at {0}; run `vault init` (or point --vault-dir / VAULT_DIR at your vault)")]
+    Missing(PathBuf),
+    #[error("{0} cannot be opened with this key: the key belongs to another vault, or the file is corrupt or not a vault database. Run `vault lock` then `vault unlock` to reload the key from vault.key.age; if that fails, restore vault.db from a backup")]
+    WrongKeyOrNotVault(PathBuf),
+    #[error("{0} is a plain, unencrypted SQLite file, not a vault database; move it away and run `vault init`")]
+    Plaintext(PathBuf),
+    #[error("vault.db has schema version {found}, newer than this binary knows ({known}); install a newer agent-vault")]
+    NewerSchema { found: i64, known: i64 },
+    #[error("the database is busy (another vault process holds a write lock for over {}s); retry, or look for a stuck process", BUSY_TIMEOUT.as_secs())]
+    Busy,
+    #[error("database error: {0}")]
+    Sql(#[from] rusqlite::Error),
+}
+
+impl StoreError {
+    fn from_sql(e: rusqlite::Error, path: &Path) -> Self {
+        match e.sqlite_error_code() {
+            Some(ErrorCode::NotADatabase) => StoreError::WrongKeyOrNotVault(path.to_owned()),
+            Some(ErrorCode::DatabaseBusy) | Some(ErrorCode::DatabaseLocked) => StoreError::Busy,
+            _ => StoreError::Sql(e),
+        }
+    }
+}
+
+/// An open vault database.
+#[derive(Debug)]
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl Store {
+    /// Creates the database in an existing, empty (0600) file and applies all migrations.
+    pub fn create(path: &Path, key: &MasterKey) -> Result<Self, StoreError> {
+        let mut store = Self::open_inner(path, key, true)?;
+        store.migrate()?;
+        Ok(store)
+    }
+
+    /// Opens an existing database and brings its schema up to date.
+    pub fn open(path: &Path, key: &MasterKey) -> Result<Self, StoreError> {
+        if !path.exists() {
+            return Err(StoreError::Missing(path.to_owned()));
+        }
+        let mut store = Self::open_inner(path, key, false)?;
+        store.migrate()?;
+        Ok(store)
+    }
+
+    fn open_inner(path: &Path, key: &MasterKey, create: bool) -> Result<Self, StoreError> {
+        let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        if create {
+            flags |= OpenFlags::SQLITE_OPEN_CREATE;
+        }
+        let conn =
+            Connection::open_with_flags(path, flags).map_err(|e| StoreError::from_sql(e, path))?;
+        // SQLCipher logs to stderr on a bad key; we report errors ourselves.
+        let _ = conn.execute_batch("PRAGMA cipher_log_level = NONE;");
+        let pragma =
+            zeroize::Zeroizing::new(format!("PRAGMA key = \"x'{}'\";", key.to_hex().as_str()));
+        conn.execute_batch(&pragma)
+            .map_err(|e| StoreError::from_sql(e, path))?;
+        // A wrong key only shows at the first read.
+        if let Err(e) = conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| {
+            r.get::<_, i64>(0)
+        }) {
+            if is_plaintext_sqlite(path) {
+                return Err(StoreError::Plaintext(path.to_owned()));
+            }
+            return Err(StoreError::from_sql(e, path));
+        }
+        conn.busy_timeout(BUSY_TIMEOUT)
+            .map_err(|e| StoreError::from_sql(e, path))?;
+        // WAL: readers never block the writer. synchronous=FULL: a committed row (an intent row in
+        // particular) is on disk before the caller goes on.
+        conn.execute_batch(
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;",
+        )
+        .map_err(|e| StoreError::from_sql(e, path))?;
+        Ok(Self {
+            conn,
+            path: path.to_owned(),
+        })
+    }
+
+    /// A write transaction that takes the write lock up front (`BEGIN IMMEDIATE`), so concurrent
+    /// writers queue on the busy timeout instead of failing at commit.
+    pub fn write(&mut self) -> Result<Transaction<'_>, StoreError> {
+        let path = self.path.clone();
+        self.conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| StoreError::from_sql(e, &path))
+    }
+
+    /// Read access.
+    pub fn conn(&self) -> &Connection {
+        &self.conn
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// A value of the `meta` table.
+    pub fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
+        get_meta(&self.conn, key)
+    }
+
+    /// The schema version recorded by the last migration.
+    pub fn schema_version(&self) -> Result<i64, StoreError> {
+        Ok(self.conn.query_row(
+            "SELECT coalesce(max(version), 0) FROM schema_migrations",
+            [],
+            |r| r.get(0),
+        )?)
+    }
+
+    /// The SQLCipher library version, for `vault doctor`.
+    pub fn cipher_version(&self) -> Result<String, StoreError> {
+        Ok(self
+            .conn
+            .query_row("PRAGMA cipher_version", [], |r| r.get(0))?)
+    }
+}
+
+/// Reads a `meta` value inside any connection or transaction.
+pub fn get_meta(conn: &Connection, key: &str) -> Result<Option<String>, StoreError> {
+    use rusqlite::OptionalExtension;
+    Ok(conn
+        .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+        .optional()?)
+}
+
+/// Sets a `meta` value inside the caller's transaction.
+pub fn set_meta(tx: &Transaction<'_>, key: &str, value: &str) -> Result<(), StoreError> {
+    tx.execute(
+        "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        [key, value],
+    )?;
+    Ok(())
+}
+
+fn is_plaintext_sqlite(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 16];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .map(|()| &head == b"SQLite format 3\0")
+        .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,234 @@
+//! Shared test support: a throwaway vault driven through the real `vault` binary, decoy scanning,
+//! a pseudo-terminal driver, and a real OpenSSH `sshd` on loopback.
+#![allow(dead_code)]
+
+pub mod sshd;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+pub const PASSPHRASE: &str = "correct horse battery staple";
+
+/// The release or debug `vault` binary cargo built for these tests.
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_vault")
+}
+
+/// A Python that has the test tools (`.ci/venv` when `.ci/run` made it, else python3).
+pub fn python() -> PathBuf {
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/venv/bin/python");
+    if venv.exists() {
+        venv
+    } else {
+        PathBuf::from("python3")
+    }
+}
+
+pub fn support_file(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/support")
+        .join(name)
+}
+
+/// A fresh directory under the system temp dir, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> Self {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "av-it-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Self(p)
+    }
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// What one `vault` run printed.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    fn from(o: Output) -> Self {
+        Self {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+    #[track_caller]
+    pub fn ok(self) -> Self {
+        assert_eq!(
+            self.code, 0,
+            "expected success:\nstdout: {}\nstderr: {}",
+            self.stdout, self.stderr
+        );
+        self
+    }
+    #[track_caller]
+    pub fn code(self, want: i32) -> Self {
+        assert_eq!(
+            self.code, want,
+            "expected exit {want}:\nstdout: {}\nstderr: {}",
+            self.stdout, self.stderr
+        );
+        self
+    }
+}
+
+/// A vault in its own temp dir; every run's output is kept for leak scans. Locks on drop so the
+/// kernel keyring is left clean.
+pub struct TestVault {
+    pub dir: TempDir,
+    pub transcript: Vec<String>,
+}
+
+impl TestVault {
+    /// An empty directory, not yet initialized.
+    pub fn empty(tag: &str) -> Self {
+        Self {
+            dir: TempDir::new(tag),
+            transcript: Vec::new(),
+        }
+    }
+
+    /// A vault made with `init --passphrase-stdin`.
+    pub fn init(tag: &str) -> Self {
+        let mut v = Self::empty(tag);
+        v.run(
+            &["init", "--passphrase-stdin"],
+            Some(&format!("{PASSPHRASE}\n")),
+        )
+        .ok();
+        v
+    }
+
+    pub fn vault_dir(&self) -> PathBuf {
+        self.dir.path().join("vault")
+    }
+
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(bin());
+        c.args(args)
+            .env("VAULT_DIR", self.vault_dir())
+            .env("VAULT_KEYRING", "kernel")
+            .env_remove("VAULT_PASSPHRASE_FILE")
+            .env_remove("VAULT_LOG");
+        c
+    }
+
+    /// Runs `vault ARGS` with `stdin` (or an empty stdin).
+    pub fn run(&mut self, args: &[&str], stdin: Option<&str>) -> Run {
+        let mut c = self.command(args);
+        self.run_command(&mut c, stdin)
+    }
+
+    pub fn run_command(&mut self, c: &mut Command, stdin: Option<&str>) -> Run {
+        use std::io::Write;
+        let mut child = c
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn vault");
+        let mut pipe = child.stdin.take().unwrap();
+        // The child may exit before reading (e.g. a usage error); that is not a test failure.
+        let _ = pipe.write_all(stdin.unwrap_or("").as_bytes());
+        drop(pipe);
+        let run = Run::from(child.wait_with_output().unwrap());
+        self.transcript.push(run.stdout.clone());
+        self.transcript.push(run.stderr.clone());
+        run
+    }
+
+    /// Runs `vault ARGS` in a pseudo-terminal, answering prompts: [(expect, send)].
+    pub fn run_tty(&mut self, args: &[&str], script: &[(&str, &str)]) -> Run {
+        let script = serde_json::to_string(script).unwrap();
+        let mut c = Command::new(python());
+        c.arg(support_file("pty_drive.py"))
+            .arg(script)
+            .arg("--")
+            .arg(bin())
+            .args(args);
+        c.env("VAULT_DIR", self.vault_dir())
+            .env("VAULT_KEYRING", "kernel")
+            .env_remove("VAULT_PASSPHRASE_FILE");
+        self.run_command(&mut c, None)
+    }
+}
+
+impl Drop for TestVault {
+    fn drop(&mut self) {
+        if self.vault_dir().join("vault.id").exists() {
+            let _ = self
+                .command(&["lock"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
+/// The forms a secret could leak in: raw, base64 (standard, URL-safe, unpadded), hex.
+pub fn encodings(secret: &str) -> Vec<String> {
+    use base64::Engine;
+    let b = secret.as_bytes();
+    let e = base64::engine::general_purpose::STANDARD.encode(b);
+    let mut forms = vec![
+        secret.to_owned(),
+        e.trim_end_matches('=').to_owned(),
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b),
+        hex::encode(b),
+        hex::encode_upper(b),
+    ];
+    forms.dedup();
+    forms
+}
+
+/// Panics if any encoding of `secret` occurs in `haystack`.
+#[track_caller]
+pub fn assert_no_leak(what: &str, haystack: &[u8], secret: &str) {
+    for form in encodings(secret) {
+        let found = haystack.windows(form.len()).any(|w| w == form.as_bytes());
+        assert!(!found, "{what} contains the secret (as {form:?})");
+    }
+}
+
+/// Every file under `dir`, recursively.
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+pub fn mode(p: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
+}

@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+"""Run a command in a real pseudo-terminal and answer its prompts.
+
+usage: pty_drive.py SCRIPT_JSON -- COMMAND [ARGS...]
+SCRIPT_JSON is a list of [expect, send] pairs: wait until `expect` appears in the output (case-
+insensitive), then type `send`. The transcript goes to stdout; the exit status is the child's.
+"""
+import json
+import os
+import pty
+import select
+import sys
+import time
+
+def main():
+    sep = sys.argv.index("--")
+    script = json.loads(sys.argv[1])
+    argv = sys.argv[sep + 1 :]
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execvp(argv[0], argv)
+    out = b""
+    deadline = time.time() + 60
+    step = 0
+    while True:
+        if step < len(script) and script[step][0].lower().encode() in out.lower():
+            os.write(fd, script[step][1].encode())
+            step += 1
+            continue
+        if time.time() > deadline:
+            sys.stdout.write(out.decode(errors="replace"))
+            sys.stdout.write("\n[pty_drive.py: timed out waiting for %r]\n" % (script[step][0] if step < len(script) else "exit"))
+            os.kill(pid, 9)
+            sys.exit(124)
+        r, _, _ = select.select([fd], [], [], 0.2)
+        if r:
+            try:
+                data = os.read(fd, 4096)
+            except OSError:
+                data = b""
+            if not data:
+                break
+            out += data
+    _, status = os.waitpid(pid, 0)
+    sys.stdout.write(out.decode(errors="replace"))
+    sys.exit(os.waitstatus_to_exitcode(status))
+
+main()

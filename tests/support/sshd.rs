@@ -1,0 +1,86 @@
+//! A real OpenSSH `sshd` on 127.0.0.1 with its own host key, config and pid file in a temp dir.
+use super::TempDir;
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Sshd {
+    pub port: u16,
+    /// `SHA256:…` of the host key, as `ssh-keygen -l` prints it.
+    pub host_key_fingerprint: String,
+    pub dir: TempDir,
+    child: Child,
+}
+
+fn find(bin: &str) -> String {
+    for d in ["/usr/sbin", "/usr/bin", "/sbin", "/usr/local/sbin"] {
+        let p = format!("{d}/{bin}");
+        if std::path::Path::new(&p).exists() {
+            return p;
+        }
+    }
+    panic!("{bin} not found: install OpenSSH (`apt-get install -y openssh-server openssh-client`; .ci/run does)");
+}
+
+impl Sshd {
+    /// Starts sshd on a free loopback port; `authorized_keys` lines may be given.
+    pub fn start(authorized_keys: &str) -> Self {
+        let dir = TempDir::new("sshd");
+        let d = dir.path();
+        let key = d.join("host_ed25519");
+        let st = Command::new(find("ssh-keygen"))
+            .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+            .arg(&key)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        std::fs::write(d.join("authorized_keys"), authorized_keys).unwrap();
+        let fp = Command::new(find("ssh-keygen"))
+            .arg("-lf")
+            .arg(d.join("host_ed25519.pub"))
+            .output()
+            .unwrap();
+        let fp = String::from_utf8(fp.stdout).unwrap();
+        let host_key_fingerprint = fp.split_whitespace().nth(1).unwrap().to_owned();
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let config = format!(
+            "ListenAddress 127.0.0.1\nPort {port}\nHostKey {}\nAuthorizedKeysFile {}\nPidFile {}\n\
+             UsePAM no\nStrictModes no\nPasswordAuthentication yes\nPubkeyAuthentication yes\n\
+             PermitRootLogin yes\nLogLevel ERROR\n",
+            key.display(),
+            d.join("authorized_keys").display(),
+            d.join("sshd.pid").display()
+        );
+        std::fs::write(d.join("sshd_config"), config).unwrap();
+        let _ = std::fs::create_dir_all("/run/sshd");
+        let child = Command::new(find("sshd"))
+            .args(["-D", "-e", "-f"])
+            .arg(d.join("sshd_config"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start sshd (tests run it as root)");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "sshd did not listen on {port}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Self {
+            port,
+            host_key_fingerprint,
+            dir,
+            child,
+        }
+    }
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
