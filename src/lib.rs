@@ -5,12 +5,16 @@
 #![deny(clippy::print_stdout, clippy::print_stderr, clippy::dbg_macro)]
 #![forbid(unsafe_op_in_unsafe_fn)]
 
+pub mod approvals;
 pub mod audit;
 pub mod canonical;
 pub mod cli;
 pub mod credentials;
+pub mod exec;
 pub mod keys;
+pub mod mcp;
 pub mod paths;
+pub mod policy;
 pub mod store;
 pub mod time;
 pub mod vault;

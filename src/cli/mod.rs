@@ -10,6 +10,7 @@ mod edit;
 mod init;
 mod list;
 mod lock;
+mod mcp;
 mod rm;
 mod unlock;
 
@@ -52,6 +53,8 @@ enum Command {
     Lock,
     /// Check the keyring, paths, modes and versions; prints no secret.
     Doctor(doctor::Args),
+    /// Serve MCP on stdio for an agent's client (stdout carries JSON-RPC only).
+    Mcp(mcp::Args),
     /// Run the whole flow on a throwaway vault against a loopback target.
     Demo,
 }
@@ -90,6 +93,7 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Unlock(a) => unlock::run(paths, a),
         Command::Lock => lock::run(paths),
         Command::Doctor(a) => doctor::run(paths, a),
+        Command::Mcp(a) => mcp::run(paths, a),
         Command::Demo => demo::run(),
     }
 }

@@ -181,3 +181,8 @@ pub fn new_id(prefix: &str) -> String {
 
 #[cfg(test)]
 mod tests;
+
+/// The HTTP methods a request or a credential may name.
+pub fn http_methods() -> &'static [&'static str] {
+    http::METHODS
+}

@@ -3,8 +3,14 @@ use super::{Store, StoreError};
 use rusqlite::TransactionBehavior;
 
 /// Every migration, in order: (version, name, SQL). Files are never edited once they land.
-pub const MIGRATIONS: &[(i64, &str, &str)] =
-    &[(1, "0001_init", include_str!("../../schema/0001_init.sql"))];
+pub const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (1, "0001_init", include_str!("../../schema/0001_init.sql")),
+    (
+        2,
+        "0002_actions",
+        include_str!("../../schema/0002_actions.sql"),
+    ),
+];
 
 /// The schema version this binary writes.
 pub const LATEST_SCHEMA: i64 = MIGRATIONS[MIGRATIONS.len() - 1].0;

@@ -1,0 +1,437 @@
+//! One MCP session over stdio: the read loop (frames → classification → lifecycle → dispatch),
+//! the single writer task that owns stdout, concurrent tool calls with cancellation, and an
+//! orderly shutdown on EOF or SIGTERM (in-flight calls cancelled within the grace period,
+//! pending actions withdrawn, `session.end` journaled).
+use super::framing::{Frame, LineSplitter};
+use super::jsonrpc::{
+    self, classify, error_response, response, Message, RpcError, INVALID_PARAMS, INVALID_REQUEST,
+    METHOD_NOT_FOUND, PARSE_ERROR,
+};
+use super::protocol::{self, Era};
+use super::tools::{self, Ctx};
+use crate::paths::VaultPaths;
+use serde_json::{json, Map, Value};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+
+/// How long in-flight calls get to finish after EOF or SIGTERM.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// What `vault mcp` was started with.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    pub paths: VaultPaths,
+    pub profile: String,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Flow {
+    Continue,
+    Close,
+}
+
+struct Session {
+    ctx: Arc<Ctx>,
+    era: Era,
+    out: mpsc::Sender<String>,
+    inflight: Arc<Mutex<HashMap<String, watch::Sender<bool>>>>,
+    tasks: JoinSet<()>,
+}
+
+/// Serves one MCP session on stdin/stdout until EOF, SIGTERM or a framing error.
+pub fn serve(opts: ServeOptions) -> std::io::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let result = rt.block_on(run(opts));
+    // A blocking stdin read may still be parked; do not wait for it.
+    rt.shutdown_timeout(Duration::from_millis(50));
+    result
+}
+
+async fn run(opts: ServeOptions) -> std::io::Result<()> {
+    let (out, rx) = mpsc::channel::<String>(256);
+    let writer = tokio::spawn(write_lines(rx));
+    let ctx = Arc::new(Ctx::new(opts.paths, opts.profile));
+    tracing::info!(session = %ctx.session_id, profile = %ctx.profile, "mcp session started");
+    let mut session = Session {
+        ctx: ctx.clone(),
+        era: Era::Unset,
+        out,
+        inflight: Arc::default(),
+        tasks: JoinSet::new(),
+    };
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut stdin = tokio::io::stdin();
+    let mut splitter = LineSplitter::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let reason = loop {
+        tokio::select! {
+            read = stdin.read(&mut buf) => match read {
+                Ok(0) => {
+                    if let Some(frame) = std::mem::take(&mut splitter).finish() {
+                        session.handle(frame).await;
+                    }
+                    break "eof";
+                }
+                Ok(n) => {
+                    let mut frames = Vec::new();
+                    splitter.push(&buf[..n], &mut frames);
+                    let mut closed = false;
+                    for frame in frames {
+                        if session.handle(frame).await == Flow::Close {
+                            closed = true;
+                            break;
+                        }
+                    }
+                    if closed {
+                        break "protocol_error";
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!("reading stdin failed: {e}");
+                    break "error";
+                }
+            },
+            _ = sigterm.recv() => break "signal",
+            Some(_) = session.tasks.join_next(), if !session.tasks.is_empty() => {}
+        }
+    };
+    tracing::info!(reason, "mcp session ending");
+    session.shutdown().await;
+    let ctx2 = ctx.clone();
+    let _ = tokio::task::spawn_blocking(move || ctx2.finish(reason)).await;
+    drop(session);
+    let _ = writer.await;
+    Ok(())
+}
+
+/// The only writer of stdout: one complete line at a time, flushed.
+async fn write_lines(mut rx: mpsc::Receiver<String>) {
+    let mut stdout = tokio::io::stdout();
+    while let Some(line) = rx.recv().await {
+        if stdout.write_all(line.as_bytes()).await.is_err() || stdout.flush().await.is_err() {
+            break;
+        }
+    }
+}
+
+impl Session {
+    async fn send(&self, line: String) {
+        let _ = self.out.send(line).await;
+    }
+
+    async fn reply_err(&self, id: Option<&Value>, err: RpcError) {
+        self.send(error_response(id, &err)).await;
+    }
+
+    async fn handle(&mut self, frame: Frame) -> Flow {
+        let line = match frame {
+            Frame::Line(l) => l,
+            Frame::TooLong => {
+                let e = RpcError::new(
+                    PARSE_ERROR,
+                    format!(
+                        "Parse error: a line is longer than {} bytes",
+                        super::framing::MAX_LINE
+                    ),
+                );
+                self.rejected(&e, b"", None);
+                self.reply_err(None, e).await;
+                return Flow::Close;
+            }
+            Frame::Truncated(bytes) => {
+                let e = RpcError::new(
+                    PARSE_ERROR,
+                    "Parse error: the input ended in the middle of a line",
+                );
+                self.rejected(&e, &bytes, None);
+                self.reply_err(None, e).await;
+                return Flow::Close;
+            }
+        };
+        match classify(&line) {
+            Err(e) => {
+                self.rejected(&e, &line, None);
+                self.reply_err(None, e).await;
+                Flow::Close
+            }
+            Ok(Message::Notification { method, params }) => {
+                self.notification(&method, params.as_ref());
+                Flow::Continue
+            }
+            Ok(Message::Request { id, method, params }) => {
+                self.request(id, &method, params, &line).await
+            }
+        }
+    }
+
+    fn notification(&mut self, method: &str, params: Option<&Value>) {
+        match method {
+            "notifications/initialized" => {
+                if let Era::Legacy { .. } = self.era {
+                    self.era = Era::Legacy { initialized: true };
+                }
+            }
+            "notifications/cancelled" => {
+                let Some(id) = params.and_then(|p| p.get("requestId")) else {
+                    return;
+                };
+                if let Some(tx) = self
+                    .inflight
+                    .lock()
+                    .ok()
+                    .and_then(|m| m.get(&id.to_string()).cloned())
+                {
+                    let _ = tx.send(true);
+                }
+            }
+            other => tracing::debug!(method = other, "ignored notification"),
+        }
+    }
+
+    async fn request(
+        &mut self,
+        id: Value,
+        method: &str,
+        params: Option<Value>,
+        raw: &[u8],
+    ) -> Flow {
+        if self
+            .inflight
+            .lock()
+            .map(|m| m.contains_key(&id.to_string()))
+            .unwrap_or(false)
+        {
+            let e = RpcError::new(
+                INVALID_REQUEST,
+                "Invalid Request: this id is already in use by a request in flight",
+            );
+            self.rejected(&e, raw, None);
+            self.reply_err(None, e).await;
+            return Flow::Close;
+        }
+        let meta_version = match protocol::meta_version(params.as_ref()) {
+            Ok(v) => v.map(str::to_owned),
+            Err(e) => {
+                self.reply_err(Some(&id), e).await;
+                return Flow::Continue;
+            }
+        };
+        match method {
+            "initialize" => {
+                let answer = match self.era {
+                    Era::Unset => protocol::initialize(params.as_ref()).map(|(result, info)| {
+                        self.era = Era::Legacy { initialized: false };
+                        if let Ok(mut c) = self.ctx.client.lock() {
+                            *c = info;
+                        }
+                        self.open_session_journal();
+                        result
+                    }),
+                    Era::Legacy { .. } => Err(protocol::already_initialized()),
+                    Era::Modern => Err(protocol::unsupported(protocol::LATEST_HANDSHAKE)),
+                };
+                self.answer(&id, answer).await;
+                return Flow::Continue;
+            }
+            "server/discover" => {
+                let answer = match meta_version.as_deref() {
+                    Some(v) if v != protocol::MODERN_VERSION => Err(protocol::unsupported(v)),
+                    _ => Ok(protocol::discover()),
+                };
+                self.answer(&id, answer).await;
+                return Flow::Continue;
+            }
+            _ => {}
+        }
+        let modern = match (self.era, meta_version.as_deref()) {
+            (_, Some(v)) => match protocol::check_modern_meta(params.as_ref(), v) {
+                Ok(info) => {
+                    if self.era == Era::Unset {
+                        self.era = Era::Modern;
+                        if let Ok(mut c) = self.ctx.client.lock() {
+                            *c = info;
+                        }
+                        self.open_session_journal();
+                    }
+                    true
+                }
+                Err(e) => {
+                    self.reply_err(Some(&id), e).await;
+                    return Flow::Continue;
+                }
+            },
+            (Era::Modern, None) => {
+                let e = RpcError::new(
+                    INVALID_PARAMS,
+                    format!(
+                        "this connection uses {}: every request needs _meta.{}",
+                        protocol::MODERN_VERSION,
+                        protocol::META_VERSION
+                    ),
+                );
+                self.reply_err(Some(&id), e).await;
+                return Flow::Continue;
+            }
+            (Era::Legacy { .. }, None) => false,
+            (Era::Unset, None) => {
+                let answer = if method == "ping" {
+                    Ok(json!({}))
+                } else {
+                    Err(protocol::not_initialized(method))
+                };
+                self.answer(&id, answer).await;
+                return Flow::Continue;
+            }
+        };
+        match method {
+            "ping" => self.answer(&id, Ok(json!({}))).await,
+            "tools/list" => {
+                let answer = tools::list(params.as_ref()).map(|mut r| {
+                    if modern {
+                        r["resultType"] = json!("complete");
+                    }
+                    r
+                });
+                self.answer(&id, answer).await;
+            }
+            "tools/call" => self.tools_call(id, params, modern, raw).await,
+            other => {
+                let e = RpcError::new(METHOD_NOT_FOUND, format!("Method not found: {other}"));
+                self.rejected(&e, raw, None);
+                self.reply_err(Some(&id), e).await;
+            }
+        }
+        Flow::Continue
+    }
+
+    async fn answer(&self, id: &Value, answer: Result<Value, RpcError>) {
+        match answer {
+            Ok(result) => self.send(response(id, result)).await,
+            Err(e) => self.reply_err(Some(id), e).await,
+        }
+    }
+
+    async fn tools_call(&mut self, id: Value, params: Option<Value>, modern: bool, raw: &[u8]) {
+        let checked = (|| {
+            let p = params.as_ref().and_then(Value::as_object).ok_or_else(|| {
+                RpcError::new(
+                    INVALID_PARAMS,
+                    "tools/call needs params {\"name\", \"arguments\"}",
+                )
+            })?;
+            if let Some(k) = p
+                .keys()
+                .find(|k| !matches!(k.as_str(), "name" | "arguments" | "_meta"))
+            {
+                return Err(RpcError::new(
+                    INVALID_PARAMS,
+                    format!(
+                        "tools/call does not take {k:?}; its params are name, arguments and _meta"
+                    ),
+                ));
+            }
+            let name = p.get("name").and_then(Value::as_str).ok_or_else(|| {
+                RpcError::new(INVALID_PARAMS, "tools/call: name must be a string")
+            })?;
+            let tool = tools::find(name).ok_or_else(|| {
+                RpcError::new(
+                    INVALID_PARAMS,
+                    format!("Unknown tool: {name:?}; tools/list shows the tools"),
+                )
+            })?;
+            let args = match p.get("arguments") {
+                None | Some(Value::Null) => Map::new(),
+                Some(Value::Object(m)) => m.clone(),
+                Some(_) => {
+                    return Err(RpcError::new(
+                        INVALID_PARAMS,
+                        "tools/call: arguments must be an object",
+                    ))
+                }
+            };
+            let token = p
+                .get("_meta")
+                .and_then(|m| m.get("progressToken"))
+                .filter(|t| t.is_string() || t.is_i64() || t.is_u64())
+                .cloned();
+            Ok((tool, args, token))
+        })();
+        let (tool, args, token) = match checked {
+            Ok(x) => x,
+            Err(e) => {
+                let name = params
+                    .as_ref()
+                    .and_then(|p| p.get("name"))
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                self.rejected(&e, raw, name.as_deref());
+                self.reply_err(Some(&id), e).await;
+                return;
+            }
+        };
+        let (cancel_tx, cancel_rx) = watch::channel(false);
+        let key = id.to_string();
+        if let Ok(mut m) = self.inflight.lock() {
+            m.insert(key.clone(), cancel_tx);
+        }
+        let (ctx, out, inflight) = (self.ctx.clone(), self.out.clone(), self.inflight.clone());
+        self.tasks.spawn(async move {
+            let progress = tools::Progress {
+                token,
+                out: out.clone(),
+            };
+            let result = tools::call(ctx, tool, args, progress, cancel_rx).await;
+            if let Ok(mut m) = inflight.lock() {
+                m.remove(&key);
+            }
+            if let Some(r) = result {
+                let _ = out.send(response(&id, r.to_json(modern))).await;
+            }
+        });
+    }
+
+    /// Journals `session.start` as soon as the vault can be opened (not at all while locked).
+    fn open_session_journal(&self) {
+        let ctx = self.ctx.clone();
+        self.tasks_spawn_blocking(move || {
+            let _ = ctx.with_vault(|_| Ok(()));
+        });
+    }
+
+    fn tasks_spawn_blocking(&self, f: impl FnOnce() + Send + 'static) {
+        drop(tokio::task::spawn_blocking(f));
+    }
+
+    /// A rejected request: logged with a fingerprint of its bytes, never the bytes.
+    fn rejected(&self, e: &RpcError, raw: &[u8], tool: Option<&str>) {
+        let fingerprint = blake3::hash(raw).to_hex();
+        tracing::info!(code = e.code, reason = %e.message, %fingerprint, tool, "rejected request");
+    }
+
+    async fn shutdown(&mut self) {
+        if let Ok(m) = self.inflight.lock() {
+            for tx in m.values() {
+                let _ = tx.send(true);
+            }
+        }
+        let drain = async { while self.tasks.join_next().await.is_some() {} };
+        if tokio::time::timeout(SHUTDOWN_GRACE, drain).await.is_err() {
+            tracing::warn!(
+                "in-flight calls did not finish within {}s; aborting them",
+                SHUTDOWN_GRACE.as_secs()
+            );
+            self.tasks.abort_all();
+        }
+    }
+}
+
+// Keep the constant referenced for readers of this module: a JSON-RPC error code table lives in
+// `jsonrpc`.
+#[allow(dead_code)]
+const _CODES: [i64; 1] = [jsonrpc::INTERNAL_ERROR];

@@ -1,0 +1,200 @@
+//! Tool results: `structuredContent` and a text block carrying the same JSON; failures are
+//! `isError: true` with text that starts with `Error:`, names cause and fix, and ends with the
+//! JSON on one line. Times are objects with UTC, local time, weekday and distance from now.
+use crate::approvals::{Action, State};
+use serde_json::{json, Map, Value};
+
+/// One tool call's outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolResult {
+    pub structured: Value,
+    pub is_error: bool,
+    text: String,
+}
+
+impl ToolResult {
+    /// A success: the text block is exactly the JSON of `structured`.
+    pub fn ok(structured: Value) -> Self {
+        let text = structured.to_string();
+        Self {
+            structured,
+            is_error: false,
+            text,
+        }
+    }
+
+    /// A failure with an `error` object (and `extra` members such as `action_id`, `state`).
+    pub fn error(
+        code: &str,
+        message: &str,
+        fix: &str,
+        details: Value,
+        extra: Map<String, Value>,
+    ) -> Self {
+        let mut obj = extra;
+        obj.insert(
+            "error".into(),
+            json!({"code": code, "message": message, "fix": fix, "details": details}),
+        );
+        let structured = Value::Object(obj);
+        let text = format!("Error: {message}\nFix: {fix}\n{structured}");
+        Self {
+            structured,
+            is_error: true,
+            text,
+        }
+    }
+
+    /// The `tools/call` result object.
+    pub fn to_json(&self, modern: bool) -> Value {
+        let mut r = json!({
+            "content": [{"type": "text", "text": self.text}],
+            "structuredContent": self.structured,
+            "isError": self.is_error,
+        });
+        if modern {
+            r["resultType"] = json!("complete");
+        }
+        r
+    }
+}
+
+/// A moment as the agent sees it.
+pub fn time_obj(utc: &str) -> Value {
+    let Ok(ts) = utc.parse::<jiff::Timestamp>() else {
+        return json!({"utc": utc, "local": utc, "weekday": "", "in": ""});
+    };
+    let zoned = ts.to_zoned_datetime(jiff::tz::TimeZone::system());
+    let secs = ts.duration_since(jiff::Timestamp::now()).as_secs();
+    json!({
+        "utc": utc,
+        "local": zoned.strftime("%Y-%m-%dT%H:%M:%S%:z").to_string(),
+        "weekday": zoned.strftime("%a").to_string(),
+        "in": relative(secs),
+    })
+}
+
+fn relative(secs: i64) -> String {
+    let a = secs.unsigned_abs();
+    let span = if a < 60 {
+        format!("{a} s")
+    } else if a < 3600 {
+        format!("{} min", a / 60)
+    } else if a < 86400 {
+        format!("{} h", a / 3600)
+    } else {
+        format!("{} d", a / 86400)
+    };
+    if secs >= 0 {
+        span
+    } else {
+        format!("{span} ago")
+    }
+}
+
+/// The result of an action in any state.
+pub fn action_result(a: &Action, replayed: bool) -> ToolResult {
+    let mut base = Map::new();
+    base.insert("action_id".into(), json!(a.id));
+    base.insert("state".into(), json!(a.state.as_str()));
+    base.insert("summary".into(), json!(a.summary));
+    base.insert("replayed".into(), json!(replayed));
+    base.insert("created".into(), time_obj(&a.created_at));
+    base.insert("expires".into(), time_obj(&a.expires_at));
+    let reason = a.reason.clone().unwrap_or_default();
+    let details = json!({"action_id": a.id, "state": a.state.as_str()});
+    match a.state {
+        State::Pending | State::Received | State::Approved | State::Dispatched => {
+            base.insert(
+                "next".into(),
+                json!(format!(
+                    "Waiting for a person to approve it in `vault approve`. Call get_action with {{\"action_id\":\"{}\",\"wait_s\":50}} to wait for the result.",
+                    a.id
+                )),
+            );
+            ToolResult::ok(Value::Object(base))
+        }
+        State::Completed => {
+            if let Some(Value::Object(r)) = &a.result {
+                for (k, v) in r {
+                    base.insert(k.clone(), v.clone());
+                }
+            }
+            ToolResult::ok(Value::Object(base))
+        }
+        State::Denied => ToolResult::error(
+            "denied",
+            &format!("the person denied action {}{}", a.id, if reason.is_empty() { String::new() } else { format!(": {reason}") }),
+            "do not retry the same action; ask the person what they want instead",
+            details,
+            base,
+        ),
+        State::Expired => ToolResult::error(
+            "expired",
+            &format!("nobody approved action {} before it expired", a.id),
+            "ask the person to run `vault approve`, then send the request again",
+            details,
+            base,
+        ),
+        State::Withdrawn => ToolResult::error(
+            "withdrawn",
+            &format!("action {} was withdrawn ({reason}) and did not run", a.id),
+            "send the request again if it is still needed",
+            details,
+            base,
+        ),
+        State::FailedBeforeSend => ToolResult::error(
+            "failed_before_send",
+            &format!("action {} failed before anything was sent: {reason}", a.id),
+            "check the target and the credential, then send the request again; nothing reached the target",
+            details,
+            base,
+        ),
+        State::Indeterminate => ToolResult::error(
+            "indeterminate",
+            &format!("action {} may or may not have taken effect: {reason}", a.id),
+            "check the target's state with a read-only request before retrying",
+            details,
+            base,
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_text_starts_with_error_and_ends_with_the_structured_json() {
+        let r = ToolResult::error(
+            "not_found",
+            "no credential named \"x\"",
+            "call list_credentials",
+            json!({"name": "x"}),
+            Map::new(),
+        );
+        let text = r.to_json(false)["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(text.starts_with("Error: "));
+        let last: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+        assert_eq!(last, r.structured);
+        let ok = ToolResult::ok(json!({"a": 1}));
+        let text = ok.to_json(true)["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), ok.structured);
+        assert_eq!(ok.to_json(true)["resultType"], "complete");
+    }
+
+    #[test]
+    fn times_read_both_ways() {
+        assert_eq!(relative(240), "4 min");
+        assert_eq!(relative(-7200), "2 h ago");
+        let t = time_obj("2026-11-30T13:42:42.123Z");
+        assert_eq!(t["weekday"], "Mon");
+        assert!(t["in"].as_str().unwrap().ends_with("ago"));
+    }
+}

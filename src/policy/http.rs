@@ -1,0 +1,285 @@
+//! HTTP requests: the URL must fall exactly inside the credential's scheme + host + port + path
+//! prefix after normalization (percent-decoding, dot segments, IPv4 encodings, IPv4-mapped IPv6),
+//! with no user info; headers that carry authority are the vault's, not the agent's.
+use super::{bounded, PolicyError, MAX_BODY_BYTES, TIMEOUT_S};
+use crate::credentials::{HttpAuth, HttpTarget};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use url::{Host, Url};
+
+/// `http_request` arguments as the agent sent them (unknown fields are refused by the caller).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpArgs {
+    pub credential: String,
+    pub method: String,
+    pub url: String,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default)]
+    pub query: BTreeMap<String, String>,
+    pub body: Option<String>,
+    pub json: Option<serde_json::Value>,
+    pub timeout_s: Option<u64>,
+    pub max_output_bytes: Option<u64>,
+    pub idempotency_key: Option<String>,
+    pub wait_s: Option<u64>,
+}
+
+/// A validated HTTP request: method, normalized URL (query included), agent headers (lowercase
+/// names, sorted), optional body. The credential is injected only at dispatch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpRequest {
+    pub method: String,
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Option<Vec<u8>>,
+    pub timeout_s: u64,
+    pub max_output_bytes: u64,
+}
+
+const REFUSED_HEADERS: &[&str] = &[
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "te",
+    "upgrade",
+    "expect",
+];
+
+pub(super) fn validate(t: &HttpTarget, a: HttpArgs) -> Result<HttpRequest, PolicyError> {
+    let method = a.method.to_ascii_uppercase();
+    if !crate::credentials::http_methods().contains(&method.as_str()) {
+        return Err(PolicyError::invalid(
+            "method",
+            format!("{:?} is not supported", a.method),
+            "use GET, HEAD, POST, PUT, PATCH, DELETE or OPTIONS",
+        ));
+    }
+    if let Some(allowed) = &t.methods {
+        if !allowed.contains(&method) {
+            return Err(PolicyError::denied(
+                format!("credential allows only {} (not {method})", allowed.join(", ")),
+                "ask the person to widen the credential with `vault edit NAME --methods …`, or use an allowed method",
+            ));
+        }
+    }
+    let mut url = bind_url(t, &a.url)?;
+    for (k, v) in &a.query {
+        if k.is_empty() {
+            return Err(PolicyError::invalid(
+                "query",
+                "a parameter name is empty",
+                "remove the empty name",
+            ));
+        }
+        if let HttpAuth::Query { param } = &t.auth {
+            if k == param {
+                return Err(PolicyError::invalid(
+                    "query",
+                    format!("{k:?} is set by the vault from the credential"),
+                    format!("remove {k:?} from query"),
+                ));
+            }
+        }
+        url.query_pairs_mut().append_pair(k, v);
+    }
+    if let HttpAuth::Query { param } = &t.auth {
+        if url.query_pairs().any(|(k, _)| k == param.as_str()) {
+            return Err(PolicyError::invalid(
+                "url",
+                format!("the query parameter {param:?} is set by the vault"),
+                format!("remove {param:?} from the URL"),
+            ));
+        }
+    }
+    let mut headers = Vec::with_capacity(a.headers.len());
+    for (name, value) in a.headers {
+        let lower = name.to_ascii_lowercase();
+        let token = !lower.is_empty()
+            && lower
+                .bytes()
+                .all(|c| c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&c));
+        if !token {
+            return Err(PolicyError::invalid(
+                "headers",
+                format!("{name:?} is not a valid header name"),
+                "use token characters only",
+            ));
+        }
+        let injected =
+            matches!(&t.auth, HttpAuth::Header { name: n, .. } if n.eq_ignore_ascii_case(&lower));
+        if REFUSED_HEADERS.contains(&lower.as_str()) || injected {
+            return Err(PolicyError::invalid(
+                "headers",
+                format!("the {name} header is set by the vault, never by the caller"),
+                format!("remove {name} from headers; the credential is injected for you"),
+            ));
+        }
+        if value.chars().any(|c| c.is_control() && c != '\t') {
+            return Err(PolicyError::invalid(
+                "headers",
+                format!("the value of {name} contains control characters"),
+                "remove line breaks from header values",
+            ));
+        }
+        headers.push((lower, value));
+    }
+    headers.sort();
+    let body = match (a.body, a.json) {
+        (Some(_), Some(_)) => {
+            return Err(PolicyError::invalid(
+                "body",
+                "both body and json were given",
+                "send either body (text) or json (a JSON value), not both",
+            ))
+        }
+        (Some(b), None) => Some(b.into_bytes()),
+        (None, Some(j)) => {
+            if !headers.iter().any(|(k, _)| k == "content-type") {
+                headers.push(("content-type".into(), "application/json".into()));
+                headers.sort();
+            }
+            Some(serde_json::to_vec(&j).expect("JSON"))
+        }
+        (None, None) => None,
+    };
+    if body.as_ref().is_some_and(|b| b.len() > MAX_BODY_BYTES) {
+        return Err(PolicyError::invalid(
+            "body",
+            format!("the body is larger than {MAX_BODY_BYTES} bytes"),
+            "send a smaller body",
+        ));
+    }
+    Ok(HttpRequest {
+        method,
+        url: url.to_string(),
+        headers,
+        body,
+        timeout_s: bounded("timeout_s", a.timeout_s, TIMEOUT_S)?,
+        max_output_bytes: bounded(
+            "max_output_bytes",
+            a.max_output_bytes,
+            (1, 1024 * 1024, 64 * 1024),
+        )?,
+    })
+}
+
+/// Parses and normalizes `raw`, then checks it against the credential's binding.
+pub fn bind_url(t: &HttpTarget, raw: &str) -> Result<Url, PolicyError> {
+    let fix_url = format!(
+        "use a URL under {}://{}:{}{}",
+        t.scheme,
+        bracket(&t.host),
+        t.port,
+        t.path_prefix
+    );
+    let url = Url::parse(raw.trim()).map_err(|e| {
+        PolicyError::invalid(
+            "url",
+            format!("{raw:?} is not an absolute URL ({e})"),
+            fix_url.clone(),
+        )
+    })?;
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(PolicyError::invalid(
+            "url",
+            "user info (user@host) is not allowed in the URL",
+            "remove it; the vault injects the credential",
+        ));
+    }
+    if url.fragment().is_some() {
+        return Err(PolicyError::invalid(
+            "url",
+            "the URL has a #fragment",
+            "remove the fragment",
+        ));
+    }
+    let host = match url.host() {
+        Some(Host::Domain(d)) => d.trim_end_matches('.').to_owned(),
+        Some(Host::Ipv4(v4)) => v4.to_string(),
+        Some(Host::Ipv6(v6)) => v6
+            .to_ipv4_mapped()
+            .map(|v4| v4.to_string())
+            .unwrap_or_else(|| v6.to_string()),
+        None => return Err(PolicyError::invalid("url", "the URL has no host", fix_url)),
+    };
+    let port = url.port_or_known_default().unwrap_or(0);
+    if url.scheme() != t.scheme || host != t.host || port != t.port {
+        return Err(PolicyError::denied(
+            format!(
+                "{}://{}:{} is not the credential's target {}://{}:{}",
+                url.scheme(),
+                bracket(&host),
+                port,
+                t.scheme,
+                bracket(&t.host),
+                t.port
+            ),
+            fix_url,
+        ));
+    }
+    let path = url.path();
+    let lower = path.to_ascii_lowercase();
+    if lower.contains("%2f")
+        || lower.contains("%5c")
+        || lower.contains("%2e")
+        || lower.contains("%00")
+    {
+        return Err(PolicyError::invalid(
+            "url",
+            "the path has an encoded '/', '\\', '.' or NUL",
+            "write the path plainly",
+        ));
+    }
+    let decoded = percent_decode(path);
+    if decoded.split('/').any(|s| s == "." || s == "..") {
+        return Err(PolicyError::invalid(
+            "url",
+            "the path has . or .. segments",
+            "write the path without them",
+        ));
+    }
+    if !under_prefix(&decoded, &t.path_prefix) {
+        return Err(PolicyError::denied(
+            format!(
+                "the path {decoded:?} is outside the credential's prefix {:?}",
+                t.path_prefix
+            ),
+            fix_url,
+        ));
+    }
+    Ok(url)
+}
+
+fn bracket(host: &str) -> String {
+    if host.parse::<IpAddr>().is_ok_and(|ip| ip.is_ipv6()) {
+        format!("[{host}]")
+    } else {
+        host.to_owned()
+    }
+}
+
+fn percent_decode(s: &str) -> String {
+    url::form_urlencoded::parse(format!("x={}", s.replace('+', "%2B")).as_bytes())
+        .next()
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_default()
+}
+
+/// `/v1/` covers `/v1/x`; `/v1` covers `/v1` and `/v1/x` but not `/v1admin`.
+pub fn under_prefix(path: &str, prefix: &str) -> bool {
+    if prefix == "/" || path == prefix {
+        return true;
+    }
+    if prefix.ends_with('/') {
+        return path.starts_with(prefix);
+    }
+    path.strip_prefix(prefix)
+        .is_some_and(|rest| rest.starts_with('/'))
+}

@@ -1,0 +1,182 @@
+//! Policy: turning tool arguments the MCP layer has already shape-checked into a validated,
+//! normalized request bound to one credential of the session's profile, and refusing what the
+//! credential's rules forbid, before anything is queued. No I/O beyond the store; no DNS.
+mod http;
+mod ssh;
+
+pub use http::{HttpArgs, HttpRequest};
+pub use ssh::{SshArgs, SshRequest};
+
+use crate::credentials::{Credential, Target};
+use serde_json::{json, Value};
+
+/// Largest request body the vault forwards.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// Bounds of `timeout_s`.
+pub const TIMEOUT_S: (u64, u64, u64) = (1, 300, 30);
+
+/// Why a request was refused before anything was queued.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    /// The argument is malformed (`invalid_argument`).
+    #[error("{field}: {reason}")]
+    Invalid {
+        field: &'static str,
+        reason: String,
+        fix: String,
+    },
+    /// The credential's rules forbid it (`policy_denied`).
+    #[error("{reason}")]
+    Denied { reason: String, fix: String },
+}
+
+impl PolicyError {
+    pub(crate) fn invalid(
+        field: &'static str,
+        reason: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Self {
+        PolicyError::Invalid {
+            field,
+            reason: reason.into(),
+            fix: fix.into(),
+        }
+    }
+    pub(crate) fn denied(reason: impl Into<String>, fix: impl Into<String>) -> Self {
+        PolicyError::Denied {
+            reason: reason.into(),
+            fix: fix.into(),
+        }
+    }
+    pub fn code(&self) -> &'static str {
+        match self {
+            PolicyError::Invalid { .. } => "invalid_argument",
+            PolicyError::Denied { .. } => "policy_denied",
+        }
+    }
+    pub fn fix(&self) -> &str {
+        match self {
+            PolicyError::Invalid { fix, .. } | PolicyError::Denied { fix, .. } => fix,
+        }
+    }
+}
+
+/// A request that passed validation and the credential's rules.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ValidatedRequest {
+    Http(HttpRequest),
+    Ssh(SshRequest),
+}
+
+impl ValidatedRequest {
+    pub fn tool(&self) -> &'static str {
+        match self {
+            ValidatedRequest::Http(_) => "http_request",
+            ValidatedRequest::Ssh(_) => "ssh_exec",
+        }
+    }
+    /// What the approver reads: `POST https://api.example.com/v1/items (credential example)`.
+    pub fn summary(&self, credential: &str) -> String {
+        match self {
+            ValidatedRequest::Http(h) => {
+                format!("{} {} (credential {credential})", h.method, h.url)
+            }
+            ValidatedRequest::Ssh(s) => {
+                let host = if s.host.contains(':') {
+                    format!("[{}]", s.host)
+                } else {
+                    s.host.clone()
+                };
+                format!(
+                    "ssh {}@{}:{} `{}` (credential {credential})",
+                    s.user, host, s.port, s.command
+                )
+            }
+        }
+    }
+    /// The normalized action (DESIGN §4); its canonical JSON is what the action hash covers.
+    pub fn normalized(&self, cred: &Credential) -> Value {
+        let credential = json!({"id": cred.id, "version": cred.version});
+        match self {
+            ValidatedRequest::Http(h) => json!({
+                "kind": "http",
+                "credential": credential,
+                "method": h.method,
+                "url": h.url,
+                "headers": h.headers,
+                "body_blake3": h.body.as_ref().map(|b| blake3::hash(b).to_hex().to_string()),
+            }),
+            ValidatedRequest::Ssh(s) => json!({
+                "kind": "ssh",
+                "credential": credential,
+                "host": s.host,
+                "port": s.port,
+                "user": s.user,
+                "host_key": s.host_key,
+                "command": s.command,
+            }),
+        }
+    }
+    pub fn timeout_s(&self) -> u64 {
+        match self {
+            ValidatedRequest::Http(h) => h.timeout_s,
+            ValidatedRequest::Ssh(s) => s.timeout_s,
+        }
+    }
+    pub fn body(&self) -> Option<&[u8]> {
+        match self {
+            ValidatedRequest::Http(h) => h.body.as_deref(),
+            ValidatedRequest::Ssh(_) => None,
+        }
+    }
+}
+
+/// blake3 hex of the canonical JSON of a normalized action.
+pub fn action_hash(normalized: &Value) -> String {
+    blake3::hash(crate::canonical::to_string(normalized).as_bytes())
+        .to_hex()
+        .to_string()
+}
+
+/// Validates HTTP arguments against the credential (which must be an HTTP credential).
+pub fn validate_http(cred: &Credential, args: HttpArgs) -> Result<ValidatedRequest, PolicyError> {
+    match &cred.target {
+        Target::Http(t) => http::validate(t, args).map(ValidatedRequest::Http),
+        Target::Ssh(_) => Err(wrong_kind(cred, "ssh", "ssh_exec")),
+    }
+}
+
+/// Validates SSH arguments against the credential (which must be an SSH credential).
+pub fn validate_ssh(cred: &Credential, args: SshArgs) -> Result<ValidatedRequest, PolicyError> {
+    match &cred.target {
+        Target::Ssh(t) => ssh::validate(t, args).map(ValidatedRequest::Ssh),
+        Target::Http(_) => Err(wrong_kind(cred, "http", "http_request")),
+    }
+}
+
+fn wrong_kind(cred: &Credential, kind: &str, tool: &str) -> PolicyError {
+    PolicyError::invalid(
+        "credential",
+        format!("credential {:?} is an {kind} credential", cred.name),
+        format!("use the {tool} tool with it, or pick another credential from list_credentials"),
+    )
+}
+
+pub(crate) fn bounded(
+    field: &'static str,
+    v: Option<u64>,
+    (min, max, default): (u64, u64, u64),
+) -> Result<u64, PolicyError> {
+    match v {
+        None => Ok(default),
+        Some(n) if (min..=max).contains(&n) => Ok(n),
+        Some(n) => Err(PolicyError::invalid(
+            field,
+            format!("{n} is outside {min}..={max}"),
+            format!("pass a {field} between {min} and {max}"),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,196 @@
+//! Binding and allowlist tests: what must never reach a credential's target.
+use super::*;
+use crate::credentials::{Approval, HttpAuth, HttpTarget, SshAuth, SshTarget};
+
+fn http_cred(host: &str, port: u16, prefix: &str, auth: HttpAuth) -> Credential {
+    Credential {
+        id: "cred_1".into(),
+        profile: "default".into(),
+        name: "api".into(),
+        version: 3,
+        approval: Approval::Each,
+        target: Target::Http(HttpTarget {
+            scheme: if host == "127.0.0.1" {
+                "http".into()
+            } else {
+                "https".into()
+            },
+            host: host.into(),
+            port,
+            path_prefix: prefix.into(),
+            methods: Some(vec!["GET".into(), "POST".into()]),
+            auth,
+            ca_file: None,
+        }),
+        created_at: String::new(),
+        updated_at: String::new(),
+    }
+}
+
+fn get(url: &str) -> HttpArgs {
+    HttpArgs {
+        credential: "api".into(),
+        method: "GET".into(),
+        url: url.into(),
+        ..HttpArgs::default()
+    }
+}
+
+#[test]
+fn only_the_exact_scheme_host_port_and_prefix_bind() {
+    let c = http_cred("api.example.com", 443, "/v1/", HttpAuth::Bearer);
+    for ok in [
+        "https://api.example.com/v1/items",
+        "https://API.example.com:443/v1/a/../b",
+        "https://api.example.com./v1/x?q=1",
+    ] {
+        assert!(validate_http(&c, get(ok)).is_ok(), "{ok}");
+    }
+    for bad in [
+        "http://api.example.com/v1/x",
+        "https://api.example.com:8443/v1/x",
+        "https://evil.example.com/v1/x",
+        "https://api.example.com.evil.com/v1/x",
+        "https://user:pw@api.example.com/v1/x",
+        "https://api.example.com/v2/x",
+        "https://api.example.com/v1",
+        "https://api.example.com/v1%2f../admin",
+        "https://api.example.com/v1/%2e%2e/admin",
+        "https://api.example.com/v1/..%2fadmin",
+        "https://api.example.com/v1/x#frag",
+        "/v1/x",
+        "https://169.254.169.254/v1/x",
+    ] {
+        assert!(validate_http(&c, get(bad)).is_err(), "{bad} must not bind");
+    }
+    let local = http_cred("127.0.0.1", 8080, "/", HttpAuth::Bearer);
+    for ok in [
+        "http://127.0.0.1:8080/",
+        "http://2130706433:8080/x",
+        "http://0x7f.1:8080/",
+        "http://[::ffff:127.0.0.1]:8080/",
+        "http://0177.0.0.1:8080/",
+    ] {
+        assert!(
+            validate_http(&local, get(ok)).is_ok(),
+            "{ok} is 127.0.0.1 in another encoding"
+        );
+    }
+    assert!(validate_http(&local, get("http://127.0.0.2:8080/")).is_err());
+    assert!(
+        validate_http(&local, get("http://localhost:8080/")).is_err(),
+        "a name is not the pinned address"
+    );
+}
+
+#[test]
+fn methods_headers_query_and_bodies() {
+    let c = http_cred(
+        "api.example.com",
+        443,
+        "/",
+        HttpAuth::Query {
+            param: "key".into(),
+        },
+    );
+    let mut a = get("https://api.example.com/x");
+    a.method = "DELETE".into();
+    assert!(matches!(
+        validate_http(&c, a),
+        Err(PolicyError::Denied { .. })
+    ));
+    for h in [
+        "Authorization",
+        "proxy-authorization",
+        "Cookie",
+        "Host",
+        "Content-Length",
+    ] {
+        let mut a = get("https://api.example.com/x");
+        a.headers.insert(h.into(), "v".into());
+        assert!(
+            matches!(
+                validate_http(&c, a),
+                Err(PolicyError::Invalid {
+                    field: "headers",
+                    ..
+                })
+            ),
+            "{h}"
+        );
+    }
+    let mut a = get("https://api.example.com/x");
+    a.headers.insert("X-Ok".into(), "a\r\nX-Evil: 1".into());
+    assert!(validate_http(&c, a).is_err());
+    assert!(validate_http(&c, get("https://api.example.com/x?key=stolen")).is_err());
+    let mut a = get("https://api.example.com/x");
+    a.query.insert("key".into(), "x".into());
+    assert!(validate_http(&c, a).is_err());
+    let mut a = get("https://api.example.com/x");
+    a.method = "post".into();
+    a.json = Some(serde_json::json!({"b": 1}));
+    a.query.insert("q".into(), "a b".into());
+    let ValidatedRequest::Http(r) = validate_http(&c, a).unwrap() else {
+        panic!()
+    };
+    assert_eq!(r.method, "POST");
+    assert_eq!(r.url, "https://api.example.com/x?q=a+b");
+    assert_eq!(
+        r.headers,
+        vec![("content-type".to_owned(), "application/json".to_owned())]
+    );
+    let mut a = get("https://api.example.com/x");
+    a.body = Some("x".into());
+    a.json = Some(serde_json::json!(1));
+    assert!(validate_http(&c, a).is_err());
+    let mut a = get("https://api.example.com/x");
+    a.timeout_s = Some(0);
+    assert!(validate_http(&c, a).is_err());
+}
+
+#[test]
+fn the_hash_covers_the_credential_version_and_every_field() {
+    let c = http_cred("api.example.com", 443, "/", HttpAuth::Bearer);
+    let r = validate_http(&c, get("https://api.example.com/a")).unwrap();
+    let h1 = action_hash(&r.normalized(&c));
+    let mut c2 = c.clone();
+    c2.version += 1;
+    assert_ne!(h1, action_hash(&r.normalized(&c2)));
+    let r2 = validate_http(&c, get("https://api.example.com/b")).unwrap();
+    assert_ne!(h1, action_hash(&r2.normalized(&c)));
+    assert_eq!(h1, action_hash(&r.normalized(&c)));
+}
+
+#[test]
+fn ssh_allowlist_and_kind_mismatch() {
+    let c = Credential {
+        target: Target::Ssh(SshTarget {
+            host: "10.0.0.5".into(),
+            port: 22,
+            user: "deploy".into(),
+            host_key: format!("SHA256:{}", "a".repeat(43)),
+            auth: SshAuth::Password,
+            allow_commands: vec!["systemctl status *".into(), "uptime".into()],
+        }),
+        ..http_cred("x.example", 443, "/", HttpAuth::Bearer)
+    };
+    let args = |cmd: &str| SshArgs {
+        credential: "api".into(),
+        command: cmd.into(),
+        ..SshArgs::default()
+    };
+    assert!(validate_ssh(&c, args("uptime")).is_ok());
+    assert!(validate_ssh(&c, args("systemctl status nginx")).is_ok());
+    assert!(matches!(
+        validate_ssh(&c, args("rm -rf /")),
+        Err(PolicyError::Denied { .. })
+    ));
+    assert!(matches!(
+        validate_ssh(&c, args("uptime; rm -rf /")),
+        Err(PolicyError::Denied { .. })
+    ));
+    assert!(validate_ssh(&c, args("  ")).is_err());
+    assert!(validate_http(&c, get("https://x.example/")).is_err());
+    assert!(ssh::glob_match("a*b?c", "aXXbYc"));
+    assert!(!ssh::glob_match("a*b", "ab c"));
+}
