@@ -3,6 +3,7 @@
 use super::result::{action_result, time_obj, ToolResult};
 use crate::approvals::{self, Action, ApprovalError, Submission, Submitted};
 use crate::credentials::{self, CredentialError, Target};
+use crate::exec::{Executor, RecordingExecutor};
 use crate::mcp::protocol::ClientInfo;
 use crate::paths::VaultPaths;
 use crate::policy::{self, HttpArgs, PolicyError, SshArgs, ValidatedRequest};
@@ -30,6 +31,11 @@ pub struct Ctx {
     pub wait_default_s: u64,
     pub expiry: Duration,
     pub replay_window: Duration,
+    /// The executor every authorized action goes to. `VAULT_EXECUTOR_RECORD=FILE` installs the
+    /// recording executor, which runs nothing (the test seam of the final boundary). Dispatch of
+    /// approved actions reads it; until approvals land no action reaches the approved state.
+    #[allow(dead_code)]
+    pub executor: Option<Arc<dyn Executor>>,
 }
 
 impl Ctx {
@@ -44,6 +50,7 @@ impl Ctx {
             wait_default_s: 50,
             expiry: Duration::from_secs(600),
             replay_window: Duration::from_secs(600),
+            executor: recording_executor(),
         }
     }
 
@@ -106,6 +113,20 @@ impl Ctx {
             }
             Ok(())
         });
+    }
+}
+
+fn recording_executor() -> Option<Arc<dyn Executor>> {
+    let path = std::env::var_os("VAULT_EXECUTOR_RECORD").filter(|p| !p.is_empty())?;
+    match RecordingExecutor::create(path.into()) {
+        Ok(r) => {
+            tracing::warn!("VAULT_EXECUTOR_RECORD is set: actions are recorded, never executed");
+            Some(Arc::new(r))
+        }
+        Err(e) => {
+            tracing::error!("VAULT_EXECUTOR_RECORD cannot be created ({e}); no executor at all");
+            None
+        }
     }
 }
 

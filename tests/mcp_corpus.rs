@@ -1,0 +1,218 @@
+//! The wire boundary through the real binary: every hostile input of `tests/corpus/cases.json`
+//! gets its exact JSON-RPC code (or tool error), closes the session or not as documented, leaves
+//! zero executor calls and zero actions, and stdout stays pure JSON-RPC throughout.
+mod support;
+
+use serde_json::Value;
+use std::io::Write;
+use std::process::Stdio;
+use std::time::Duration;
+use support::mcp::{assert_protocol_stdout, wait_with_timeout};
+use support::*;
+
+const DECOYS: [&str; 3] = [
+    "DECOY_corpus_api_7d1e2",
+    "DECOY_corpus_box_c93a0",
+    "DECOY_corpus_other_55f1",
+];
+
+const INIT: &str = r#"{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"corpus","version":"1"}}}"#;
+const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+const PROBE: &str = r#"{"jsonrpc":"2.0","id":"probe","method":"ping"}"#;
+
+/// A vault with an http credential `api`, an ssh credential `box` (command allowlist) in the
+/// default profile, and `other-api` in profile `other`.
+pub fn corpus_vault() -> TestVault {
+    let mut v = TestVault::init("corpus");
+    v.run(
+        &[
+            "add",
+            "http",
+            "api",
+            "--host",
+            "api.example.com",
+            "--path-prefix",
+            "/v1/",
+            "--methods",
+            "GET,POST",
+            "--bearer",
+            "--secret-stdin",
+        ],
+        Some(&format!("{}\n", DECOYS[0])),
+    )
+    .ok();
+    let pin = format!("SHA256:{}", "A".repeat(43));
+    v.run(
+        &[
+            "add",
+            "ssh",
+            "box",
+            "--host",
+            "10.1.2.3",
+            "--user",
+            "deploy",
+            "--password-stdin",
+            "--host-key",
+            &pin,
+            "--allow-command",
+            "uptime",
+        ],
+        Some(&format!("{}\n", DECOYS[1])),
+    )
+    .ok();
+    v.run(
+        &[
+            "add",
+            "http",
+            "other-api",
+            "--host",
+            "other.example.com",
+            "--bearer",
+            "--secret-stdin",
+            "--profile",
+            "other",
+        ],
+        Some(&format!("{}\n", DECOYS[2])),
+    )
+    .ok();
+    v
+}
+
+fn input_of(case: &Value) -> Vec<u8> {
+    if let Some(s) = case["input"].as_str() {
+        return s.as_bytes().to_vec();
+    }
+    if let Some(h) = case["input_hex"].as_str() {
+        return hex::decode(h).unwrap();
+    }
+    match case["generate"].as_str().unwrap() {
+        "oversized" => {
+            let mut v = br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":""#.to_vec();
+            v.resize(4 * 1024 * 1024 + 64, b'a');
+            v.extend_from_slice(b"\"}}\n");
+            v
+        }
+        "deep_array" => format!("{}{}\n", "[".repeat(100_000), "]".repeat(100_000)).into_bytes(),
+        "deep_object" => {
+            let mut s = String::from(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":"#);
+            s.push_str(&r#"{"a":"#.repeat(500));
+            s.push('1');
+            s.push_str(&"}".repeat(501));
+            s.push('\n');
+            s.into_bytes()
+        }
+        other => panic!("unknown generator {other}"),
+    }
+}
+
+#[test]
+fn every_hostile_input_is_refused_before_anything_can_act() {
+    let corpus: Value = serde_json::from_str(
+        &std::fs::read_to_string(support_file("../corpus/cases.json")).unwrap(),
+    )
+    .unwrap();
+    let cases = corpus["cases"].as_array().unwrap();
+    assert!(cases.len() >= 40, "the corpus keeps at least 40 cases");
+    let mut v = corpus_vault();
+    let record = v.dir.path().join("executor-record.jsonl");
+    for case in cases {
+        let name = case["name"].as_str().unwrap();
+        let mut stdin = Vec::new();
+        if case["preamble"] != false {
+            stdin.extend_from_slice(format!("{INIT}\n{INITIALIZED}\n").as_bytes());
+        }
+        stdin.extend_from_slice(&input_of(case));
+        let eof = case["eof"] == true;
+        if !eof {
+            stdin.extend_from_slice(format!("{PROBE}\n").as_bytes());
+        }
+        let _ = std::fs::remove_file(&record);
+        let mut child = v
+            .command(&["mcp"])
+            .env("VAULT_EXECUTOR_RECORD", &record)
+            .env("VAULT_LOG", "debug")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut pipe = child.stdin.take().unwrap();
+        let writer = std::thread::spawn(move || {
+            let _ = pipe.write_all(&stdin);
+        });
+        let out = wait_with_timeout(child, Duration::from_secs(30), name);
+        writer.join().unwrap();
+        let messages = assert_protocol_stdout(name, &out.stdout);
+        v.transcript
+            .push(String::from_utf8_lossy(&out.stdout).into_owned());
+        v.transcript
+            .push(String::from_utf8_lossy(&out.stderr).into_owned());
+
+        let answers: Vec<&Value> = messages
+            .iter()
+            .filter(|m| m["id"] != "init" && m["id"] != "probe")
+            .collect();
+        assert_eq!(
+            answers.len(),
+            1,
+            "{name}: expected one answer, got {answers:?}"
+        );
+        let answer = answers[0];
+        let expect = &case["expect"];
+        if let Some(code) = expect["code"].as_i64() {
+            assert_eq!(answer["error"]["code"], code, "{name}: {answer}");
+            if code == -32700 || (code == -32600 && case["closes"] == true) {
+                assert!(
+                    answer["id"].is_null(),
+                    "{name}: framing errors answer with id null"
+                );
+            }
+        } else if let Some(tool_error) = expect["tool_error"].as_str() {
+            let r = &answer["result"];
+            assert_eq!(r["isError"], true, "{name}: {answer}");
+            assert_eq!(
+                r["structuredContent"]["error"]["code"], tool_error,
+                "{name}: {answer}"
+            );
+            let text = r["content"][0]["text"].as_str().unwrap();
+            assert!(text.starts_with("Error: "), "{name}: {text}");
+            let last: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+            assert_eq!(
+                last, r["structuredContent"],
+                "{name}: the text ends with the structured JSON"
+            );
+        } else {
+            assert!(answer.get("result").is_some(), "{name}: {answer}");
+        }
+        let probe_answered = messages.iter().any(|m| m["id"] == "probe");
+        let closes = case["closes"] == true;
+        if !eof {
+            assert_eq!(
+                probe_answered,
+                !closes,
+                "{name}: the session must {} after it",
+                if closes { "close" } else { "stay open" }
+            );
+        }
+        let recorded = std::fs::read_to_string(&record)
+            .unwrap_or_else(|_| panic!("{name}: the recording executor was not installed"));
+        assert!(
+            recorded.is_empty(),
+            "{name}: the executor was called: {recorded}"
+        );
+    }
+
+    // No rejected request left an action behind, and no secret went anywhere.
+    let vault = agent_vault::vault::Vault::open(agent_vault::paths::VaultPaths::new(v.vault_dir()))
+        .unwrap();
+    let actions: i64 = vault
+        .store
+        .conn()
+        .query_row("SELECT count(*) FROM actions", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(actions, 0, "rejected requests must leave no action");
+    let all = v.transcript.join("\n");
+    for d in DECOYS {
+        assert_no_leak("mcp stdout/stderr", all.as_bytes(), d);
+    }
+}

@@ -1,0 +1,337 @@
+//! `vault mcp` end to end: lifecycle and versions, concurrency, cancellation, EOF, locked and
+//! missing vaults, idempotency, progress, and a clean stdout whatever the logging or failure.
+mod support;
+
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+use support::mcp::{assert_protocol_stdout, McpProc};
+use support::*;
+
+const DECOY: &str = "DECOY_mcp_server_tok_2b7c1";
+
+fn vault_with_api(tag: &str) -> TestVault {
+    let mut v = TestVault::init(tag);
+    v.run(
+        &[
+            "add",
+            "http",
+            "api",
+            "--host",
+            "api.example.com",
+            "--bearer",
+            "--secret-stdin",
+        ],
+        Some(&format!("{DECOY}\n")),
+    )
+    .ok();
+    v
+}
+
+fn journal_kinds(v: &TestVault) -> Vec<(String, Option<String>, String)> {
+    let vault = agent_vault::vault::Vault::open(agent_vault::paths::VaultPaths::new(v.vault_dir()))
+        .unwrap();
+    let mut stmt = vault
+        .store
+        .conn()
+        .prepare("SELECT kind, session_id, body FROM audit ORDER BY seq")
+        .unwrap();
+    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+#[test]
+fn version_negotiation_and_lifecycle() {
+    let v = vault_with_api("versions");
+    for (asked, got) in [
+        ("2024-11-05", "2024-11-05"),
+        ("2025-03-26", "2025-03-26"),
+        ("2025-06-18", "2025-06-18"),
+        ("2025-11-25", "2025-11-25"),
+        ("1999-01-01", "2025-11-25"),
+        ("2026-07-28", "2025-11-25"),
+    ] {
+        let mut p = McpProc::spawn(v.command(&["mcp"]));
+        let r = p.request(json!(1), "initialize", json!({"protocolVersion": asked, "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}));
+        assert_eq!(r["result"]["protocolVersion"], got, "asked {asked}");
+        assert_eq!(r["result"]["serverInfo"]["name"], "agent-vault");
+        assert_eq!(r["result"]["capabilities"]["tools"]["listChanged"], false);
+        let again = p.request(json!(2), "initialize", json!({"protocolVersion": asked, "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}));
+        assert_eq!(
+            again["error"]["code"], -32600,
+            "a second initialize is refused"
+        );
+        let tools = p.request(json!(3), "tools/list", json!({}));
+        assert_eq!(tools["result"]["tools"].as_array().unwrap().len(), 6);
+        assert_eq!(p.request(json!(4), "ping", json!({}))["result"], json!({}));
+        let (code, _, _) = p.finish(Duration::from_secs(10));
+        assert_eq!(code, 0);
+    }
+}
+
+#[test]
+fn the_stateless_generation_discovers_and_calls_with_meta() {
+    let v = vault_with_api("modern");
+    let mut p = McpProc::spawn(v.command(&["mcp"]));
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}, "io.modelcontextprotocol/clientInfo": {"name": "modern-client", "version": "2"}});
+    let d = p.request(json!("d"), "server/discover", json!({"_meta": meta}));
+    assert_eq!(d["result"]["supportedVersions"], json!(["2026-07-28"]));
+    assert_eq!(d["result"]["resultType"], "complete");
+    let t = p.request(json!(1), "tools/list", json!({"_meta": meta}));
+    assert_eq!(t["result"]["resultType"], "complete");
+    let c = p.request(
+        json!(2),
+        "tools/call",
+        json!({"name": "list_credentials", "arguments": {}, "_meta": meta}),
+    );
+    assert_eq!(
+        c["result"]["structuredContent"]["credentials"][0]["name"],
+        "api"
+    );
+    assert_eq!(c["result"]["resultType"], "complete");
+    // Once modern, a request without _meta is refused, and initialize is answered with -32022.
+    assert_eq!(
+        p.request(json!(3), "tools/list", json!({}))["error"]["code"],
+        -32602
+    );
+    let i = p.request(json!(4), "initialize", json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}));
+    assert_eq!(i["error"]["code"], -32022);
+    assert_eq!(i["error"]["data"]["supported"], json!(["2026-07-28"]));
+    p.finish(Duration::from_secs(10));
+    let kinds = journal_kinds(&v);
+    let start = kinds
+        .iter()
+        .find(|k| k.0 == "session.start")
+        .expect("session.start journaled");
+    assert!(start.2.contains("modern-client"), "{}", start.2);
+}
+
+#[test]
+fn a_waiting_call_blocks_nothing_and_cancellation_withdraws_it() {
+    let v = vault_with_api("concurrency");
+    let mut p = McpProc::spawn(v.command(&["mcp"]));
+    p.initialize();
+    let args = json!({"credential": "api", "method": "GET", "url": "https://api.example.com/slow", "wait_s": 30});
+    p.send(&json!({"jsonrpc": "2.0", "id": 10, "method": "tools/call", "params": {"name": "http_request", "arguments": args, "_meta": {"progressToken": "tok-10"}}}));
+    let t0 = Instant::now();
+    let ping = p.request(json!(11), "ping", json!({}));
+    assert_eq!(ping["result"], json!({}));
+    let list = p.request(json!(12), "tools/list", json!({}));
+    assert!(list["result"]["tools"].is_array());
+    let creds = p.call(13, "list_credentials", json!({}));
+    assert_eq!(creds["result"]["isError"], false);
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "other requests waited for the pending call"
+    );
+    // The waiting call sent progress and is visible as pending.
+    let recent = p.call(14, "list_recent_actions", json!({}));
+    let actions = recent["result"]["structuredContent"]["actions"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(actions.len(), 1);
+    assert_eq!(actions[0]["state"], "pending");
+    let id = actions[0]["action_id"].as_str().unwrap().to_owned();
+    assert!(
+        p.seen
+            .iter()
+            .any(|l| l.contains("notifications/progress") && l.contains("tok-10")),
+        "progress was sent: {:?}",
+        p.seen
+    );
+    // Cancel it: no response for id 10, and the action is withdrawn.
+    p.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 10, "reason": "user pressed stop"}}));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let g = p.call(15, "get_action", json!({"action_id": id}));
+        if g["result"]["structuredContent"]["state"] == "withdrawn" {
+            assert_eq!(g["result"]["isError"], true);
+            assert_eq!(
+                g["result"]["structuredContent"]["error"]["code"],
+                "withdrawn"
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "not withdrawn: {g}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (code, rest, _) = p.finish(Duration::from_secs(10));
+    assert_eq!(code, 0);
+    assert!(
+        !p_seen_has_id(&rest, 10),
+        "a cancelled request gets no response"
+    );
+}
+
+fn p_seen_has_id(lines: &[String], id: i64) -> bool {
+    lines.iter().any(|l| {
+        serde_json::from_str::<Value>(l)
+            .map(|v| v["id"] == id)
+            .unwrap_or(false)
+    })
+}
+
+#[test]
+fn idempotent_calls_share_one_action_and_eof_withdraws_and_journals() {
+    let v = vault_with_api("eof");
+    let mut p = McpProc::spawn(v.command(&["mcp"]));
+    p.initialize();
+    let args = json!({"credential": "api", "method": "POST", "url": "https://api.example.com/items", "json": {"n": 1}, "wait_s": 0});
+    let a = p.call(1, "http_request", args.clone());
+    let b = p.call(2, "http_request", args.clone());
+    let (sa, sb) = (
+        &a["result"]["structuredContent"],
+        &b["result"]["structuredContent"],
+    );
+    assert_eq!(sa["state"], "pending");
+    assert_eq!(a["result"]["isError"], false);
+    assert!(sa["next"].as_str().unwrap().contains("get_action"));
+    assert_eq!(
+        sa["action_id"], sb["action_id"],
+        "the same call while pending is the same action"
+    );
+    let mut keyed = args.clone();
+    keyed["idempotency_key"] = json!("second-item");
+    let c = p.call(3, "http_request", keyed);
+    assert_ne!(
+        c["result"]["structuredContent"]["action_id"],
+        sa["action_id"]
+    );
+    assert_eq!(sa["created"]["weekday"].as_str().unwrap().len(), 3);
+    let (code, _, stderr) = p.finish(Duration::from_secs(10));
+    assert_eq!(code, 0);
+    assert_no_leak("stderr", stderr.as_bytes(), DECOY);
+    let kinds = journal_kinds(&v);
+    let names: Vec<&str> = kinds.iter().map(|k| k.0.as_str()).collect();
+    let tail: Vec<&str> = names.iter().rev().take(6).rev().copied().collect();
+    assert_eq!(
+        tail,
+        [
+            "session.start",
+            "action.pending",
+            "action.pending",
+            "action.withdrawn",
+            "action.withdrawn",
+            "session.end"
+        ]
+    );
+    let session = kinds
+        .iter()
+        .find(|k| k.0 == "session.start")
+        .unwrap()
+        .1
+        .clone()
+        .unwrap();
+    assert!(kinds
+        .iter()
+        .filter(|k| k.0.starts_with("action.") || k.0.starts_with("session."))
+        .all(|k| k.1.as_deref() == Some(&session)));
+    for (_, _, body) in &kinds {
+        assert_no_leak("journal", body.as_bytes(), DECOY);
+    }
+}
+
+#[test]
+fn a_locked_or_missing_vault_still_answers_and_says_what_to_run() {
+    let mut v = vault_with_api("locked");
+    v.run(&["lock"], None).ok();
+    let mut p = McpProc::spawn(v.command(&["mcp"]));
+    p.initialize();
+    assert_eq!(
+        p.request(json!(1), "tools/list", json!({}))["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .len(),
+        6
+    );
+    let r = p.call(2, "list_credentials", json!({}));
+    assert_eq!(r["result"]["isError"], true);
+    assert_eq!(r["result"]["structuredContent"]["error"]["code"], "locked");
+    assert!(r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("vault unlock"));
+    // Unlocking while the session runs: the next call works.
+    v.run(
+        &["unlock", "--passphrase-stdin"],
+        Some(&format!("{PASSPHRASE}\n")),
+    )
+    .ok();
+    let r = p.call(3, "list_credentials", json!({}));
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    p.finish(Duration::from_secs(10));
+
+    let missing = TestVault::empty("missing");
+    let mut p = McpProc::spawn(missing.command(&["mcp"]));
+    p.initialize();
+    let r = p.call(
+        1,
+        "get_action",
+        json!({"action_id": format!("act_{}", "1".repeat(32))}),
+    );
+    assert_eq!(
+        r["result"]["structuredContent"]["error"]["code"],
+        "not_initialized"
+    );
+    assert!(r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("vault init"));
+    p.finish(Duration::from_secs(10));
+}
+
+#[test]
+fn stdout_is_pure_json_rpc_under_any_logging_and_any_failure() {
+    let mut v = vault_with_api("clean");
+    let session = format!(
+        "{}\n{}\n{}\n{}\n",
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"list_credentials","arguments":{}}}"#,
+    );
+    let envs: [&[(&str, &str)]; 4] = [
+        &[("VAULT_LOG", "trace")],
+        &[("RUST_LOG", "trace")],
+        &[
+            ("VAULT_LOG", "trace"),
+            ("RUST_LOG", "trace"),
+            ("NO_COLOR", ""),
+        ],
+        &[],
+    ];
+    for env in envs {
+        let mut c = v.command(&["mcp"]);
+        for (k, val) in env {
+            c.env(k, val);
+        }
+        let r = v.run_command(&mut c, Some(&session));
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let msgs = assert_protocol_stdout(&format!("{env:?}"), r.stdout.as_bytes());
+        assert_eq!(msgs.len(), 3, "{env:?}: {}", r.stdout);
+        assert_no_leak("stderr under trace", r.stderr.as_bytes(), DECOY);
+    }
+    // Locked, missing vault dir, and a startup failure: stdout holds protocol or nothing.
+    v.run(&["lock"], None).ok();
+    let r = v.run(&["mcp"], Some(&session));
+    assert_protocol_stdout("locked", r.stdout.as_bytes());
+    let mut c = v.command(&["mcp"]);
+    c.env("VAULT_DIR", v.dir.path().join("does/not/exist"))
+        .env("VAULT_LOG", "trace");
+    let r = v.run_command(&mut c, Some(&session));
+    assert_eq!(
+        assert_protocol_stdout("missing", r.stdout.as_bytes()).len(),
+        3
+    );
+    let r = v
+        .run(&["mcp", "--profile", "no such profile"], Some(&session))
+        .code(2);
+    assert!(
+        r.stdout.is_empty(),
+        "startup failure wrote stdout: {:?}",
+        r.stdout
+    );
+    assert!(r.stderr.contains("profile"), "{}", r.stderr);
+}
