@@ -24,6 +24,9 @@ def main():
     step = 0
     while True:
         if step < len(script) and script[step][0].lower().encode() in out.lower():
+            # A prompt is printed before echo is turned off; answer after it settled, as a
+            # person would, so the answer is never echoed into the transcript.
+            time.sleep(0.2)
             os.write(fd, script[step][1].encode())
             step += 1
             continue
