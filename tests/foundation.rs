@@ -32,7 +32,28 @@ fn non_interactive_flow_works_and_leaks_no_secret_anywhere() {
         Some(&format!("{HTTP_DECOY}\n")),
     )
     .ok();
-    v.run(
+    // A policy looser than `each` must be signed: without the passphrase nothing is added.
+    let ssh_args = [
+        "add",
+        "ssh",
+        "box",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "2222",
+        "--user",
+        "deploy",
+        "--password-stdin",
+        "--host-key",
+        &host_key(),
+        "--approval",
+        "session",
+        "--profile",
+        "ops",
+    ];
+    let r = v.run(&ssh_args, Some(&format!("{SSH_DECOY}\n"))).code(4);
+    assert!(r.stderr.contains("passphrase"), "{}", r.stderr);
+    v.run_pp(
         &[
             "add",
             "ssh",
@@ -78,7 +99,7 @@ fn non_interactive_flow_works_and_leaks_no_secret_anywhere() {
         1
     );
     v.run(&["list"], None).ok();
-    v.run(
+    v.run_pp(
         &["edit", "api", "--approval", "writes", "--methods", "any"],
         None,
     )

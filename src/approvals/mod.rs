@@ -2,9 +2,14 @@
 //! (with idempotency), reading, listing, withdrawing and expiring actions. Every transition is one
 //! `action.<state>` journal row in the same transaction as the state change. Nothing here executes.
 mod authorized;
+mod decide;
+mod dispatch;
+pub mod signing;
 mod state;
 
 pub use authorized::AuthorizedAction;
+pub use decide::{decide, pause, paused, resume, Verdict};
+pub use dispatch::{claim, effective_approval, finish, gate, reap_orphans, Claim};
 pub use state::State;
 
 use crate::audit;
@@ -22,6 +27,8 @@ pub enum ApprovalError {
     NotFound(String),
     #[error("action {id} is {state}, not pending")]
     NotPending { id: String, state: State },
+    #[error("this passphrase unlocks a different approver key than the one this vault was created with; use the vault's own vault.key.age")]
+    WrongApprover,
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -97,7 +104,7 @@ pub struct Submission<'a> {
 /// What `submit` did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Submitted {
-    /// A new pending action (one approval card).
+    /// A new action: `pending` (one approval card) or `received` (its policy needs none).
     Created(Action),
     /// The same call is already waiting or running: that action, no second card.
     Existing(Action),
@@ -140,6 +147,8 @@ pub fn submit(store: &mut Store, s: Submission<'_>) -> Result<Submitted, Approva
             return Ok(Submitted::Replayed(prev));
         }
     }
+    let sig = crate::store::CredentialRow::policy_sig(&tx, &s.credential.id)?;
+    let initial = gate(&tx, s.credential, sig.as_deref(), s.request, s.session_id)?;
     let id = crate::credentials::new_id("act");
     let created = crate::time::format_utc(now);
     let expires = crate::time::format_utc(now + s.expiry);
@@ -147,11 +156,11 @@ pub fn submit(store: &mut Store, s: Submission<'_>) -> Result<Submitted, Approva
     tx.execute(
         "INSERT INTO actions (id, session_id, client, profile, tool, credential_id, credential_name, credential_version, \
          state, summary, normalized, action_hash, body, fingerprint, idempotency_key, owner_pid, created_at, updated_at, expires_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?16, ?17)",
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?18, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?16, ?17)",
         params![
             id, s.session_id, s.client, s.profile, s.request.tool(), s.credential.id, s.credential.name,
             s.credential.version, summary, crate::canonical::to_string(&normalized), hash, s.request.body(),
-            fingerprint, s.idempotency_key, std::process::id(), created, expires
+            fingerprint, s.idempotency_key, std::process::id(), created, expires, initial.as_str()
         ],
     )?;
     let action = load(&tx, &id)?;

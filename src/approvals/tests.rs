@@ -1,17 +1,34 @@
 //! Lifecycle tests on a real SQLCipher file: submit, idempotency, withdraw, expiry, journal rows.
 use super::*;
 use crate::credentials::{self, Approval, HttpAuth, HttpTarget, NewCredential, Secret, Target};
-use crate::keys::MasterKey;
+use crate::keys::{ApproverKey, MasterKey};
 use crate::policy::{validate_http, HttpArgs};
 use crate::store::set_meta;
 
 fn setup(tag: &str) -> (Store, Credential) {
+    let (s, c, _) = setup_keyed(tag);
+    (s, c)
+}
+
+/// A store initialized like `vault init` does (vault id, approver public key in meta and in the
+/// journal's first row), with one http credential `api`.
+fn setup_keyed(tag: &str) -> (Store, Credential, ApproverKey) {
     let dir = std::env::temp_dir().join(format!("av-appr-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let mut s = Store::create(&dir.join("vault.db"), &MasterKey::generate()).unwrap();
+    let key = ApproverKey::generate();
     let tx = s.write().unwrap();
     set_meta(&tx, "vault_id", "vlt_t").unwrap();
+    set_meta(&tx, "approver_public_key", &key.public_hex()).unwrap();
+    crate::audit::append(
+        &tx,
+        "vault.init",
+        None,
+        None,
+        &serde_json::json!({"vault_id": "vlt_t", "approver_public_key": key.public_hex()}),
+    )
+    .unwrap();
     tx.commit().unwrap();
     let c = credentials::add(
         &mut s,
@@ -32,7 +49,7 @@ fn setup(tag: &str) -> (Store, Credential) {
         },
     )
     .unwrap();
-    (s, c)
+    (s, c, key)
 }
 
 fn submit_get<'a>(
@@ -185,4 +202,364 @@ fn withdraw_expire_and_journal() {
             .unwrap();
         assert_eq!(last, format!("action.{}", a.state));
     }
+}
+
+fn created(s: Submitted) -> Action {
+    match s {
+        Submitted::Created(a) => a,
+        other => panic!("expected a new action, got {other:?}"),
+    }
+}
+
+fn must_refuse(s: &mut Store, id: &str, why: &str) {
+    match claim(s, id).unwrap() {
+        Claim::Go(_) => panic!("{why}: dispatch was authorized"),
+        Claim::Refused(a) => assert_eq!(a.state, State::FailedBeforeSend, "{why}"),
+        Claim::NotReady(a) => assert!(!matches!(a.state, State::Dispatched), "{why}: {a:?}"),
+    }
+}
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+#[test]
+fn a_signed_approval_authorizes_exactly_once() {
+    let (mut s, c, key) = setup_keyed("go");
+    let a = created(submit_get(
+        &mut s,
+        &c,
+        "https://api.example.com/ok",
+        None,
+        HOUR,
+    ));
+    assert!(
+        matches!(claim(&mut s, &a.id).unwrap(), Claim::NotReady(_)),
+        "pending is not dispatchable"
+    );
+    decide(&mut s, &key, &a.id, Verdict::Approve, HOUR).unwrap();
+    let Claim::Go(auth) = claim(&mut s, &a.id).unwrap() else {
+        panic!("a valid approval must dispatch")
+    };
+    assert_eq!(auth.action_id(), a.id);
+    assert_eq!(auth.secret().expose(), b"tok");
+    assert!(
+        matches!(claim(&mut s, &a.id).unwrap(), Claim::NotReady(_)),
+        "a second claim gets nothing"
+    );
+    let done = finish(
+        &mut s,
+        &a.id,
+        &crate::exec::Outcome {
+            state: State::Completed,
+            result: serde_json::json!({"http": {"status": 200}}),
+            reason: None,
+        },
+    )
+    .unwrap();
+    assert_eq!(done.state, State::Completed);
+    // The same call again within the window is replayed, not re-run.
+    assert!(matches!(
+        submit_get(&mut s, &c, "https://api.example.com/ok", None, HOUR),
+        Submitted::Replayed(_)
+    ));
+}
+
+#[test]
+fn forged_replayed_misapplied_and_stale_approvals_never_dispatch() {
+    let (mut s, c, key) = setup_keyed("forge");
+    // 1. A forged decision row with a bad signature, state flipped to approved by hand.
+    let a = created(submit_get(
+        &mut s,
+        &c,
+        "https://api.example.com/a",
+        None,
+        HOUR,
+    ));
+    s.conn()
+        .execute(
+            "UPDATE actions SET state = 'approved' WHERE id = ?1",
+            [&a.id],
+        )
+        .unwrap();
+    s.conn()
+        .execute(
+            "INSERT INTO decisions (id, action_id, decision, nonce, payload, signature, created_at) VALUES ('dec_f', ?1, 'approve', 'n1', ?2, ?3, 'x')",
+            rusqlite::params![a.id, format!(r#"{{"action_hash":"{}","action_id":"{}","decision":"approve","expires_at":"2999-01-01T00:00:00.000Z","nonce":"n1","v":1,"vault_id":"vlt_t"}}"#, a.action_hash, a.id), "00".repeat(64)],
+        )
+        .unwrap();
+    must_refuse(&mut s, &a.id, "forged signature");
+    // 2. A decision signed by another key (someone who made their own key pair).
+    let b = created(submit_get(
+        &mut s,
+        &c,
+        "https://api.example.com/b",
+        None,
+        HOUR,
+    ));
+    assert!(matches!(
+        decide(
+            &mut s,
+            &ApproverKey::generate(),
+            &b.id,
+            Verdict::Approve,
+            HOUR
+        ),
+        Err(ApprovalError::WrongApprover)
+    ));
+    assert_eq!(get(&s, "default", &b.id).unwrap().state, State::Pending);
+    // 3. An old decision replayed for a new action; 4. a decision for A applied to B.
+    let c1 = created(submit_get(
+        &mut s,
+        &c,
+        "https://api.example.com/c1",
+        None,
+        HOUR,
+    ));
+    decide(&mut s, &key, &c1.id, Verdict::Approve, HOUR).unwrap();
+    let c2 = created(submit_get(
+        &mut s,
+        &c,
+        "https://api.example.com/c2",
+        None,
+        HOUR,
+    ));
+    s.conn()
+        .execute(
+            "UPDATE decisions SET action_id = ?1 WHERE action_id = ?2",
+            [&c2.id, &c1.id],
+        )
+        .unwrap();
+    s.conn()
+        .execute(
+            "UPDATE actions SET state = 'approved' WHERE id = ?1",
+            [&c2.id],
+        )
+        .unwrap();
+    must_refuse(&mut s, &c2.id, "decision for another action");
+    must_refuse(&mut s, &c1.id, "its decision was moved away");
+    // 5. The action changed after approval (URL rewritten in the row).
+    let d = created(submit_get(
+        &mut s,
+        &c,
+        "https://api.example.com/d",
+        None,
+        HOUR,
+    ));
+    decide(&mut s, &key, &d.id, Verdict::Approve, HOUR).unwrap();
+    let tampered: String = s
+        .conn()
+        .query_row(
+            "SELECT normalized FROM actions WHERE id = ?1",
+            [&d.id],
+            |r| r.get(0),
+        )
+        .unwrap();
+    s.conn()
+        .execute(
+            "UPDATE actions SET normalized = ?2 WHERE id = ?1",
+            [&d.id, &tampered.replace("/d", "/admin")],
+        )
+        .unwrap();
+    must_refuse(&mut s, &d.id, "changed after approval");
+    // 6. The credential changed after approval.
+    let e = created(submit_get(
+        &mut s,
+        &c,
+        "https://api.example.com/e",
+        None,
+        HOUR,
+    ));
+    decide(&mut s, &key, &e.id, Verdict::Approve, HOUR).unwrap();
+    crate::credentials::edit(
+        &mut s,
+        "default",
+        "api",
+        crate::credentials::Edit {
+            path_prefix: Some("/v2/".into()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    must_refuse(&mut s, &e.id, "credential changed");
+}
+
+#[test]
+fn expired_denied_and_paused_never_dispatch() {
+    let (mut s, c, key) = setup_keyed("states");
+    let a = created(submit_get(
+        &mut s,
+        &c,
+        "https://api.example.com/x",
+        None,
+        Duration::ZERO,
+    ));
+    assert!(matches!(
+        decide(&mut s, &key, &a.id, Verdict::Approve, HOUR),
+        Err(ApprovalError::NotPending {
+            state: State::Expired,
+            ..
+        })
+    ));
+    must_refuse(&mut s, &a.id, "expired");
+    let b = created(submit_get(
+        &mut s,
+        &c,
+        "https://api.example.com/y",
+        None,
+        HOUR,
+    ));
+    let denied = decide(
+        &mut s,
+        &key,
+        &b.id,
+        Verdict::Deny(Some("not today".into())),
+        HOUR,
+    )
+    .unwrap();
+    assert_eq!(
+        (denied.state, denied.reason.as_deref()),
+        (State::Denied, Some("not today"))
+    );
+    must_refuse(&mut s, &b.id, "denied");
+    let p = created(submit_get(
+        &mut s,
+        &c,
+        "https://api.example.com/z",
+        None,
+        HOUR,
+    ));
+    decide(&mut s, &key, &p.id, Verdict::Approve, HOUR).unwrap();
+    assert_eq!(
+        pause(&mut s, "incident").unwrap(),
+        1,
+        "pausing denies what waits, approved included"
+    );
+    must_refuse(&mut s, &p.id, "paused");
+    assert!(matches!(
+        resume(&mut s, &ApproverKey::generate()),
+        Err(ApprovalError::WrongApprover)
+    ));
+    assert!(resume(&mut s, &key).unwrap());
+}
+
+#[test]
+fn policies_other_than_each_need_the_approvers_signature() {
+    let (mut s, _, key) = setup_keyed("policy");
+    let mut c = crate::credentials::edit(
+        &mut s,
+        "default",
+        "api",
+        crate::credentials::Edit {
+            approval: Some(Approval::Never),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    // Unsigned: treated as `each`.
+    let a = created(submit_get(
+        &mut s,
+        &c,
+        "https://api.example.com/1",
+        None,
+        HOUR,
+    ));
+    assert_eq!(a.state, State::Pending);
+    c = crate::credentials::sign_policy(&mut s, &key, "default", "api").unwrap();
+    let b = created(submit_get(
+        &mut s,
+        &c,
+        "https://api.example.com/2",
+        None,
+        HOUR,
+    ));
+    assert_eq!(b.state, State::Received);
+    assert!(matches!(claim(&mut s, &b.id).unwrap(), Claim::Go(_)));
+    // A forged `received` on a credential that needs approval is refused at dispatch.
+    crate::credentials::edit(
+        &mut s,
+        "default",
+        "api",
+        crate::credentials::Edit {
+            approval: Some(Approval::Each),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let c3 = crate::credentials::get(&s, "default", "api").unwrap();
+    let f = created(submit_get(
+        &mut s,
+        &c3,
+        "https://api.example.com/3",
+        None,
+        HOUR,
+    ));
+    s.conn()
+        .execute(
+            "UPDATE actions SET state = 'received' WHERE id = ?1",
+            [&f.id],
+        )
+        .unwrap();
+    must_refuse(&mut s, &f.id, "forged received");
+}
+
+#[test]
+fn a_session_grant_covers_only_its_session_and_credential_version() {
+    let (mut s, _, key) = setup_keyed("grant");
+    crate::credentials::edit(
+        &mut s,
+        "default",
+        "api",
+        crate::credentials::Edit {
+            approval: Some(Approval::Session),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let c = crate::credentials::sign_policy(&mut s, &key, "default", "api").unwrap();
+    let a = created(submit_get(
+        &mut s,
+        &c,
+        "https://api.example.com/g1",
+        None,
+        HOUR,
+    ));
+    assert_eq!(a.state, State::Pending);
+    decide(&mut s, &key, &a.id, Verdict::ApproveSession, HOUR).unwrap();
+    let b = created(submit_get(
+        &mut s,
+        &c,
+        "https://api.example.com/g2",
+        None,
+        HOUR,
+    ));
+    assert_eq!(
+        b.state,
+        State::Received,
+        "the grant covers the next call of the same session"
+    );
+    // Another session is not covered.
+    let req = validate_http(
+        &c,
+        HttpArgs {
+            credential: "api".into(),
+            method: "GET".into(),
+            url: "https://api.example.com/g3".into(),
+            ..HttpArgs::default()
+        },
+    )
+    .unwrap();
+    let other = submit(
+        &mut s,
+        Submission {
+            session_id: "ses_2",
+            client: "x",
+            profile: "default",
+            credential: &c,
+            request: &req,
+            idempotency_key: None,
+            expiry: HOUR,
+            replay_window: HOUR,
+        },
+    )
+    .unwrap();
+    assert_eq!(created(other).state, State::Pending);
 }

@@ -115,6 +115,12 @@ pub fn run(paths: VaultPaths, kind: Kind) -> anyhow::Result<Exit> {
         Kind::Http(a) => http(a)?,
         Kind::Ssh(a) => ssh(a)?,
     };
+    // Anything looser than per-action approval is signed by the approver: ask first, so a refusal
+    // leaves nothing behind.
+    let approver = match common.approval {
+        Approval::Each => None,
+        _ => Some(super::approver_key(&vault, common.approval)?),
+    };
     let cred = credentials::add(
         &mut vault.store,
         NewCredential {
@@ -125,6 +131,10 @@ pub fn run(paths: VaultPaths, kind: Kind) -> anyhow::Result<Exit> {
             secret,
         },
     )?;
+    let cred = match approver {
+        Some(k) => credentials::sign_policy(&mut vault.store, &k, &cred.profile, &cred.name)?,
+        None => cred,
+    };
     if common.json {
         super::print_json(&super::list::credential_json(&cred));
     } else {

@@ -72,7 +72,17 @@ pub fn run(paths: VaultPaths, a: Args) -> anyhow::Result<Exit> {
         },
         secret: secret.map(|s| Secret::new(s.as_bytes().to_vec())),
     };
+    let before = credentials::get(&vault.store, &a.profile, &a.name)?;
+    let approval = edit.approval.unwrap_or(before.approval);
+    let approver = match approval {
+        Approval::Each => None,
+        _ => Some(super::approver_key(&vault, approval)?),
+    };
     let cred = credentials::edit(&mut vault.store, &a.profile, &a.name, edit)?;
+    let cred = match approver {
+        Some(k) => credentials::sign_policy(&mut vault.store, &k, &cred.profile, &cred.name)?,
+        None => cred,
+    };
     println!(
         "Updated {} (version {}): {}, approval {}",
         cred.name,

@@ -4,6 +4,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod add;
+mod approve;
 mod demo;
 mod doctor;
 mod edit;
@@ -11,6 +12,9 @@ mod init;
 mod list;
 mod lock;
 mod mcp;
+mod pause;
+mod pending;
+mod resume;
 mod rm;
 mod unlock;
 
@@ -53,6 +57,14 @@ enum Command {
     Lock,
     /// Check the keyring, paths, modes and versions; prints no secret.
     Doctor(doctor::Args),
+    /// Decide waiting actions: passphrase once, then a card per action (or scripted with --id).
+    Approve(approve::Args),
+    /// List the actions waiting for a decision (no passphrase needed).
+    Pending(pending::Args),
+    /// Stop everything: every tool call fails and waiting actions are denied.
+    Pause(pause::Args),
+    /// Lift `vault pause` (asks for the passphrase).
+    Resume(resume::Args),
     /// Serve MCP on stdio for an agent's client (stdout carries JSON-RPC only).
     Mcp(mcp::Args),
     /// Run the whole flow on a throwaway vault against a loopback target.
@@ -94,6 +106,10 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Lock => lock::run(paths),
         Command::Doctor(a) => doctor::run(paths, a),
         Command::Mcp(a) => mcp::run(paths, a),
+        Command::Approve(a) => approve::run(paths, a),
+        Command::Pending(a) => pending::run(paths, a),
+        Command::Pause(a) => pause::run(paths, a),
+        Command::Resume(a) => resume::run(paths, a),
         Command::Demo => demo::run(),
     }
 }
@@ -103,6 +119,11 @@ fn exit_code(err: &anyhow::Error) -> Exit {
     for cause in err.chain() {
         if let Some(v) = cause.downcast_ref::<VaultError>() {
             return v.exit();
+        }
+        if let Some(crate::approvals::ApprovalError::WrongApprover) =
+            cause.downcast_ref::<crate::approvals::ApprovalError>()
+        {
+            return Exit::LockedOrPaused;
         }
         if let Some(CredentialError::Invalid { .. }) = cause.downcast_ref::<CredentialError>() {
             return Exit::Usage;
@@ -153,4 +174,30 @@ fn confirm_on_terminal(question: &str) -> anyhow::Result<bool> {
     let mut line = String::new();
     std::io::BufReader::new(&tty).read_line(&mut line)?;
     Ok(matches!(line.trim(), "y" | "Y" | "yes" | "YES" | "Yes"))
+}
+
+/// The approver key, for signing a credential policy looser than `each`. The passphrase comes from
+/// `VAULT_PASSPHRASE_FILE` or the terminal (stdin may already carry the secret).
+fn approver_key(
+    vault: &crate::vault::Vault,
+    approval: crate::credentials::Approval,
+) -> anyhow::Result<crate::keys::ApproverKey> {
+    use anyhow::Context;
+    let source = crate::keys::PassphraseSource::choose(false);
+    let prompt = format!(
+        "Approval `{}` is signed by the approver. Vault passphrase: ",
+        approval.as_str()
+    );
+    let passphrase = source
+        .read(&prompt)
+        .context("a policy looser than `each` needs the passphrase")?;
+    let bytes = std::fs::read(vault.paths.key_file())?;
+    let keys = crate::keys::unwrap_key_file(&bytes, &passphrase)
+        .map_err(crate::vault::VaultError::from)?;
+    let public = crate::approvals::signing::approver_public_key(vault.store.conn())?;
+    anyhow::ensure!(
+        public == keys.approver.public(),
+        crate::approvals::ApprovalError::WrongApprover
+    );
+    Ok(keys.approver)
 }

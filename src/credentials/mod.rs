@@ -8,7 +8,9 @@ mod ssh;
 pub use http::{
     check_path_prefix, is_loopback, normalize_host, parse_host, parse_methods, HttpAuth, HttpTarget,
 };
-pub use service::{add, edit, get, list, remove, Edit, NewCredential};
+pub use service::{
+    add, edit, get, get_by_id, list, policy_payload, remove, sign_policy, Edit, NewCredential,
+};
 pub use ssh::{check_host_key, fetch_host_key, load_private_key, HostKeyError, SshAuth, SshTarget};
 
 use secrecy::{ExposeSecret, SecretSlice};

@@ -131,6 +131,57 @@ pub fn get(store: &Store, profile: &str, name: &str) -> Result<Credential, Crede
     to_credential(row)
 }
 
+/// One credential by id (any profile), with its policy signature if it has one.
+pub fn get_by_id(
+    store: &rusqlite::Connection,
+    id: &str,
+) -> Result<Option<(Credential, Option<String>)>, CredentialError> {
+    let Some(row) = CredentialRow::find_by_id(store, id)? else {
+        return Ok(None);
+    };
+    let sig = CredentialRow::policy_sig(store, id)?;
+    Ok(Some((to_credential(row)?, sig)))
+}
+
+/// Signs the credential's approval and target with the approver key (needed for any approval
+/// other than `each` to take effect) and stores the signature.
+pub fn sign_policy(
+    store: &mut Store,
+    key: &crate::keys::ApproverKey,
+    profile: &str,
+    name: &str,
+) -> Result<Credential, CredentialError> {
+    let vault_id = crate::store::get_meta(store.conn(), "vault_id")?.unwrap_or_default();
+    let tx = store.write()?;
+    let row =
+        CredentialRow::find(&tx, profile, name)?.ok_or_else(|| CredentialError::NotFound {
+            profile: profile.to_owned(),
+            name: name.to_owned(),
+        })?;
+    let cred = to_credential(row)?;
+    let (_, sig) = crate::approvals::signing::sign(
+        key,
+        crate::approvals::signing::POLICY,
+        &policy_payload(&vault_id, &cred),
+    );
+    CredentialRow::set_policy_sig(&tx, &cred.id, Some(&sig))?;
+    audit::append(&tx, "credential.sign", None, None, &audit_body(&cred))?;
+    tx.commit().map_err(crate::store::StoreError::from)?;
+    Ok(cred)
+}
+
+/// What a credential policy signature covers.
+pub fn policy_payload(vault_id: &str, c: &Credential) -> serde_json::Value {
+    json!({
+        "v": 1,
+        "vault_id": vault_id,
+        "credential_id": c.id,
+        "version": c.version,
+        "approval": c.approval.as_str(),
+        "target": serde_json::to_value(&c.target).expect("a target always serializes"),
+    })
+}
+
 /// Every credential, or those of one profile.
 pub fn list(store: &Store, profile: Option<&str>) -> Result<Vec<Credential>, CredentialError> {
     CredentialRow::list(store.conn(), profile)?

@@ -105,6 +105,8 @@ impl ValidatedRequest {
                 "url": h.url,
                 "headers": h.headers,
                 "body_blake3": h.body.as_ref().map(|b| blake3::hash(b).to_hex().to_string()),
+                "timeout_s": h.timeout_s,
+                "max_output_bytes": h.max_output_bytes,
             }),
             ValidatedRequest::Ssh(s) => json!({
                 "kind": "ssh",
@@ -114,6 +116,8 @@ impl ValidatedRequest {
                 "user": s.user,
                 "host_key": s.host_key,
                 "command": s.command,
+                "timeout_s": s.timeout_s,
+                "max_output_bytes": s.max_output_bytes,
             }),
         }
     }

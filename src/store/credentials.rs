@@ -58,7 +58,7 @@ impl CredentialRow {
     /// Writes the row's approval, target, version and timestamp; the secret too when given.
     pub fn update(&self, tx: &Transaction<'_>, secret: Option<&[u8]>) -> Result<(), StoreError> {
         tx.execute(
-            "UPDATE credentials SET version = ?2, approval = ?3, target = ?4, updated_at = ?5 WHERE id = ?1",
+            "UPDATE credentials SET version = ?2, approval = ?3, target = ?4, updated_at = ?5, policy_sig = NULL WHERE id = ?1",
             params![self.id, self.version, self.approval, self.target, self.updated_at],
         )?;
         if let Some(secret) = secret {
@@ -85,6 +85,42 @@ impl CredentialRow {
                 from_row,
             )
             .optional()?)
+    }
+
+    /// The credential with this id.
+    pub fn find_by_id(conn: &Connection, id: &str) -> Result<Option<Self>, StoreError> {
+        Ok(conn
+            .query_row(
+                &format!("SELECT {COLUMNS} FROM credentials WHERE id = ?1"),
+                [id],
+                from_row,
+            )
+            .optional()?)
+    }
+
+    /// The approver's signature over the credential's policy, if any.
+    pub fn policy_sig(conn: &Connection, id: &str) -> Result<Option<String>, StoreError> {
+        Ok(conn
+            .query_row(
+                "SELECT policy_sig FROM credentials WHERE id = ?1",
+                [id],
+                |r| r.get(0),
+            )
+            .optional()?
+            .flatten())
+    }
+
+    /// Stores (or clears) the policy signature.
+    pub fn set_policy_sig(
+        tx: &Transaction<'_>,
+        id: &str,
+        sig: Option<&str>,
+    ) -> Result<(), StoreError> {
+        tx.execute(
+            "UPDATE credentials SET policy_sig = ?2 WHERE id = ?1",
+            params![id, sig],
+        )?;
+        Ok(())
     }
 
     /// All credentials, or those of one profile, ordered by profile then name.

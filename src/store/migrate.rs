@@ -10,6 +10,11 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
         "0002_actions",
         include_str!("../../schema/0002_actions.sql"),
     ),
+    (
+        3,
+        "0003_decisions",
+        include_str!("../../schema/0003_decisions.sql"),
+    ),
 ];
 
 /// The schema version this binary writes.

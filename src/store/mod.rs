@@ -27,6 +27,8 @@ pub enum StoreError {
     NewerSchema { found: i64, known: i64 },
     #[error("the database is busy (another vault process holds a write lock for over {}s); retry, or look for a stuck process", BUSY_TIMEOUT.as_secs())]
     Busy,
+    #[error("vault.db is damaged: {0}; run `vault verify`, and restore vault.db from a backup")]
+    Damaged(&'static str),
     #[error("database error: {0}")]
     Sql(#[from] rusqlite::Error),
 }

@@ -159,6 +159,17 @@ impl TestVault {
         run
     }
 
+    /// Runs `vault ARGS` with `VAULT_PASSPHRASE_FILE` pointing at a 0600 file holding the passphrase.
+    pub fn run_pp(&mut self, args: &[&str], stdin: Option<&str>) -> Run {
+        let pp = self.dir.path().join("passphrase");
+        if !pp.exists() {
+            std::fs::write(&pp, format!("{PASSPHRASE}\n")).unwrap();
+        }
+        let mut c = self.command(args);
+        c.env("VAULT_PASSPHRASE_FILE", &pp);
+        self.run_command(&mut c, stdin)
+    }
+
     /// Runs `vault ARGS` in a pseudo-terminal, answering prompts: [(expect, send)].
     pub fn run_tty(&mut self, args: &[&str], script: &[(&str, &str)]) -> Run {
         let script = serde_json::to_string(script).unwrap();

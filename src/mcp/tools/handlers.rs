@@ -3,7 +3,7 @@
 use super::result::{action_result, time_obj, ToolResult};
 use crate::approvals::{self, Action, ApprovalError, Submission, Submitted};
 use crate::credentials::{self, CredentialError, Target};
-use crate::exec::{Executor, RecordingExecutor};
+use crate::exec::{Executor, HttpExecutor, Outcome, RecordingExecutor};
 use crate::mcp::protocol::ClientInfo;
 use crate::paths::VaultPaths;
 use crate::policy::{self, HttpArgs, PolicyError, SshArgs, ValidatedRequest};
@@ -31,11 +31,10 @@ pub struct Ctx {
     pub wait_default_s: u64,
     pub expiry: Duration,
     pub replay_window: Duration,
-    /// The executor every authorized action goes to. `VAULT_EXECUTOR_RECORD=FILE` installs the
-    /// recording executor, which runs nothing (the test seam of the final boundary). Dispatch of
-    /// approved actions reads it; until approvals land no action reaches the approved state.
-    #[allow(dead_code)]
-    pub executor: Option<Arc<dyn Executor>>,
+    /// Executors for authorized actions. `VAULT_EXECUTOR_RECORD=FILE` replaces both with the
+    /// recording executor, which runs nothing (the test seam of the final boundary).
+    http: Arc<dyn Executor>,
+    ssh: Option<Arc<dyn Executor>>,
 }
 
 impl Ctx {
@@ -50,7 +49,8 @@ impl Ctx {
             wait_default_s: 50,
             expiry: Duration::from_secs(600),
             replay_window: Duration::from_secs(600),
-            executor: recording_executor(),
+            http: recording_executor().unwrap_or_else(|| Arc::new(HttpExecutor)),
+            ssh: recording_executor(),
         }
     }
 
@@ -73,6 +73,11 @@ impl Ctx {
         }
         let vault = guard.as_mut().expect("opened above");
         if !self.session_started.swap(true, Ordering::SeqCst) {
+            match approvals::reap_orphans(&mut vault.store) {
+                Ok(0) => {}
+                Ok(n) => tracing::info!("{n} actions of ended processes were closed"),
+                Err(e) => tracing::warn!("could not close the actions of ended processes: {e}"),
+            }
             let c = self.client();
             let body = json!({
                 "client": {"name": c.name, "version": c.version},
@@ -117,17 +122,21 @@ impl Ctx {
 }
 
 fn recording_executor() -> Option<Arc<dyn Executor>> {
-    let path = std::env::var_os("VAULT_EXECUTOR_RECORD").filter(|p| !p.is_empty())?;
-    match RecordingExecutor::create(path.into()) {
-        Ok(r) => {
-            tracing::warn!("VAULT_EXECUTOR_RECORD is set: actions are recorded, never executed");
-            Some(Arc::new(r))
+    static RECORDER: std::sync::OnceLock<Option<Arc<RecordingExecutor>>> =
+        std::sync::OnceLock::new();
+    let r = RECORDER.get_or_init(|| {
+        let path = std::env::var_os("VAULT_EXECUTOR_RECORD").filter(|p| !p.is_empty())?;
+        match RecordingExecutor::create(path.into()) {
+            Ok(r) => {
+                tracing::warn!(
+                    "VAULT_EXECUTOR_RECORD is set: actions are recorded, never executed"
+                );
+                Some(Arc::new(r))
+            }
+            Err(e) => panic!("VAULT_EXECUTOR_RECORD cannot be created: {e}"),
         }
-        Err(e) => {
-            tracing::error!("VAULT_EXECUTOR_RECORD cannot be created ({e}); no executor at all");
-            None
-        }
-    }
+    });
+    r.clone().map(|r| r as Arc<dyn Executor>)
 }
 
 fn parent_process() -> Value {
@@ -251,6 +260,21 @@ impl Progress {
     }
 }
 
+fn paused_error(ctx: &Ctx) -> Option<ToolResult> {
+    ctx.with_vault(|v| Ok(approvals::paused(v.store.conn()).ok().flatten()))
+        .ok()
+        .flatten()
+        .map(|why| {
+            ToolResult::error(
+                "paused",
+                &format!("the vault is paused ({why}); no action runs until the person resumes it"),
+                "tell the person; they lift it with `vault resume` in a terminal",
+                json!({}),
+                Map::new(),
+            )
+        })
+}
+
 /// Runs one `tools/call`. `None` means the client cancelled it: no response is sent.
 pub async fn call(
     ctx: Arc<Ctx>,
@@ -260,6 +284,16 @@ pub async fn call(
     cancel: watch::Receiver<bool>,
 ) -> Option<ToolResult> {
     let name = tool["name"].as_str().unwrap_or("");
+    let paused = {
+        let ctx = ctx.clone();
+        tokio::task::spawn_blocking(move || paused_error(&ctx))
+            .await
+            .ok()
+            .flatten()
+    };
+    if let Some(p) = paused {
+        return Some(p);
+    }
     let blocking = |f: Box<dyn FnOnce(&Ctx) -> ToolResult + Send>| {
         let ctx = ctx.clone();
         async move {
@@ -454,6 +488,40 @@ fn submit(ctx: &Ctx, req: Request) -> Result<Submitted, ToolResult> {
     })
 }
 
+/// Claims an approved (or policy-allowed) action and runs it on its executor; returns the action
+/// in its new state (dispatched → completed / failed_before_send / indeterminate, or refused).
+async fn dispatch(ctx: Arc<Ctx>, action: Action) -> Action {
+    let fallback = action.clone();
+    tokio::task::spawn_blocking(move || {
+        let claimed = ctx.with_vault(|v| {
+            approvals::claim(&mut v.store, &action.id).map_err(|e| approval_error(&e))
+        });
+        let authorized = match claimed {
+            Ok(approvals::Claim::Go(a)) => a,
+            Ok(approvals::Claim::Refused(a) | approvals::Claim::NotReady(a)) => return a,
+            Err(_) => return action,
+        };
+        let outcome = match authorized.request() {
+            ValidatedRequest::Http(_) => ctx.http.execute(&authorized),
+            ValidatedRequest::Ssh(_) => match &ctx.ssh {
+                Some(e) => e.execute(&authorized),
+                None => Outcome {
+                    state: approvals::State::FailedBeforeSend,
+                    result: json!({}),
+                    reason: Some("this build has no SSH executor yet; nothing was sent".into()),
+                },
+            },
+        };
+        drop(authorized);
+        ctx.with_vault(|v| {
+            approvals::finish(&mut v.store, &action.id, &outcome).map_err(|e| approval_error(&e))
+        })
+        .unwrap_or(action)
+    })
+    .await
+    .unwrap_or(fallback)
+}
+
 /// Waits up to `wait` for the action to leave its waiting states. On client cancellation,
 /// withdraws it when `withdraw_on_cancel` and returns `None`.
 async fn wait_for(
@@ -467,7 +535,22 @@ async fn wait_for(
     let start = Instant::now();
     let mut next_progress = start;
     let mut tick = 0u64;
-    while !action.state.is_terminal() && start.elapsed() < wait {
+    loop {
+        if matches!(
+            action.state,
+            approvals::State::Approved | approvals::State::Received
+        ) {
+            action = dispatch(ctx.clone(), action).await;
+            if !matches!(
+                action.state,
+                approvals::State::Approved | approvals::State::Received
+            ) {
+                continue;
+            }
+        }
+        if action.state.is_terminal() || start.elapsed() >= wait {
+            break;
+        }
         if Instant::now() >= next_progress {
             tick += 1;
             let msg = format!(

@@ -1,0 +1,100 @@
+//! Signatures by the approver key: decisions, session grants, and credential policies. Each
+//! message is a domain tag followed by canonical JSON, so no signature can be replayed as another
+//! kind. `vault mcp` holds only the public key (from `meta`, cross-checked with the journal's
+//! first row), so a process without the passphrase cannot produce any of these.
+use crate::canonical;
+use crate::keys::ApproverKey;
+use crate::store::{get_meta, StoreError};
+use ed25519_dalek::{Signature, Signer, VerifyingKey};
+use rusqlite::Connection;
+use serde_json::Value;
+
+pub const DECISION: &[u8] = b"agent-vault decision v1\n";
+pub const GRANT: &[u8] = b"agent-vault session grant v1\n";
+pub const POLICY: &[u8] = b"agent-vault credential policy v1\n";
+
+fn message(tag: &[u8], payload: &str) -> Vec<u8> {
+    let mut m = Vec::with_capacity(tag.len() + payload.len());
+    m.extend_from_slice(tag);
+    m.extend_from_slice(payload.as_bytes());
+    m
+}
+
+/// Signs `payload` (canonicalized here); returns (canonical payload, hex signature).
+pub fn sign(key: &ApproverKey, tag: &[u8], payload: &Value) -> (String, String) {
+    let text = canonical::to_string(payload);
+    let sig = key.signing_key().sign(&message(tag, &text));
+    (text, hex::encode(sig.to_bytes()))
+}
+
+/// Whether `signature` (hex) is the approver's over `tag ‖ payload` (already canonical).
+pub fn verify(public: &VerifyingKey, tag: &[u8], payload: &str, signature: &str) -> bool {
+    let Ok(bytes) = hex::decode(signature) else {
+        return false;
+    };
+    let Ok(sig) = Signature::from_slice(&bytes) else {
+        return false;
+    };
+    // The payload must be exactly canonical: a re-serialized variant is not what was signed.
+    let canonical_ok =
+        serde_json::from_str::<Value>(payload).is_ok_and(|v| canonical::to_string(&v) == payload);
+    canonical_ok && public.verify_strict(&message(tag, payload), &sig).is_ok()
+}
+
+/// The approver's public key as recorded at `vault init`: `meta.approver_public_key`, which must
+/// agree with the body of journal row 1 (`vault.init`).
+pub fn approver_public_key(conn: &Connection) -> Result<VerifyingKey, StoreError> {
+    let from_meta = get_meta(conn, "approver_public_key")?.unwrap_or_default();
+    let from_journal: Option<String> = conn
+        .query_row(
+            "SELECT body FROM audit WHERE seq = 1 AND kind = 'vault.init'",
+            [],
+            |r| r.get(0),
+        )
+        .ok()
+        .and_then(|b: String| serde_json::from_str::<Value>(&b).ok())
+        .and_then(|v| v["approver_public_key"].as_str().map(str::to_owned));
+    let bad = || {
+        StoreError::Damaged(
+            "the approver public key in meta does not match the journal's first row",
+        )
+    };
+    if from_journal.as_deref() != Some(from_meta.as_str()) {
+        return Err(bad());
+    }
+    let bytes: [u8; 32] = hex::decode(&from_meta)
+        .ok()
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(bad)?;
+    VerifyingKey::from_bytes(&bytes).map_err(|_| bad())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn signatures_bind_tag_and_exact_payload() {
+        let k = ApproverKey::generate();
+        let (text, sig) = sign(&k, DECISION, &json!({"b": 1, "a": "x"}));
+        assert_eq!(text, r#"{"a":"x","b":1}"#);
+        assert!(verify(&k.public(), DECISION, &text, &sig));
+        assert!(
+            !verify(&k.public(), GRANT, &text, &sig),
+            "another kind of message"
+        );
+        assert!(!verify(&k.public(), DECISION, r#"{"a":"x","b":2}"#, &sig));
+        assert!(
+            !verify(&k.public(), DECISION, r#"{"b":1,"a":"x"}"#, &sig),
+            "not canonical"
+        );
+        assert!(!verify(
+            &ApproverKey::generate().public(),
+            DECISION,
+            &text,
+            &sig
+        ));
+        assert!(!verify(&k.public(), DECISION, &text, "00"));
+    }
+}

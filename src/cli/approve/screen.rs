@@ -1,0 +1,315 @@
+//! The interactive approval queue on the controlling terminal (never stdin/stdout, so
+//! `yes | vault approve` cannot answer it): passphrase once, then one card per waiting action.
+//! Keys: [a] approve once, [s] approve for this session, [d] deny (with an optional reason),
+//! [v] view in full, [q] quit. A bell (and a desktop notification where `notify-send` exists)
+//! marks a new card; the screen is redrawn only when the queue changes or a key is pressed; after
+//! 15 idle minutes the passphrase is asked again.
+use super::SESSION_GRANT;
+use crate::approvals::{self, Action, Verdict};
+use crate::keys::{KeyMaterial, PassphraseSource};
+use crate::paths::VaultPaths;
+use crate::vault::Vault;
+use crate::Exit;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+const IDLE: Duration = Duration::from_secs(900);
+const TICK_MS: i32 = 250;
+
+/// The terminal in no-echo, one-key-at-a-time mode; restored on drop.
+struct Tty {
+    file: File,
+    saved: libc::termios,
+}
+
+impl Tty {
+    fn open() -> anyhow::Result<Self> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/tty")
+            .map_err(|_| anyhow::anyhow!("`vault approve` needs a terminal; without one use `vault approve --id ACT --approve|--deny --passphrase-stdin`"))?;
+        // SAFETY: termios is plain data; tcgetattr fills it for a valid fd.
+        let mut saved: libc::termios = unsafe { std::mem::zeroed() };
+        if unsafe { libc::tcgetattr(file.as_raw_fd(), &mut saved) } != 0 {
+            anyhow::bail!("cannot read the terminal's settings");
+        }
+        let tty = Self { file, saved };
+        tty.raw(true);
+        Ok(tty)
+    }
+
+    fn raw(&self, on: bool) {
+        let mut t = self.saved;
+        if on {
+            t.c_lflag &= !(libc::ICANON | libc::ECHO);
+            t.c_cc[libc::VMIN] = 0;
+            t.c_cc[libc::VTIME] = 0;
+        }
+        // SAFETY: valid fd and a termios derived from the one the terminal gave us.
+        unsafe { libc::tcsetattr(self.file.as_raw_fd(), libc::TCSANOW, &t) };
+    }
+
+    /// One key, or None after `TICK_MS`.
+    fn key(&mut self) -> Option<u8> {
+        let mut pfd = libc::pollfd {
+            fd: self.file.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        if unsafe { libc::poll(&mut pfd, 1, TICK_MS) } <= 0 {
+            return None;
+        }
+        let mut b = [0u8; 1];
+        match self.file.read(&mut b) {
+            Ok(1) => Some(b[0]),
+            _ => None,
+        }
+    }
+
+    fn line(&mut self, prompt: &str) -> String {
+        self.raw(false);
+        let _ = write!(self.file, "{prompt}");
+        let _ = self.file.flush();
+        let mut s = String::new();
+        let mut b = [0u8; 1];
+        while let Ok(1) = self.file.read(&mut b) {
+            if b[0] == b'\n' {
+                break;
+            }
+            s.push(b[0] as char);
+        }
+        self.raw(true);
+        s.trim()
+            .chars()
+            .filter(|c| !c.is_control())
+            .take(500)
+            .collect()
+    }
+
+    fn show(&mut self, text: &str) {
+        let _ = self.file.write_all(text.replace('\n', "\r\n").as_bytes());
+        let _ = self.file.flush();
+    }
+}
+
+impl Drop for Tty {
+    fn drop(&mut self) {
+        // SAFETY: restores the settings read in `open`.
+        unsafe { libc::tcsetattr(self.file.as_raw_fd(), libc::TCSANOW, &self.saved) };
+    }
+}
+
+fn unlock(
+    paths: &VaultPaths,
+    source: &PassphraseSource,
+    tty: &mut Tty,
+) -> anyhow::Result<(Vault, KeyMaterial)> {
+    tty.raw(false);
+    let passphrase = source.read("Vault passphrase: ");
+    tty.raw(true);
+    Ok(Vault::open_with_passphrase(paths.clone(), &passphrase?)?)
+}
+
+pub fn run(paths: VaultPaths, source: PassphraseSource) -> anyhow::Result<Exit> {
+    let mut tty = Tty::open()?;
+    let (mut vault, mut keys) = unlock(&paths, &source, &mut tty)?;
+    let color = std::env::var_os("NO_COLOR").is_none();
+    let mut last_ids: Vec<String> = Vec::new();
+    let mut last_key = Instant::now();
+    let mut dirty = true;
+    let mut note = String::from("Unlocked. Waiting for actions.");
+    loop {
+        let _ = approvals::reap_orphans(&mut vault.store);
+        let _ = approvals::expire_due(&mut vault.store);
+        let queue = approvals::list_pending(&vault.store)?;
+        let ids: Vec<String> = queue.iter().map(|a| a.id.clone()).collect();
+        if ids.iter().any(|id| !last_ids.contains(id)) {
+            tty.show("\x07");
+            notify(&queue[0]);
+            dirty = true;
+        }
+        if ids != last_ids {
+            dirty = true;
+            last_ids = ids;
+        }
+        if dirty {
+            let screen = match queue.first() {
+                Some(a) => card(&vault, a, queue.len(), color, &note),
+                None => format!("\x1b[2J\x1b[H{note}\nNo action waits. [q] quit\n"),
+            };
+            tty.show(&screen);
+            dirty = false;
+        }
+        let Some(k) = tty.key() else { continue };
+        if last_key.elapsed() > IDLE {
+            tty.show("\x1b[2J\x1b[HIdle for 15 minutes: the passphrase is needed again.\n");
+            (vault, keys) = unlock(&paths, &source, &mut tty)?;
+            last_key = Instant::now();
+            dirty = true;
+            continue;
+        }
+        last_key = Instant::now();
+        let current = queue.first();
+        let verdict = match (k, current) {
+            (b'q' | b'Q', _) => {
+                tty.show("\r\n");
+                return Ok(Exit::Ok);
+            }
+            (b'a', Some(_)) => Some(Verdict::Approve),
+            (b's', Some(_)) => Some(Verdict::ApproveSession),
+            (b'd', Some(_)) => {
+                let reason = tty.line("Reason for the agent (Enter for none): ");
+                Some(Verdict::Deny((!reason.is_empty()).then_some(reason)))
+            }
+            (b'v', Some(a)) => {
+                tty.show(&full_view(&vault, a));
+                while tty.key().is_none() {}
+                dirty = true;
+                None
+            }
+            _ => None,
+        };
+        if let (Some(v), Some(a)) = (verdict, current) {
+            note = match approvals::decide(
+                &mut vault.store,
+                &keys.approver,
+                &a.id,
+                v,
+                SESSION_GRANT,
+            ) {
+                Ok(d) => format!("{} {}: {}", capital(d.state.as_str()), d.id, d.summary),
+                Err(e) => format!("Not decided: {e}"),
+            };
+            dirty = true;
+        }
+    }
+}
+
+fn capital(s: &str) -> String {
+    let mut c = s.chars();
+    c.next()
+        .map(|f| f.to_uppercase().collect::<String>() + c.as_str())
+        .unwrap_or_default()
+}
+
+fn client_of(vault: &Vault, a: &Action) -> (String, String) {
+    let body: Option<String> = vault
+        .store
+        .conn()
+        .query_row(
+            "SELECT body FROM audit WHERE kind = 'session.start' AND session_id = ?1 LIMIT 1",
+            [&a.session_id],
+            |r| r.get(0),
+        )
+        .ok();
+    let v: serde_json::Value = body
+        .and_then(|b| serde_json::from_str(&b).ok())
+        .unwrap_or_default();
+    let client = format!(
+        "{} {}",
+        v["client"]["name"].as_str().unwrap_or(&a.client),
+        v["client"]["version"].as_str().unwrap_or("")
+    );
+    (
+        client.trim().to_owned(),
+        v["parent"]["exe"].as_str().unwrap_or("?").to_owned(),
+    )
+}
+
+fn body_preview(vault: &Vault, a: &Action, limit: usize) -> Option<String> {
+    let body: Option<Vec<u8>> = vault
+        .store
+        .conn()
+        .query_row("SELECT body FROM actions WHERE id = ?1", [&a.id], |r| {
+            r.get(0)
+        })
+        .ok()
+        .flatten();
+    body.map(|b| {
+        let shown: String = String::from_utf8_lossy(&b[..b.len().min(limit)])
+            .escape_debug()
+            .collect();
+        if b.len() > limit {
+            format!("{shown} … ({} bytes in all; [v] shows more)", b.len())
+        } else {
+            shown
+        }
+    })
+}
+
+fn until(ts: &str) -> String {
+    let Ok(t) = ts.parse::<jiff::Timestamp>() else {
+        return ts.to_owned();
+    };
+    let secs = t.duration_since(jiff::Timestamp::now()).as_secs();
+    if secs >= 0 {
+        format!("in {} min {} s", secs / 60, secs % 60)
+    } else {
+        format!("{} s ago", -secs)
+    }
+}
+
+fn card(vault: &Vault, a: &Action, waiting: usize, color: bool, note: &str) -> String {
+    let (bold, dim, reset) = if color {
+        ("\x1b[1m", "\x1b[2m", "\x1b[0m")
+    } else {
+        ("", "", "")
+    };
+    let (client, parent) = client_of(vault, a);
+    let mut s =
+        format!("\x1b[2J\x1b[H{dim}{note}{reset}\n\n{bold}Action 1 of {waiting} waiting{reset}\n");
+    s += &format!("  client      {client}  ({parent})\n");
+    s += &format!(
+        "  tool        {}\n  credential  {}\n",
+        a.tool, a.credential_name
+    );
+    s += &format!("  {bold}{}{reset}\n", a.summary.escape_debug());
+    if let Some(b) = body_preview(vault, a, 512) {
+        s += &format!("  body        {b}\n");
+    }
+    s += &format!("  hash        {}…\n", &a.action_hash[..16]);
+    s += &format!(
+        "  asked       {}   expires {}\n\n",
+        until(&a.created_at).replace("in 0 min 0 s", "just now"),
+        until(&a.expires_at)
+    );
+    s += "[a]pprove once   [s] approve for this session   [d]eny   [v]iew in full   [q]uit\n";
+    s
+}
+
+fn full_view(vault: &Vault, a: &Action) -> String {
+    let normalized: String = vault
+        .store
+        .conn()
+        .query_row(
+            "SELECT normalized FROM actions WHERE id = ?1",
+            [&a.id],
+            |r| r.get(0),
+        )
+        .unwrap_or_default();
+    let pretty = serde_json::from_str::<serde_json::Value>(&normalized)
+        .and_then(|v| serde_json::to_string_pretty(&v))
+        .unwrap_or(normalized);
+    let body = body_preview(vault, a, 16 * 1024).unwrap_or_else(|| "(none)".into());
+    format!(
+        "\x1b[2J\x1b[H{}\n\naction hash {}\n{}\n\nbody:\n{}\n\n(any key to go back)\n",
+        a.summary, a.action_hash, pretty, body
+    )
+}
+
+/// A desktop notification where one is available; failures are silent.
+fn notify(a: &Action) {
+    if let Ok(mut child) = std::process::Command::new("notify-send")
+        .args(["agent-vault: approval needed", &a.summary])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+    {
+        std::thread::spawn(move || child.wait());
+    }
+}

@@ -1,0 +1,48 @@
+//! `vault pending [--json]`: what waits for a decision. Needs the keyring key, not the passphrase.
+use crate::approvals;
+use crate::paths::VaultPaths;
+use crate::vault::Vault;
+use crate::Exit;
+use serde_json::{json, Value};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Print a JSON array.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
+    let mut vault = Vault::open(paths)?;
+    let _ = approvals::reap_orphans(&mut vault.store);
+    let _ = approvals::expire_due(&mut vault.store);
+    let pending = approvals::list_pending(&vault.store)?;
+    if args.json {
+        let items: Vec<Value> = pending
+            .iter()
+            .map(|a| json!({
+                "action_id": a.id, "tool": a.tool, "credential": a.credential_name, "profile": a.profile,
+                "client": a.client, "summary": a.summary, "hash": a.action_hash,
+                "created_at": a.created_at, "expires_at": a.expires_at,
+            }))
+            .collect();
+        println!("{}", Value::Array(items));
+        return Ok(Exit::Ok);
+    }
+    if pending.is_empty() {
+        println!("Nothing waits for a decision.");
+        return Ok(Exit::Ok);
+    }
+    for a in &pending {
+        println!(
+            "{}  {}  {}  hash {}  expires {}",
+            a.id,
+            a.client,
+            a.summary,
+            &a.action_hash[..12],
+            a.expires_at
+        );
+    }
+    println!("Decide with `vault approve`.");
+    Ok(Exit::Ok)
+}
