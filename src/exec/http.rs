@@ -210,6 +210,7 @@ fn read_response(
     let mut reader = response.body_mut().with_config().limit(u64::MAX).reader();
     let mut seen: u64 = 0;
     let mut kept: Vec<u8> = Vec::new();
+    let mut dropped = false;
     let mut buf = vec![0u8; 64 * 1024];
     let mut stream_error = None;
     loop {
@@ -219,6 +220,7 @@ fn read_response(
                 seen += n as u64;
                 let clean = redactor.push(&buf[..n]);
                 let room = RETAINED_BODY_BYTES.saturating_sub(kept.len());
+                dropped |= clean.len() > room;
                 kept.extend_from_slice(&clean[..clean.len().min(room)]);
             }
             Err(e) => {
@@ -229,9 +231,11 @@ fn read_response(
     }
     let tail = redactor.finish();
     let room = RETAINED_BODY_BYTES.saturating_sub(kept.len());
+    dropped |= tail.len() > room;
     kept.extend_from_slice(&tail[..tail.len().min(room)]);
     let returned = &kept[..kept.len().min(agent_bytes)];
-    let truncated = (returned.len() as u64) < seen || kept.len() > returned.len();
+    // Lengths differ from `seen` once secrets are replaced, so truncation is tracked, not inferred.
+    let truncated = dropped || kept.len() > returned.len() || stream_error.is_some();
     let body = if !truncated && content_type.contains("json") {
         match serde_json::from_slice::<Value>(returned) {
             Ok(v) => json!({"json": v}),

@@ -4,6 +4,7 @@
 
 pub mod mcp;
 pub mod sshd;
+pub mod target;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

@@ -15,8 +15,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 
-/// How often a waiting call looks at the database for a decision.
-const POLL: Duration = Duration::from_millis(50);
+/// How often a waiting call checks `PRAGMA data_version` (a counter SQLite bumps when another
+/// connection commits; reading it touches no table), re-reading the action only when it moved.
+const POLL: Duration = Duration::from_millis(10);
+/// Re-read regardless at least this often (expiry needs no other writer).
+const REREAD: Duration = Duration::from_secs(1);
 /// How often a waiting call sends `notifications/progress` (when the client gave a token).
 const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
@@ -535,6 +538,8 @@ async fn wait_for(
     let start = Instant::now();
     let mut next_progress = start;
     let mut tick = 0u64;
+    let mut seen_version: Option<i64> = None;
+    let mut last_read = Instant::now();
     loop {
         if matches!(
             action.state,
@@ -576,15 +581,30 @@ async fn wait_for(
             }
         }
         let (ctx2, id) = (ctx.clone(), action.id.clone());
+        let force = last_read.elapsed() >= REREAD;
         let fresh = tokio::task::spawn_blocking(move || {
             ctx2.with_vault(|v| {
+                let dv: Option<i64> = v
+                    .store
+                    .conn()
+                    .query_row("PRAGMA data_version", [], |r| r.get(0))
+                    .ok();
+                if !force && dv.is_some() && dv == seen_version {
+                    return Ok((dv, None));
+                }
                 let _ = approvals::expire_due(&mut v.store);
-                approvals::get(&v.store, &ctx2.profile, &id).map_err(|e| approval_error(&e))
+                let a =
+                    approvals::get(&v.store, &ctx2.profile, &id).map_err(|e| approval_error(&e))?;
+                Ok((dv, Some(a)))
             })
         })
         .await;
-        if let Ok(Ok(a)) = fresh {
-            action = a;
+        if let Ok(Ok((dv, read))) = fresh {
+            seen_version = dv;
+            if let Some(a) = read {
+                action = a;
+                last_read = Instant::now();
+            }
         }
     }
     Some(action)
