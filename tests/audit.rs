@@ -5,6 +5,7 @@ mod support;
 
 use agent_vault::audit;
 use agent_vault::paths::VaultPaths;
+use agent_vault::store::StoreError;
 use agent_vault::vault::Vault;
 use serde_json::{json, Value};
 use std::process::{Command, Stdio};
@@ -139,7 +140,9 @@ fn a_tampered_export_fails_verification_at_the_right_seq() {
         format!("15:{}", l["hash"].as_str().unwrap())
     };
     let flip = |l: &str| l.replacen(r#""i":4"#, r#""i":5"#, 1);
-    let cases: Vec<(&str, Vec<String>, Vec<&str>, i64, &str)> = vec![
+    // (what, tampered lines, extra args, first bad seq, reason)
+    type Case<'a> = (&'a str, Vec<String>, Vec<&'a str>, i64, &'a str);
+    let cases: Vec<Case> = vec![
         (
             "flipped byte",
             lines
@@ -308,8 +311,18 @@ fn run_child_role() -> bool {
     let mut vault = Vault::open(VaultPaths::new(dir)).expect("child opens the vault");
     let pid = std::process::id();
     let rows = if mode == "append" { 1000 } else { usize::MAX };
+    let deadline = Instant::now() + Duration::from_secs(50);
     for i in 0..rows {
-        let tx = vault.store.write().unwrap();
+        // SQLite's busy handler is not fair: with slow fsyncs (a busy disk) one writer can wait
+        // out the whole busy timeout while the others take turns. `Busy` is transient; a writer
+        // tries again.
+        let tx = loop {
+            match vault.store.write() {
+                Ok(tx) => break tx,
+                Err(StoreError::Busy) if Instant::now() < deadline => continue,
+                Err(e) => panic!("child {pid} cannot begin a write: {e}"),
+            }
+        };
         audit::append(
             &tx,
             "test.concurrent",
@@ -334,6 +347,9 @@ fn run_child_role() -> bool {
     true
 }
 
+/// The two multi-process tests run one at a time: together they would measure the disk, not us.
+static MULTI_PROCESS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn spawn_child(test: &str, role: &str) -> std::process::Child {
     Command::new(std::env::current_exe().unwrap())
         .args(["--exact", test, "--nocapture", "--test-threads=1"])
@@ -350,6 +366,7 @@ fn eight_processes_appending_at_once_make_one_chain() {
     if run_child_role() {
         return;
     }
+    let _serial = MULTI_PROCESS.lock().unwrap_or_else(|e| e.into_inner());
     let mut v = TestVault::init("concurrent");
     let role = format!("append:{}", v.vault_dir().display());
     let started = Instant::now();
@@ -400,6 +417,7 @@ fn a_process_killed_in_the_middle_of_appends_leaves_a_chain_that_verifies() {
     if run_child_role() {
         return;
     }
+    let _serial = MULTI_PROCESS.lock().unwrap_or_else(|e| e.into_inner());
     let mut v = TestVault::init("kill9");
     let mut child = spawn_child(
         "a_process_killed_in_the_middle_of_appends_leaves_a_chain_that_verifies",

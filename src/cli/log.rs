@@ -160,7 +160,10 @@ pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
             return broken_pipe_is_ok(e);
         }
     }
-    while args.follow {
+    if !args.follow {
+        return Ok(Exit::Ok);
+    }
+    loop {
         std::thread::sleep(FOLLOW_POLL);
         for i in activity.update(vault.store.conn())? {
             let e = &activity.entries[i];
@@ -171,7 +174,6 @@ pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
             }
         }
     }
-    Ok(Exit::Ok)
 }
 
 /// A reader that went away (`vault log | head`) is not an error.
