@@ -174,4 +174,6 @@ pub fn record_rejection(
 }
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod tests;
