@@ -1,10 +1,25 @@
-//! The audit journal: appending blake3-chained rows inside the caller's transaction.
+//! The audit journal: appending blake3-chained rows inside the caller's transaction; verifying,
+//! exporting and anchoring the chain; and the Activity / Sessions projections of it.
 //!
 //! Byte layout (also in ARCHITECTURE.md, so any tool can re-check it):
 //! `genesis = blake3("agent-vault audit genesis v1\n" ‖ vault_id)`;
 //! `canonical = canonical_json({"action","body","kind","seq","session","ts"})` with `null` for an
 //! absent session or action; `hash = blake3(prev ‖ canonical)` where `prev` is the previous row's
 //! 32-byte hash (the genesis for seq 1). Bodies never hold a secret or raw request bytes.
+mod activity;
+mod anchor;
+mod export;
+mod verify;
+
+pub use activity::{ActionEntry, Activity, SessionSummary, TERMINAL_STATES};
+pub use anchor::{
+    maybe_anchor, parse_anchor, read_anchors, write_anchor, Anchor, AnchorError, ANCHOR_EVERY,
+};
+pub use export::{export, ExportError, Exported};
+pub use verify::{
+    verify_file, verify_store, Failure, Head, Reason, Report, RowRef, Verifier, VerifyError,
+};
+
 use crate::canonical;
 use crate::store::{get_meta, StoreError};
 use rusqlite::{params, OptionalExtension, Transaction};
@@ -52,6 +67,43 @@ pub fn canonical_row(
     }))
 }
 
+/// Writes `canonical_row` into `buf` from a row as stored, without parsing its body: the body's
+/// stored text is used as is, so a body that is not byte-for-byte canonical no longer hashes to
+/// the stored hash. Equal to `canonical_row` for a canonical body (tested).
+pub(crate) fn write_canonical_row(buf: &mut String, row: &RowRef<'_>) {
+    use std::fmt::Write;
+    buf.clear();
+    buf.push_str("{\"action\":");
+    write_opt_str(buf, row.action);
+    buf.push_str(",\"body\":");
+    buf.push_str(row.body);
+    buf.push_str(",\"kind\":");
+    write_json_str(buf, row.kind);
+    let _ = write!(buf, ",\"seq\":{},\"session\":", row.seq);
+    write_opt_str(buf, row.session);
+    buf.push_str(",\"ts\":");
+    write_json_str(buf, row.ts);
+    buf.push('}');
+}
+
+fn write_opt_str(buf: &mut String, s: Option<&str>) {
+    match s {
+        Some(s) => write_json_str(buf, s),
+        None => buf.push_str("null"),
+    }
+}
+
+/// A JSON string escaped as `canonical` escapes it.
+pub(crate) fn write_json_str(buf: &mut String, s: &str) {
+    if !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        buf.push('"');
+        buf.push_str(s);
+        buf.push('"');
+    } else {
+        buf.push_str(&canonical::to_string(&Value::String(s.to_owned())));
+    }
+}
+
 /// `blake3(prev ‖ canonical_row)`.
 pub fn row_hash(prev: &[u8; 32], canonical_row: &str) -> [u8; 32] {
     let mut h = blake3::Hasher::new();
@@ -77,11 +129,8 @@ pub fn append(
     body: &Value,
 ) -> Result<Appended, AuditError> {
     let head: Option<(i64, Vec<u8>)> = tx
-        .query_row(
-            "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
+        .prepare_cached("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1")?
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?;
     let (seq, prev) = match head {
         Some((seq, hash)) => {
@@ -96,92 +145,35 @@ pub fn append(
     let ts = crate::time::now_utc();
     let row = canonical_row(seq, &ts, kind, session, action, body);
     let hash = row_hash(&prev, &row);
-    tx.execute(
+    tx.prepare_cached(
         "INSERT INTO audit (seq, ts, kind, session_id, action_id, body, prev, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        params![seq, ts, kind, session, action, canonical::to_string(body), &prev[..], &hash[..]],
-    )?;
+    )?
+    .execute(params![seq, ts, kind, session, action, canonical::to_string(body), &prev[..], &hash[..]])?;
     Ok(Appended { seq, hash })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::keys::MasterKey;
-    use crate::store::{set_meta, Store};
-
-    fn store(tag: &str) -> Store {
-        let dir = std::env::temp_dir().join(format!("av-audit-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut s = Store::create(&dir.join("vault.db"), &MasterKey::generate()).unwrap();
-        let tx = s.write().unwrap();
-        set_meta(&tx, "vault_id", "vlt_test").unwrap();
-        tx.commit().unwrap();
-        s
-    }
-
-    #[test]
-    fn rows_chain_from_the_genesis_of_the_vault_id() {
-        let mut s = store("chain");
-        let tx = s.write().unwrap();
-        let a = append(&tx, "vault.init", None, None, &json!({"b": 1, "a": "x"})).unwrap();
-        let b = append(&tx, "credential.add", Some("ses_1"), None, &json!({})).unwrap();
-        tx.commit().unwrap();
-        assert_eq!((a.seq, b.seq), (1, 2));
-        #[allow(clippy::type_complexity)]
-        let rows: Vec<(
-            i64,
-            String,
-            String,
-            Option<String>,
-            String,
-            Vec<u8>,
-            Vec<u8>,
-        )> = s
-            .conn()
-            .prepare("SELECT seq, ts, kind, session_id, body, prev, hash FROM audit ORDER BY seq")
-            .unwrap()
-            .query_map([], |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                    r.get(6)?,
-                ))
-            })
-            .unwrap()
-            .map(Result::unwrap)
-            .collect();
-        assert_eq!(rows[0].4, r#"{"a":"x","b":1}"#);
-        let mut prev = genesis("vlt_test");
-        for (seq, ts, kind, session, body, stored_prev, hash) in rows {
-            assert_eq!(stored_prev, prev);
-            let body: Value = serde_json::from_str(&body).unwrap();
-            let row = canonical_row(seq, &ts, &kind, session.as_deref(), None, &body);
-            assert_eq!(hash, row_hash(&prev, &row));
-            prev = hash.try_into().unwrap();
-        }
-    }
-
-    #[test]
-    fn a_rolled_back_transaction_leaves_no_row() {
-        let mut s = store("rollback");
-        {
-            let tx = s.write().unwrap();
-            append(&tx, "x", None, None, &json!({})).unwrap();
-        }
-        let n: i64 = s
-            .conn()
-            .query_row("SELECT count(*) FROM audit", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(n, 0);
-    }
-
-    #[test]
-    fn genesis_depends_on_the_vault() {
-        assert_ne!(genesis("a"), genesis("b"));
-    }
+/// Journals a call that was refused before it became an action (`call.rejected`). The request
+/// itself is never stored, only its blake3 fingerprint, so a rejected call leaves no state behind
+/// and can never be mistaken for an action that failed (those are `action.*` rows).
+pub fn record_rejection(
+    tx: &Transaction<'_>,
+    session: Option<&str>,
+    code: i64,
+    reason: &str,
+    request_bytes: &[u8],
+    tool: Option<&str>,
+) -> Result<Appended, AuditError> {
+    let fingerprint = blake3::hash(request_bytes).to_hex().to_string();
+    append(
+        tx,
+        "call.rejected",
+        session,
+        None,
+        &json!({"code": code, "reason": reason, "fingerprint": fingerprint, "tool": tool}),
+    )
 }
+
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod tests;

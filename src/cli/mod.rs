@@ -8,15 +8,19 @@ mod approve;
 mod demo;
 mod doctor;
 mod edit;
+mod export_audit;
 mod init;
 mod list;
 mod lock;
+mod log;
 mod mcp;
 mod pause;
 mod pending;
 mod resume;
 mod rm;
+mod sessions;
 mod unlock;
+mod verify;
 
 use crate::credentials::CredentialError;
 use crate::keys::PassphraseError;
@@ -69,6 +73,14 @@ enum Command {
     Mcp(mcp::Args),
     /// Run the whole flow on a throwaway vault against a loopback target.
     Demo,
+    /// Recompute the journal's hash chain (of the vault, or of an export with no key); exit 3 if broken.
+    Verify(verify::Args),
+    /// Write the journal as JSON lines that `vault verify --file` checks without the key.
+    ExportAudit(export_audit::Args),
+    /// What each agent did: actions and rejected calls, from the journal.
+    Log(log::Args),
+    /// MCP sessions: client, parent process, start and end, actions by state.
+    Sessions(sessions::Args),
 }
 
 /// Parses `std::env::args`, runs the command, prints any error, returns the exit code.
@@ -111,6 +123,10 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Pause(a) => pause::run(paths, a),
         Command::Resume(a) => resume::run(paths, a),
         Command::Demo => demo::run(),
+        Command::Verify(a) => verify::run(paths, a),
+        Command::ExportAudit(a) => export_audit::run(paths, a),
+        Command::Log(a) => log::run(paths, a),
+        Command::Sessions(a) => sessions::run(paths, a),
     }
 }
 

@@ -1,0 +1,244 @@
+//! Activity and Sessions: projections of the journal (never a separate log). Built from the row
+//! contracts the MCP server writes: `session.start`/`session.end`, `action.<state>` transitions
+//! and `call.rejected`.
+use super::AuditError;
+use rusqlite::Connection;
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+
+/// States after which an action never changes again.
+pub const TERMINAL_STATES: &[&str] = &[
+    "completed",
+    "denied",
+    "expired",
+    "withdrawn",
+    "failed_before_send",
+    "indeterminate",
+];
+
+/// One line of `vault log`: an action (its latest state) or a rejected call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActionEntry {
+    /// None for a rejected call.
+    pub action_id: Option<String>,
+    pub session: Option<String>,
+    /// Time of the first row (UTC, ms).
+    pub started: String,
+    /// Time of the latest row.
+    pub updated: String,
+    pub first_seq: i64,
+    pub last_seq: i64,
+    /// The latest `action.<state>`, or `rejected`.
+    pub state: String,
+    pub tool: Option<String>,
+    pub credential: Option<String>,
+    /// The server-written summary, or for a rejection its reason.
+    pub summary: Option<String>,
+    /// JSON-RPC code of a rejection.
+    pub code: Option<i64>,
+    /// From the first to the latest row, once the action is in a terminal state.
+    pub duration_ms: Option<i64>,
+}
+
+/// One MCP session, from its `session.start` row.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SessionSummary {
+    pub id: String,
+    pub client_name: Option<String>,
+    pub client_version: Option<String>,
+    pub parent_pid: Option<i64>,
+    pub parent_exe: Option<String>,
+    pub profile: Option<String>,
+    pub protocol_version: Option<String>,
+    pub started: String,
+    pub ended: Option<String>,
+    pub end_reason: Option<String>,
+    /// Actions by latest state, plus `rejected` calls.
+    pub counts: BTreeMap<String, u64>,
+}
+
+/// The projection, kept up to date incrementally (`update`) for `vault log --follow`.
+#[derive(Debug, Default)]
+pub struct Activity {
+    pub entries: Vec<ActionEntry>,
+    pub sessions: Vec<SessionSummary>,
+    by_action: HashMap<String, usize>,
+    by_session: HashMap<String, usize>,
+    last_seq: i64,
+}
+
+fn ms_between(a: &str, b: &str) -> Option<i64> {
+    let a: jiff::Timestamp = a.parse().ok()?;
+    let b: jiff::Timestamp = b.parse().ok()?;
+    Some(b.as_millisecond() - a.as_millisecond())
+}
+
+fn string(v: &Value, key: &str) -> Option<String> {
+    v.get(key).and_then(Value::as_str).map(str::to_owned)
+}
+
+impl Activity {
+    /// The whole projection of the journal.
+    pub fn load(conn: &Connection) -> Result<Self, AuditError> {
+        let mut a = Self::default();
+        a.update(conn)?;
+        Ok(a)
+    }
+
+    /// Applies the rows appended since the last call; returns the indices of the entries they
+    /// created or changed, in journal order.
+    pub fn update(&mut self, conn: &Connection) -> Result<Vec<usize>, AuditError> {
+        let mut stmt = conn.prepare_cached(
+            "SELECT seq, ts, kind, session_id, action_id, body FROM audit WHERE seq > ?1 \
+             AND (kind LIKE 'action.%' OR kind LIKE 'session.%' OR kind = 'call.rejected') ORDER BY seq",
+        )?;
+        let mut rows = stmt.query([self.last_seq])?;
+        let mut touched = Vec::new();
+        while let Some(r) = rows.next()? {
+            let seq: i64 = r.get(0)?;
+            let (ts, kind): (String, String) = (r.get(1)?, r.get(2)?);
+            let (session, action): (Option<String>, Option<String>) = (r.get(3)?, r.get(4)?);
+            // A body that does not parse (a damaged row: `vault verify` names it) shows as empty.
+            let body: Value = serde_json::from_str(&r.get::<_, String>(5)?).unwrap_or(Value::Null);
+            self.last_seq = seq;
+            if let Some(i) = self.apply(seq, &ts, &kind, session, action, &body) {
+                if touched.last() != Some(&i) {
+                    touched.retain(|t| *t != i);
+                    touched.push(i);
+                }
+            }
+        }
+        Ok(touched)
+    }
+
+    /// The seq of the last journal row seen.
+    pub fn last_seq(&self) -> i64 {
+        self.last_seq
+    }
+
+    /// The session an entry belongs to, if it was journaled.
+    pub fn session_of(&self, entry: &ActionEntry) -> Option<&SessionSummary> {
+        let i = *self.by_session.get(entry.session.as_deref()?)?;
+        self.sessions.get(i)
+    }
+
+    fn apply(
+        &mut self,
+        seq: i64,
+        ts: &str,
+        kind: &str,
+        session: Option<String>,
+        action: Option<String>,
+        body: &Value,
+    ) -> Option<usize> {
+        match kind {
+            "session.start" => {
+                let id = session?;
+                let s = SessionSummary {
+                    id: id.clone(),
+                    client_name: body
+                        .pointer("/client/name")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned),
+                    client_version: body
+                        .pointer("/client/version")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned),
+                    parent_pid: body.pointer("/parent/pid").and_then(Value::as_i64),
+                    parent_exe: body
+                        .pointer("/parent/exe")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned),
+                    profile: string(body, "profile"),
+                    protocol_version: string(body, "protocol_version"),
+                    started: ts.to_owned(),
+                    ..Default::default()
+                };
+                self.by_session.insert(id, self.sessions.len());
+                self.sessions.push(s);
+                None
+            }
+            "session.end" => {
+                let s = self.session_mut(session.as_deref()?)?;
+                s.ended = Some(ts.to_owned());
+                s.end_reason = string(body, "reason");
+                None
+            }
+            "call.rejected" => {
+                if let Some(s) = session.as_deref().and_then(|id| self.session_mut(id)) {
+                    *s.counts.entry("rejected".into()).or_default() += 1;
+                }
+                self.entries.push(ActionEntry {
+                    action_id: None,
+                    session,
+                    started: ts.to_owned(),
+                    updated: ts.to_owned(),
+                    first_seq: seq,
+                    last_seq: seq,
+                    state: "rejected".into(),
+                    tool: string(body, "tool"),
+                    credential: None,
+                    summary: string(body, "reason"),
+                    code: body.get("code").and_then(Value::as_i64),
+                    duration_ms: None,
+                });
+                Some(self.entries.len() - 1)
+            }
+            _ => {
+                let state = kind.strip_prefix("action.")?.to_owned();
+                let id = action?;
+                let i = match self.by_action.get(&id) {
+                    Some(&i) => i,
+                    None => {
+                        self.entries.push(ActionEntry {
+                            action_id: Some(id.clone()),
+                            session: session.clone(),
+                            started: ts.to_owned(),
+                            updated: ts.to_owned(),
+                            first_seq: seq,
+                            last_seq: seq,
+                            state: String::new(),
+                            tool: None,
+                            credential: None,
+                            summary: None,
+                            code: None,
+                            duration_ms: None,
+                        });
+                        self.by_action.insert(id, self.entries.len() - 1);
+                        self.entries.len() - 1
+                    }
+                };
+                let old_state = std::mem::take(&mut self.entries[i].state);
+                let e = &mut self.entries[i];
+                e.updated = ts.to_owned();
+                e.last_seq = seq;
+                e.state = state.clone();
+                e.tool = string(body, "tool").or(e.tool.take());
+                e.credential = string(body, "credential").or(e.credential.take());
+                e.summary = string(body, "summary").or(e.summary.take());
+                e.duration_ms = TERMINAL_STATES
+                    .contains(&state.as_str())
+                    .then(|| ms_between(&e.started, &e.updated))
+                    .flatten();
+                let sid = e.session.clone();
+                if let Some(s) = sid.as_deref().and_then(|id| self.session_mut(id)) {
+                    if !old_state.is_empty() {
+                        if let Some(n) = s.counts.get_mut(&old_state) {
+                            *n -= 1;
+                            if *n == 0 {
+                                s.counts.remove(&old_state);
+                            }
+                        }
+                    }
+                    *s.counts.entry(state).or_default() += 1;
+                }
+                Some(i)
+            }
+        }
+    }
+
+    fn session_mut(&mut self, id: &str) -> Option<&mut SessionSummary> {
+        let i = *self.by_session.get(id)?;
+        self.sessions.get_mut(i)
+    }
+}

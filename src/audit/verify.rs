@@ -1,0 +1,532 @@
+//! Verifying the chain: recomputing every row's hash from the genesis, naming the first row that
+//! was changed, removed, inserted, reordered or cut off, checking anchors, and (when an `actions`
+//! table exists) that each action's state equals its last journal transition.
+use super::anchor::Anchor;
+use super::{genesis, write_canonical_row};
+use rusqlite::types::ValueRef;
+use rusqlite::Connection;
+use std::collections::{BTreeMap, HashMap};
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+
+/// Errors that stop verification before a verdict (a verdict that the chain is bad is a `Report`).
+#[derive(Debug, thiserror::Error)]
+pub enum VerifyError {
+    #[error("cannot read {path}: {source}; check the path and its permissions")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("database error reading the journal: {0}; run `vault doctor`")]
+    Sql(#[from] rusqlite::Error),
+}
+
+/// Why the chain is not intact.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    /// The stored hash is not blake3(prev ‖ row): the row was changed after it was written.
+    HashMismatch,
+    /// The stored prev is not the previous row's hash: a row before it was removed or rewritten.
+    PrevMismatch,
+    /// A seq is missing.
+    Gap,
+    /// A seq appears twice.
+    Duplicate,
+    /// Rows are out of order.
+    Reordered,
+    /// A row cannot be read at all (missing field, bad hex, bad JSON, wrong type).
+    Malformed,
+    /// Row 1 is not a `vault.init` row chained to the genesis of its vault id, or there is no row.
+    BadGenesis,
+    /// An anchor names a seq beyond the end of the journal: rows were cut off.
+    TruncatedBelowAnchor,
+    /// An anchor's hash differs from the row at its seq: history was rewritten.
+    AnchorMismatch,
+    /// An action's state in the `actions` table differs from its last journal transition.
+    ActionStateMismatch,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::HashMismatch => "hash mismatch",
+            Reason::PrevMismatch => "prev mismatch",
+            Reason::Gap => "gap",
+            Reason::Duplicate => "duplicate",
+            Reason::Reordered => "reordered",
+            Reason::Malformed => "malformed row",
+            Reason::BadGenesis => "bad genesis",
+            Reason::TruncatedBelowAnchor => "truncated below anchor",
+            Reason::AnchorMismatch => "anchor mismatch",
+            Reason::ActionStateMismatch => "action state mismatch",
+        }
+    }
+}
+
+/// The first thing found wrong. `seq` is the first position whose row is wrong or missing:
+/// every row below it was verified.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub seq: Option<i64>,
+    pub reason: Reason,
+    pub detail: String,
+}
+
+impl Failure {
+    /// `"<reason>: <detail>"`, the `reason` of `vault verify --json`.
+    pub fn message(&self) -> String {
+        format!("{}: {}", self.reason.as_str(), self.detail)
+    }
+}
+
+/// The last verified row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Head {
+    pub seq: i64,
+    pub hash: [u8; 32],
+}
+
+/// The verdict: how many rows were verified, the last verified row, and the first failure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    pub rows: u64,
+    pub head: Option<Head>,
+    pub failure: Option<Failure>,
+}
+
+impl Report {
+    pub fn ok(&self) -> bool {
+        self.failure.is_none()
+    }
+
+    /// `{"ok":…,"rows":N,"head":{"seq":N,"hash":"<hex>"},"first_bad_seq":…,"reason":…}`, keys in
+    /// this order.
+    pub fn to_json_line(&self) -> String {
+        let head = match &self.head {
+            Some(h) => format!(r#"{{"seq":{},"hash":"{}"}}"#, h.seq, hex::encode(h.hash)),
+            None => "null".into(),
+        };
+        let (bad, reason) = match &self.failure {
+            Some(f) => (
+                f.seq.map_or("null".into(), |s| s.to_string()),
+                serde_json::Value::String(f.message()).to_string(),
+            ),
+            None => ("null".into(), "null".into()),
+        };
+        format!(
+            r#"{{"ok":{},"rows":{},"head":{},"first_bad_seq":{},"reason":{}}}"#,
+            self.ok(),
+            self.rows,
+            head,
+            bad,
+            reason
+        )
+    }
+}
+
+/// One journal row as read, borrowed from the database row or the export line.
+#[derive(Debug, Clone, Copy)]
+pub struct RowRef<'a> {
+    pub seq: i64,
+    pub ts: &'a str,
+    pub kind: &'a str,
+    pub session: Option<&'a str>,
+    pub action: Option<&'a str>,
+    /// The body's JSON text exactly as stored (canonical when untouched).
+    pub body: &'a str,
+    pub prev: &'a [u8],
+    pub hash: &'a [u8],
+}
+
+/// A streaming verifier: feed rows in order with `push` until it returns false, then `finish`.
+#[derive(Debug)]
+pub struct Verifier {
+    expected: i64,
+    prev: [u8; 32],
+    rows: u64,
+    head: Option<Head>,
+    failure: Option<Failure>,
+    /// A seq above the expected one was seen; the next row tells a gap from a reordering.
+    pending_gap: Option<(i64, i64)>,
+    vault_id: Option<String>,
+    anchors: BTreeMap<i64, Vec<[u8; 32]>>,
+    /// Last transition (seq, state) per action, when tracked.
+    transitions: Option<HashMap<String, (i64, String)>>,
+    buf: String,
+}
+
+impl Verifier {
+    /// `vault_id`: the id the chain must start from (None: take it from row 1, as for an export).
+    pub fn new(vault_id: Option<&str>, anchors: &[Anchor]) -> Self {
+        let mut map: BTreeMap<i64, Vec<[u8; 32]>> = BTreeMap::new();
+        for a in anchors {
+            map.entry(a.seq).or_default().push(a.hash);
+        }
+        Self {
+            expected: 1,
+            prev: [0; 32],
+            rows: 0,
+            head: None,
+            failure: None,
+            pending_gap: None,
+            vault_id: vault_id.map(str::to_owned),
+            anchors: map,
+            transitions: None,
+            buf: String::with_capacity(512),
+        }
+    }
+
+    /// Also remember each action's last `action.<state>` transition.
+    pub fn track_actions(&mut self) {
+        self.transitions = Some(HashMap::new());
+    }
+
+    fn fail(&mut self, seq: Option<i64>, reason: Reason, detail: String) -> bool {
+        self.failure = Some(Failure {
+            seq,
+            reason,
+            detail,
+        });
+        false
+    }
+
+    /// A row that could not be read; it stands where seq `expected` belongs.
+    pub fn push_malformed(&mut self, detail: String) -> bool {
+        if self.failure.is_some() {
+            return false;
+        }
+        let at = self.pending_gap.map_or(self.expected, |(e, _)| e);
+        self.fail(Some(at), Reason::Malformed, detail)
+    }
+
+    /// Checks the next row. Returns false once the chain is known to be broken (stop feeding).
+    pub fn push(&mut self, row: &RowRef<'_>) -> bool {
+        if self.failure.is_some() {
+            return false;
+        }
+        let exp = self.expected;
+        if let Some((e, found)) = self.pending_gap.take() {
+            return if row.seq == e {
+                self.fail(
+                    Some(e),
+                    Reason::Reordered,
+                    format!("seq {e} comes after seq {found}: rows were swapped or moved"),
+                )
+            } else {
+                self.fail(Some(e), Reason::Gap, format!("seq {e} is missing: the row after seq {} is seq {found}; a row was deleted", e - 1))
+            };
+        }
+        if row.seq != exp {
+            if row.seq > exp {
+                self.pending_gap = Some((exp, row.seq));
+                return true;
+            }
+            let (reason, detail) = if row.seq == exp - 1 {
+                (
+                    Reason::Duplicate,
+                    format!("seq {} appears twice; a row was copied", row.seq),
+                )
+            } else {
+                (
+                    Reason::Reordered,
+                    format!(
+                        "seq {} appears again after seq {}: rows were moved",
+                        row.seq,
+                        exp - 1
+                    ),
+                )
+            };
+            return self.fail(Some(exp), reason, detail);
+        }
+        if row.prev.len() != 32 || row.hash.len() != 32 {
+            return self.fail(
+                Some(exp),
+                Reason::Malformed,
+                format!("row {exp}: prev and hash must be 32 bytes"),
+            );
+        }
+        if exp == 1 {
+            if let Err(detail) = self.check_genesis(row) {
+                return self.fail(Some(1), Reason::BadGenesis, detail);
+            }
+        } else if row.prev != self.prev {
+            return self.fail(Some(exp), Reason::PrevMismatch, format!("row {exp}'s prev is not the hash of row {}: the history before it was rewritten", exp - 1));
+        }
+        write_canonical_row(&mut self.buf, row);
+        let mut h = blake3::Hasher::new();
+        h.update(row.prev);
+        h.update(self.buf.as_bytes());
+        let hash = *h.finalize().as_bytes();
+        if row.hash != hash {
+            return self.fail(
+                Some(exp),
+                Reason::HashMismatch,
+                format!("row {exp} was changed after it was written (its hash does not match its contents)"),
+            );
+        }
+        if let Some(hs) = self.anchors.get(&exp) {
+            if let Some(bad) = hs.iter().find(|h| **h != hash) {
+                let detail = format!(
+                    "the anchor {exp}:{} differs from the journal's hash {} at that seq: history was rewritten",
+                    hex::encode(bad),
+                    hex::encode(hash)
+                );
+                return self.fail(Some(exp), Reason::AnchorMismatch, detail);
+            }
+        }
+        if let (Some(t), Some(action), Some(state)) = (
+            self.transitions.as_mut(),
+            row.action,
+            row.kind.strip_prefix("action."),
+        ) {
+            t.insert(action.to_owned(), (exp, state.to_owned()));
+        }
+        self.prev = hash;
+        self.head = Some(Head { seq: exp, hash });
+        self.rows += 1;
+        self.expected += 1;
+        true
+    }
+
+    fn check_genesis(&self, row: &RowRef<'_>) -> Result<(), String> {
+        if row.kind != "vault.init" {
+            return Err(format!(
+                "row 1 is a {:?} row; a journal starts with vault.init",
+                row.kind
+            ));
+        }
+        let body: serde_json::Value =
+            serde_json::from_str(row.body).map_err(|e| format!("row 1's body is not JSON: {e}"))?;
+        let id = body["vault_id"]
+            .as_str()
+            .ok_or("row 1's body holds no vault_id")?;
+        if let Some(want) = &self.vault_id {
+            if id != want {
+                return Err(format!(
+                    "row 1 belongs to vault {id}, but this is vault {want}"
+                ));
+            }
+        }
+        if row.prev != genesis(id) {
+            return Err(format!(
+                "row 1's prev is not the genesis of vault {id} (blake3 of the tag and the id)"
+            ));
+        }
+        Ok(())
+    }
+
+    /// The verdict, and the tracked last transition per action.
+    pub fn finish(mut self) -> (Report, HashMap<String, (i64, String)>) {
+        if self.failure.is_none() {
+            if let Some((e, found)) = self.pending_gap.take() {
+                self.fail(
+                    Some(e),
+                    Reason::Gap,
+                    format!("seq {e} is missing: the last row is seq {found}"),
+                );
+            } else if self.rows == 0 {
+                self.fail(
+                    Some(1),
+                    Reason::BadGenesis,
+                    "the journal is empty; it must start with a vault.init row".into(),
+                );
+            } else if let Some((&a, _)) = self.anchors.range(self.expected..).next() {
+                let last = self.expected - 1;
+                self.fail(
+                    Some(self.expected),
+                    Reason::TruncatedBelowAnchor,
+                    format!("an anchor names seq {a} but the journal ends at seq {last}: rows were cut off"),
+                );
+            }
+        }
+        let report = Report {
+            rows: self.rows,
+            head: self.head,
+            failure: self.failure,
+        };
+        (report, self.transitions.unwrap_or_default())
+    }
+}
+
+fn text<'a>(v: ValueRef<'a>, col: &str) -> Result<&'a str, String> {
+    match v {
+        ValueRef::Text(t) => std::str::from_utf8(t).map_err(|_| format!("{col} is not UTF-8")),
+        _ => Err(format!("{col} is not text")),
+    }
+}
+
+fn opt_text<'a>(v: ValueRef<'a>, col: &str) -> Result<Option<&'a str>, String> {
+    match v {
+        ValueRef::Null => Ok(None),
+        v => text(v, col).map(Some),
+    }
+}
+
+fn blob<'a>(v: ValueRef<'a>, col: &str) -> Result<&'a [u8], String> {
+    match v {
+        ValueRef::Blob(b) => Ok(b),
+        _ => Err(format!("{col} is not a blob")),
+    }
+}
+
+fn db_row<'a>(r: &'a rusqlite::Row<'_>) -> Result<RowRef<'a>, String> {
+    let g = |i| r.get_ref(i).map_err(|e| e.to_string());
+    let seq = match g(0)? {
+        ValueRef::Integer(n) => n,
+        _ => return Err("seq is not an integer".into()),
+    };
+    Ok(RowRef {
+        seq,
+        ts: text(g(1)?, "ts")?,
+        kind: text(g(2)?, "kind")?,
+        session: opt_text(g(3)?, "session_id")?,
+        action: opt_text(g(4)?, "action_id")?,
+        body: text(g(5)?, "body")?,
+        prev: blob(g(6)?, "prev")?,
+        hash: blob(g(7)?, "hash")?,
+    })
+}
+
+/// Verifies the journal in a vault database (one read snapshot), its anchors, and, when an
+/// `actions` table exists, that each action's state is its last journal transition.
+pub fn verify_store(
+    conn: &Connection,
+    vault_id: &str,
+    anchors: &[Anchor],
+) -> Result<Report, VerifyError> {
+    let snapshot = conn.unchecked_transaction()?;
+    let has_actions: bool = snapshot.query_row(
+        "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'actions'",
+        [],
+        |r| r.get(0),
+    )?;
+    let mut v = Verifier::new(Some(vault_id), anchors);
+    if has_actions {
+        v.track_actions();
+    }
+    {
+        let mut stmt = snapshot.prepare(
+            "SELECT seq, ts, kind, session_id, action_id, body, prev, hash FROM audit ORDER BY seq",
+        )?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            let more = match db_row(r) {
+                Ok(row) => v.push(&row),
+                Err(detail) => v.push_malformed(detail),
+            };
+            if !more {
+                break;
+            }
+        }
+    }
+    let (mut report, transitions) = v.finish();
+    if report.ok() && has_actions {
+        report.failure = check_actions(&snapshot, &transitions)?;
+    }
+    Ok(report)
+}
+
+fn check_actions(
+    conn: &Connection,
+    transitions: &HashMap<String, (i64, String)>,
+) -> Result<Option<Failure>, VerifyError> {
+    let mut stmt = conn.prepare("SELECT id, state FROM actions ORDER BY id")?;
+    let mut rows = stmt.query([])?;
+    let mut worst: Option<Failure> = None;
+    while let Some(r) = rows.next()? {
+        let (id, state): (String, String) = (r.get(0)?, r.get(1)?);
+        let found = match transitions.get(&id) {
+            Some((seq, s)) if *s == state => continue,
+            Some((seq, s)) => Failure {
+                seq: Some(*seq),
+                reason: Reason::ActionStateMismatch,
+                detail: format!("action {id} is {state:?} in the actions table, but its last journal transition (seq {seq}) is {s:?}"),
+            },
+            None => Failure {
+                seq: None,
+                reason: Reason::ActionStateMismatch,
+                detail: format!("action {id} is {state:?} in the actions table, but the journal has no transition for it"),
+            },
+        };
+        // Report the mismatch earliest in the journal; one with no journal row comes last.
+        let earlier = match (&worst, found.seq) {
+            (None, _) => true,
+            (Some(w), Some(s)) => w.seq.is_none_or(|ws| s < ws),
+            (Some(_), None) => false,
+        };
+        if earlier {
+            worst = Some(found);
+        }
+    }
+    Ok(worst)
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExportLine<'a> {
+    seq: i64,
+    #[serde(borrow)]
+    ts: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    kind: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    session: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow)]
+    action: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow)]
+    body: &'a serde_json::value::RawValue,
+    prev: &'a str,
+    hash: &'a str,
+}
+
+/// Lowercase hex of exactly 32 bytes (as `export-audit` writes it), nothing else.
+fn hex32(s: &str, field: &str) -> Result<[u8; 32], String> {
+    let ok = s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    let mut out = [0u8; 32];
+    if !ok || hex::decode_to_slice(s, &mut out).is_err() {
+        return Err(format!("{field} is not 64 lowercase hex digits"));
+    }
+    Ok(out)
+}
+
+/// Verifies an export (`vault export-audit`) with no key, keyring or vault: the genesis comes
+/// from row 1's `vault_id`; `anchors` are heads the person kept elsewhere.
+pub fn verify_file(path: &Path, anchors: &[Anchor]) -> Result<Report, VerifyError> {
+    let read_err = |source| VerifyError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(read_err)?;
+    let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
+    let mut v = Verifier::new(None, anchors);
+    let mut line = Vec::with_capacity(1024);
+    let mut number = 0u64;
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line).map_err(read_err)? == 0 {
+            break;
+        }
+        number += 1;
+        let text = line.strip_suffix(b"\n").unwrap_or(&line);
+        let more = match serde_json::from_slice::<ExportLine<'_>>(text) {
+            Err(e) => v.push_malformed(format!("line {number} is not a journal row: {e}")),
+            Ok(l) => match (hex32(l.prev, "prev"), hex32(l.hash, "hash")) {
+                (Ok(prev), Ok(hash)) => v.push(&RowRef {
+                    seq: l.seq,
+                    ts: &l.ts,
+                    kind: &l.kind,
+                    session: l.session.as_deref(),
+                    action: l.action.as_deref(),
+                    body: l.body.get(),
+                    prev: &prev,
+                    hash: &hash,
+                }),
+                (Err(e), _) | (_, Err(e)) => v.push_malformed(format!("line {number}: {e}")),
+            },
+        };
+        if !more {
+            break;
+        }
+    }
+    Ok(v.finish().0)
+}

@@ -1,0 +1,186 @@
+//! `vault log [--json] [--session S] [--since T] [--follow]`: what each agent did, as a
+//! projection of the journal: time, client, tool, credential, target summary, state, duration.
+use crate::audit::{ActionEntry, Activity};
+use crate::paths::VaultPaths;
+use crate::vault::Vault;
+use crate::Exit;
+use anyhow::Context;
+use serde_json::json;
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
+
+/// How often `--follow` looks for new journal rows.
+const FOLLOW_POLL: Duration = Duration::from_millis(300);
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// One JSON object per line.
+    #[arg(long)]
+    json: bool,
+    /// Only this MCP session (an id as `vault sessions` prints it).
+    #[arg(long, value_name = "S")]
+    session: Option<String>,
+    /// Only what changed since T: a UTC time (2026-11-30T13:00:00Z) or an age (90s, 10m, 2h, 3d).
+    #[arg(long, value_name = "T")]
+    since: Option<String>,
+    /// Keep running and print entries as they change (Ctrl-C to stop).
+    #[arg(long)]
+    follow: bool,
+}
+
+/// `--since` as a journal timestamp, so it compares as a string.
+fn parse_since(s: &str) -> anyhow::Result<String> {
+    if let Ok(ts) = s.parse::<jiff::Timestamp>() {
+        return Ok(crate::time::format_utc(ts));
+    }
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (n, unit) = s.split_at(split);
+    let secs = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86400,
+        _ => 0,
+    };
+    let n: i64 = n.parse().ok().filter(|_| secs > 0).with_context(|| {
+        format!("--since {s:?} is neither a UTC time like 2026-11-30T13:00:00Z nor an age like 10m, 2h or 3d")
+    })?;
+    let ts = jiff::Timestamp::from_millisecond(crate::time::now_ms() - n * secs * 1000)?;
+    Ok(crate::time::format_utc(ts))
+}
+
+struct Style {
+    colour: bool,
+}
+
+impl Style {
+    fn state(&self, state: &str) -> String {
+        let code = match state {
+            "completed" => "32",
+            "pending" | "approved" | "received" | "dispatched" => "33",
+            "indeterminate" => "35",
+            "rejected" | "denied" | "failed_before_send" | "expired" | "withdrawn" => "31",
+            _ => "",
+        };
+        if self.colour && !code.is_empty() {
+            format!("\x1b[{code}m{state:<18}\x1b[0m")
+        } else {
+            format!("{state:<18}")
+        }
+    }
+}
+
+fn local_time(ts: &str) -> String {
+    ts.parse::<jiff::Timestamp>()
+        .map(|t| {
+            t.to_zoned_datetime(jiff::tz::TimeZone::system())
+                .strftime("%Y-%m-%d %H:%M:%S")
+                .to_string()
+        })
+        .unwrap_or_else(|_| ts.to_owned())
+}
+
+fn duration(ms: Option<i64>) -> String {
+    match ms {
+        None => "-".into(),
+        Some(ms) if ms < 1000 => format!("{ms}ms"),
+        Some(ms) if ms < 60_000 => format!("{:.1}s", ms as f64 / 1000.0),
+        Some(ms) => format!("{}m{:02}s", ms / 60_000, (ms / 1000) % 60),
+    }
+}
+
+fn entry_json(a: &Activity, e: &ActionEntry) -> serde_json::Value {
+    let client = a
+        .session_of(e)
+        .map(|s| json!({"name": s.client_name, "version": s.client_version}));
+    json!({
+        "time": e.started,
+        "updated": e.updated,
+        "seq": e.last_seq,
+        "session": e.session,
+        "client": client,
+        "action_id": e.action_id,
+        "tool": e.tool,
+        "credential": e.credential,
+        "summary": e.summary,
+        "state": e.state,
+        "code": e.code,
+        "duration_ms": e.duration_ms,
+    })
+}
+
+fn entry_line(a: &Activity, e: &ActionEntry, style: &Style) -> String {
+    let client = a
+        .session_of(e)
+        .and_then(|s| s.client_name.clone())
+        .unwrap_or_else(|| "-".into());
+    format!(
+        "{}  {:<14}  {:<12}  {:<14}  {}  {:>7}  {}",
+        local_time(&e.started),
+        client,
+        e.tool.as_deref().unwrap_or("-"),
+        e.credential.as_deref().unwrap_or("-"),
+        style.state(&e.state),
+        duration(e.duration_ms),
+        e.summary.as_deref().unwrap_or("")
+    )
+}
+
+pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
+    let since = args.since.as_deref().map(parse_since).transpose()?;
+    let vault = Vault::open(paths)?;
+    let mut activity = Activity::load(vault.store.conn())?;
+    let style = Style {
+        colour: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+    };
+    let keep = |e: &ActionEntry| {
+        args.session
+            .as_deref()
+            .is_none_or(|s| e.session.as_deref() == Some(s))
+            && since.as_deref().is_none_or(|t| e.updated.as_str() >= t)
+    };
+    let mut out = std::io::stdout().lock();
+    let mut print = |a: &Activity, e: &ActionEntry| -> std::io::Result<()> {
+        if args.json {
+            writeln!(out, "{}", entry_json(a, e))?;
+        } else {
+            writeln!(out, "{}", entry_line(a, e, &style))?;
+        }
+        out.flush()
+    };
+    let shown: Vec<&ActionEntry> = activity.entries.iter().filter(|e| keep(e)).collect();
+    if shown.is_empty() && !args.json && !args.follow {
+        println!(
+            "No activity yet: actions and rejected calls from `vault mcp` sessions show here."
+        );
+        return Ok(Exit::Ok);
+    }
+    for e in shown {
+        if let Err(e) = print(&activity, e) {
+            return broken_pipe_is_ok(e);
+        }
+    }
+    if !args.follow {
+        return Ok(Exit::Ok);
+    }
+    loop {
+        std::thread::sleep(FOLLOW_POLL);
+        for i in activity.update(vault.store.conn())? {
+            let e = &activity.entries[i];
+            if keep(e) {
+                if let Err(e) = print(&activity, e) {
+                    return broken_pipe_is_ok(e);
+                }
+            }
+        }
+    }
+}
+
+/// A reader that went away (`vault log | head`) is not an error.
+fn broken_pipe_is_ok(e: std::io::Error) -> anyhow::Result<Exit> {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        Ok(Exit::Ok)
+    } else {
+        Err(e).context("cannot write to stdout")
+    }
+}

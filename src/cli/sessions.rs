@@ -1,0 +1,81 @@
+//! `vault sessions [--json]`: each MCP session (client name and version, parent process, start
+//! and end, actions by state), as a projection of the journal.
+use crate::audit::{Activity, SessionSummary};
+use crate::paths::VaultPaths;
+use crate::vault::Vault;
+use crate::Exit;
+use serde_json::{json, Value};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Print a JSON array.
+    #[arg(long)]
+    json: bool,
+}
+
+fn session_json(s: &SessionSummary) -> Value {
+    json!({
+        "session": s.id,
+        "client": {"name": s.client_name, "version": s.client_version},
+        "parent": {"pid": s.parent_pid, "exe": s.parent_exe},
+        "profile": s.profile,
+        "protocol_version": s.protocol_version,
+        "started": s.started,
+        "ended": s.ended,
+        "end_reason": s.end_reason,
+        "counts": s.counts,
+    })
+}
+
+pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
+    let vault = Vault::open(paths)?;
+    let activity = Activity::load(vault.store.conn())?;
+    if args.json {
+        println!(
+            "{}",
+            Value::Array(activity.sessions.iter().map(session_json).collect())
+        );
+        return Ok(Exit::Ok);
+    }
+    if activity.sessions.is_empty() {
+        println!("No MCP sessions yet: each `vault mcp` run shows here.");
+        return Ok(Exit::Ok);
+    }
+    println!(
+        "{:<24}  {:<24}  {:<24}  {:<24}  {:<24}  COUNTS",
+        "SESSION", "CLIENT", "PARENT", "STARTED (UTC)", "ENDED"
+    );
+    for s in &activity.sessions {
+        let client = format!(
+            "{} {}",
+            s.client_name.as_deref().unwrap_or("?"),
+            s.client_version.as_deref().unwrap_or("")
+        );
+        let parent = match (s.parent_pid, s.parent_exe.as_deref()) {
+            (Some(pid), Some(exe)) => format!("{pid} {exe}"),
+            (Some(pid), None) => pid.to_string(),
+            (None, Some(exe)) => exe.to_owned(),
+            (None, None) => "-".into(),
+        };
+        let ended = match (&s.ended, &s.end_reason) {
+            (Some(t), Some(r)) => format!("{t} ({r})"),
+            (Some(t), None) => t.clone(),
+            (None, _) => "running or cut off".into(),
+        };
+        let counts: Vec<String> = s.counts.iter().map(|(k, n)| format!("{k}={n}")).collect();
+        println!(
+            "{:<24}  {:<24}  {:<24}  {:<24}  {:<24}  {}",
+            s.id,
+            client.trim(),
+            parent,
+            s.started,
+            ended,
+            if counts.is_empty() {
+                "-".into()
+            } else {
+                counts.join(" ")
+            }
+        );
+    }
+    Ok(Exit::Ok)
+}

@@ -1,0 +1,483 @@
+//! The tamper-evident journal through the real `vault` binary: verify (vault and export, no key),
+//! export-audit, anchors, tampering by an attacker holding the key, and the Activity / Sessions
+//! views. Concurrency and crashes are in `audit_concurrency.rs`.
+mod support;
+
+use agent_vault::audit;
+use agent_vault::paths::VaultPaths;
+use agent_vault::vault::Vault;
+use serde_json::{json, Value};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+use support::*;
+
+fn open(v: &TestVault) -> Vault {
+    std::env::set_var("VAULT_KEYRING", "kernel");
+    Vault::open(VaultPaths::new(v.vault_dir())).expect("open the test vault via the keyring")
+}
+
+/// Appends `n` rows (one transaction each) through the library, as the MCP server will.
+fn append_rows(v: &TestVault, n: usize) {
+    let mut vault = open(v);
+    for i in 0..n {
+        let tx = vault.store.write().unwrap();
+        audit::append(&tx, "test.row", Some("ses_t"), None, &json!({"i": i})).unwrap();
+        tx.commit().unwrap();
+    }
+}
+
+fn verify_json(v: &mut TestVault, args: &[&str], want_code: i32) -> Value {
+    let mut all = vec!["verify", "--json"];
+    all.extend_from_slice(args);
+    let run = v.run(&all, None).code(want_code);
+    serde_json::from_str(run.stdout.trim()).unwrap()
+}
+
+/// `vault verify --file FILE --json` with no vault directory, no keyring and no key at all.
+fn verify_file(file: &std::path::Path, extra: &[&str]) -> (i32, Value) {
+    let nowhere = std::env::temp_dir().join(format!("av-no-vault-{}", std::process::id()));
+    let out = Command::new(bin())
+        .args(["verify", "--json", "--file"])
+        .arg(file)
+        .args(extra)
+        .env("VAULT_DIR", &nowhere)
+        .env("VAULT_KEYRING", "kernel")
+        .output()
+        .unwrap();
+    assert!(
+        !nowhere.exists(),
+        "verify --file must not create a vault dir"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let v = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("{e}: {stdout} {}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.code().unwrap(), v)
+}
+
+#[test]
+fn verify_prints_the_head_and_an_export_verifies_with_no_vault_at_all() {
+    let mut v = TestVault::init("verify");
+    append_rows(&v, 20);
+    let head = {
+        let vault = open(&v);
+        let (seq, hash): (i64, Vec<u8>) = vault
+            .store
+            .conn()
+            .query_row(
+                "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        (seq, hex::encode(hash))
+    };
+    assert_eq!(head.0, 22, "init and unlock rows, then 20");
+    let run = v.run(&["verify", "--json"], None).ok();
+    assert_eq!(
+        run.stdout.trim(),
+        format!(
+            r#"{{"ok":true,"rows":22,"head":{{"seq":22,"hash":"{}"}},"first_bad_seq":null,"reason":null}}"#,
+            head.1
+        )
+    );
+    let human = v.run(&["verify"], None).ok();
+    assert!(
+        human
+            .stdout
+            .contains(&format!("head: seq 22 hash {}", head.1)),
+        "{}",
+        human.stdout
+    );
+
+    let file = v.dir.path().join("audit.jsonl");
+    v.run(&["export-audit", file.to_str().unwrap()], None).ok();
+    assert_eq!(mode(&file), 0o600);
+    let exported = std::fs::read(&file).unwrap();
+    let again = v
+        .run(&["export-audit", file.to_str().unwrap()], None)
+        .code(1);
+    assert!(again.stderr.contains("already exists"), "{}", again.stderr);
+    assert_eq!(
+        std::fs::read(&file).unwrap(),
+        exported,
+        "an export is never overwritten"
+    );
+    let line: Value =
+        serde_json::from_slice(exported.split(|b| *b == b'\n').nth(2).unwrap()).unwrap();
+    for key in [
+        "seq", "ts", "kind", "session", "action", "body", "prev", "hash",
+    ] {
+        assert!(line.get(key).is_some(), "export line lacks {key}: {line}");
+    }
+    assert_eq!(
+        (line["session"].as_str(), line["body"]["i"].as_i64()),
+        (Some("ses_t"), Some(0))
+    );
+
+    let (code, report) = verify_file(&file, &["--anchor", &format!("22:{}", head.1)]);
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(
+        (report["rows"].as_i64(), report["head"]["hash"].as_str()),
+        (Some(22), Some(head.1.as_str()))
+    );
+}
+
+#[test]
+fn a_tampered_export_fails_verification_at_the_right_seq() {
+    let mut v = TestVault::init("export-tamper");
+    append_rows(&v, 18);
+    let file = v.dir.path().join("audit.jsonl");
+    v.run(&["export-audit", file.to_str().unwrap()], None).ok();
+    let text = std::fs::read_to_string(&file).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 20);
+    let anchor = {
+        let l: Value = serde_json::from_str(lines[14]).unwrap();
+        format!("15:{}", l["hash"].as_str().unwrap())
+    };
+    let flip = |l: &str| l.replacen(r#""i":4"#, r#""i":5"#, 1);
+    // (what, tampered lines, extra args, first bad seq, reason)
+    type Case<'a> = (&'a str, Vec<String>, Vec<&'a str>, i64, &'a str);
+    let cases: Vec<Case> = vec![
+        (
+            "flipped byte",
+            lines
+                .iter()
+                .enumerate()
+                .map(|(i, l)| if i == 6 { flip(l) } else { l.to_string() })
+                .collect(),
+            vec![],
+            7,
+            "hash mismatch",
+        ),
+        (
+            "deleted row",
+            lines
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != 6)
+                .map(|(_, l)| l.to_string())
+                .collect(),
+            vec![],
+            7,
+            "gap",
+        ),
+        (
+            "duplicated row",
+            {
+                let mut d: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+                d.insert(7, lines[6].to_string());
+                d
+            },
+            vec![],
+            8,
+            "duplicate",
+        ),
+        (
+            "swapped rows",
+            {
+                let mut d: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+                d.swap(6, 7);
+                d
+            },
+            vec![],
+            7,
+            "reordered",
+        ),
+        (
+            "truncated below an anchor",
+            lines[..10].iter().map(|l| l.to_string()).collect(),
+            vec!["--anchor", anchor.as_str()],
+            11,
+            "truncated below anchor",
+        ),
+    ];
+    for (what, tampered, extra, seq, reason) in cases {
+        let path = v
+            .dir
+            .path()
+            .join(format!("{}.jsonl", what.replace(' ', "-")));
+        std::fs::write(&path, tampered.join("\n") + "\n").unwrap();
+        let (code, report) = verify_file(&path, &extra);
+        assert_eq!(code, 3, "{what}: {report}");
+        assert_eq!(report["ok"], false, "{what}");
+        assert_eq!(
+            report["first_bad_seq"].as_i64(),
+            Some(seq),
+            "{what}: {report}"
+        );
+        assert!(
+            report["reason"].as_str().unwrap().starts_with(reason),
+            "{what}: {report}"
+        );
+    }
+    // The untouched export still verifies: the failures above come from the tampering.
+    assert_eq!(verify_file(&file, &["--anchor", &anchor]).0, 0);
+}
+
+#[test]
+fn an_update_by_someone_with_the_key_is_caught() {
+    let mut v = TestVault::init("update");
+    append_rows(&v, 8);
+    {
+        let vault = open(&v);
+        let c = vault.store.conn();
+        assert!(
+            c.execute("UPDATE audit SET body = '{\"i\":99}' WHERE seq = 5", [])
+                .is_err(),
+            "the trigger refuses"
+        );
+        c.execute_batch(
+            "DROP TRIGGER audit_no_update; UPDATE audit SET body = '{\"i\":99}' WHERE seq = 5;",
+        )
+        .unwrap();
+    }
+    let report = verify_json(&mut v, &[], 3);
+    assert_eq!(
+        (report["ok"].as_bool(), report["first_bad_seq"].as_i64()),
+        (Some(false), Some(5))
+    );
+    assert!(
+        report["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("hash mismatch"),
+        "{report}"
+    );
+    assert_eq!(
+        (report["rows"].as_i64(), report["head"]["seq"].as_i64()),
+        (Some(4), Some(4))
+    );
+    let human = v.run(&["verify"], None).code(3);
+    assert!(
+        human.stdout.contains("FAILED at seq 5: hash mismatch"),
+        "{}",
+        human.stdout
+    );
+}
+
+#[test]
+fn anchors_catch_a_history_cut_off_with_the_key() {
+    let mut v = TestVault::init("anchors");
+    append_rows(&v, 12);
+    {
+        let vault = open(&v);
+        assert_eq!(
+            audit::maybe_anchor(&vault.paths, vault.store.conn()).unwrap(),
+            None,
+            "14 rows: not due"
+        );
+        let (seq, hash): (i64, Vec<u8>) = vault
+            .store
+            .conn()
+            .query_row(
+                "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        audit::write_anchor(&vault.paths, seq, &hash.try_into().unwrap()).unwrap();
+        assert_eq!(mode(&vault.paths.anchors()), 0o600);
+        vault
+            .store
+            .conn()
+            .execute_batch("DROP TRIGGER audit_no_delete; DELETE FROM audit WHERE seq > 10;")
+            .unwrap();
+    }
+    let report = verify_json(&mut v, &[], 3);
+    assert_eq!(report["first_bad_seq"].as_i64(), Some(11), "{report}");
+    assert!(
+        report["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("truncated below anchor"),
+        "{report}"
+    );
+    // Without the anchor file the cut is invisible: the anchor is what caught it.
+    std::fs::remove_file(v.vault_dir().join("anchors.jsonl")).unwrap();
+    assert_eq!(verify_json(&mut v, &[], 0)["rows"].as_i64(), Some(10));
+}
+
+#[test]
+fn log_and_sessions_show_what_each_agent_did() {
+    let mut v = TestVault::init("activity");
+    {
+        let mut vault = open(&v);
+        let tx = vault.store.write().unwrap();
+        for (ses, client) in [("ses_a", "claude-code"), ("ses_b", "cursor")] {
+            audit::append(&tx, "session.start", Some(ses), None, &json!({
+                "client": {"name": client, "version": "1.0"}, "parent": {"pid": 4242, "exe": "/usr/bin/node"},
+                "profile": "default", "protocol_version": "2025-11-25"})).unwrap();
+        }
+        let body = |s: &str| json!({"state": s, "tool": "http_request", "credential": "api", "summary": "POST https://api.example.com/v1/items (credential api)"});
+        for s in ["pending", "approved", "dispatched", "completed"] {
+            audit::append(
+                &tx,
+                &format!("action.{s}"),
+                Some("ses_a"),
+                Some("act_1"),
+                &body(s),
+            )
+            .unwrap();
+        }
+        audit::append(
+            &tx,
+            "action.pending",
+            Some("ses_b"),
+            Some("act_2"),
+            &body("pending"),
+        )
+        .unwrap();
+        audit::append(
+            &tx,
+            "action.denied",
+            Some("ses_b"),
+            Some("act_2"),
+            &body("denied"),
+        )
+        .unwrap();
+        audit::record_rejection(
+            &tx,
+            Some("ses_b"),
+            -32602,
+            "unknown field \"hdrs\"",
+            b"{\"raw\":1}",
+            Some("http_request"),
+        )
+        .unwrap();
+        audit::append(
+            &tx,
+            "session.end",
+            Some("ses_a"),
+            None,
+            &json!({"reason": "eof"}),
+        )
+        .unwrap();
+        tx.commit().unwrap();
+    }
+    let out = v.run(&["log", "--json"], None).ok();
+    let entries: Vec<Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(entries.len(), 3, "{}", out.stdout);
+    assert_eq!(entries[0]["state"], "completed");
+    assert_eq!(entries[0]["client"]["name"], "claude-code");
+    assert_eq!(entries[0]["credential"], "api");
+    assert!(entries[0]["duration_ms"].as_i64().is_some());
+    assert_eq!(
+        (
+            entries[1]["state"].as_str(),
+            entries[1]["client"]["name"].as_str()
+        ),
+        (Some("denied"), Some("cursor"))
+    );
+    assert_eq!(
+        (entries[2]["state"].as_str(), entries[2]["code"].as_i64()),
+        (Some("rejected"), Some(-32602))
+    );
+
+    let only_b = v.run(&["log", "--json", "--session", "ses_b"], None).ok();
+    assert_eq!(only_b.stdout.lines().count(), 2);
+    assert_eq!(
+        v.run(&["log", "--json", "--since", "1h"], None)
+            .ok()
+            .stdout
+            .lines()
+            .count(),
+        3
+    );
+    assert_eq!(
+        v.run(&["log", "--json", "--since", "2999-01-01T00:00:00Z"], None)
+            .ok()
+            .stdout
+            .lines()
+            .count(),
+        0
+    );
+    v.run(&["log", "--since", "yesterday"], None).code(1);
+    let human = v.run(&["log"], None).ok();
+    assert!(
+        human
+            .stdout
+            .contains("POST https://api.example.com/v1/items")
+            && human.stdout.contains("claude-code")
+    );
+    assert!(
+        !human.stdout.contains('\x1b'),
+        "no colour when stdout is not a terminal"
+    );
+
+    let sessions: Vec<Value> =
+        serde_json::from_str(v.run(&["sessions", "--json"], None).ok().stdout.trim()).unwrap();
+    assert_eq!(sessions.len(), 2);
+    assert_eq!(
+        sessions[0]["client"],
+        json!({"name": "claude-code", "version": "1.0"})
+    );
+    assert_eq!(
+        sessions[0]["parent"],
+        json!({"pid": 4242, "exe": "/usr/bin/node"})
+    );
+    assert_eq!(
+        (
+            sessions[0]["end_reason"].as_str(),
+            sessions[1]["ended"].as_str()
+        ),
+        (Some("eof"), None)
+    );
+    assert_eq!(sessions[0]["counts"], json!({"completed": 1}));
+    assert_eq!(sessions[1]["counts"], json!({"denied": 1, "rejected": 1}));
+    v.run(&["sessions"], None).ok();
+}
+
+#[test]
+fn log_follow_prints_new_transitions_as_they_are_journaled() {
+    let v = TestVault::init("follow");
+    let mut child = v
+        .command(&["log", "--follow", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    {
+        let mut vault = open(&v);
+        let t = vault.store.write().unwrap();
+        audit::append(
+            &t,
+            "action.pending",
+            Some("ses_f"),
+            Some("act_f"),
+            &json!({"state": "pending", "tool": "ssh_exec"}),
+        )
+        .unwrap();
+        t.commit().unwrap();
+    }
+    let line = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("--follow printed the new action");
+    let _ = child.kill();
+    let _ = child.wait();
+    let e: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(
+        (
+            e["action_id"].as_str(),
+            e["state"].as_str(),
+            e["tool"].as_str()
+        ),
+        (Some("act_f"), Some("pending"), Some("ssh_exec"))
+    );
+}

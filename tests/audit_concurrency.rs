@@ -1,0 +1,184 @@
+//! The journal under concurrency and crashes, through the real `vault` binary and the library:
+//! 8 processes x 1,000 appends form one chain, and a `kill -9` in the middle of appends leaves a
+//! chain that verifies. The children are this test binary itself, selected by `CHILD_ENV`.
+mod support;
+
+use agent_vault::audit;
+use agent_vault::paths::VaultPaths;
+use agent_vault::store::StoreError;
+use agent_vault::vault::Vault;
+use serde_json::{json, Value};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use support::*;
+
+/// Selects the child role of this test binary: `append:<vault dir>` or `forever:<vault dir>`.
+const CHILD_ENV: &str = "AV_AUDIT_TEST_CHILD";
+
+fn open(v: &TestVault) -> Vault {
+    std::env::set_var("VAULT_KEYRING", "kernel");
+    Vault::open(VaultPaths::new(v.vault_dir())).expect("open the test vault via the keyring")
+}
+
+/// Appends `n` rows (one transaction each) through the library, as the MCP server will.
+fn append_rows(v: &TestVault, n: usize) {
+    let mut vault = open(v);
+    for i in 0..n {
+        let tx = vault.store.write().unwrap();
+        audit::append(&tx, "test.row", Some("ses_t"), None, &json!({"i": i})).unwrap();
+        tx.commit().unwrap();
+    }
+}
+
+fn verify_json(v: &mut TestVault, args: &[&str], want_code: i32) -> Value {
+    let mut all = vec!["verify", "--json"];
+    all.extend_from_slice(args);
+    let run = v.run(&all, None).code(want_code);
+    serde_json::from_str(run.stdout.trim()).unwrap()
+}
+
+/// The child roles of this binary (see `CHILD_ENV`); returns true when this process is a child.
+fn run_child_role() -> bool {
+    let Ok(role) = std::env::var(CHILD_ENV) else {
+        return false;
+    };
+    let (mode, dir) = role.split_once(':').unwrap();
+    let mut vault = Vault::open(VaultPaths::new(dir)).expect("child opens the vault");
+    let pid = std::process::id();
+    let rows = if mode == "append" { 1000 } else { usize::MAX };
+    let deadline = Instant::now() + Duration::from_secs(50);
+    for i in 0..rows {
+        // SQLite's busy handler is not fair: with slow fsyncs (a busy disk) one writer can wait
+        // out the whole busy timeout while the others take turns. `Busy` is transient; a writer
+        // tries again.
+        let tx = loop {
+            match vault.store.write() {
+                Ok(tx) => break tx,
+                Err(StoreError::Busy) if Instant::now() < deadline => continue,
+                Err(e) => panic!("child {pid} cannot begin a write: {e}"),
+            }
+        };
+        audit::append(
+            &tx,
+            "test.concurrent",
+            None,
+            None,
+            &json!({"pid": pid, "i": i}),
+        )
+        .unwrap();
+        if mode == "forever" && i % 3 == 0 {
+            // Some transactions hold several rows, so a kill can land in the middle of one.
+            audit::append(
+                &tx,
+                "test.concurrent",
+                None,
+                None,
+                &json!({"pid": pid, "i": i, "extra": true}),
+            )
+            .unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    true
+}
+
+/// The two multi-process tests run one at a time: together they would measure the disk, not us.
+static MULTI_PROCESS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn spawn_child(test: &str, role: &str) -> std::process::Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, role)
+        .env("VAULT_KEYRING", "kernel")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn eight_processes_appending_at_once_make_one_chain() {
+    if run_child_role() {
+        return;
+    }
+    let _serial = MULTI_PROCESS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut v = TestVault::init("concurrent");
+    let role = format!("append:{}", v.vault_dir().display());
+    let started = Instant::now();
+    let children: Vec<_> = (0..8)
+        .map(|_| spawn_child("eight_processes_appending_at_once_make_one_chain", &role))
+        .collect();
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "child failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    eprintln!("8 x 1000 concurrent appends took {:?}", started.elapsed());
+    let report = verify_json(&mut v, &[], 0);
+    assert_eq!(report["rows"].as_i64(), Some(8002), "{report}");
+    let vault = open(&v);
+    let c = vault.store.conn();
+    let per_pid: Vec<i64> = c
+        .prepare("SELECT count(*) FROM audit WHERE kind = 'test.concurrent' GROUP BY json_extract(body, '$.pid')")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        per_pid,
+        vec![1000; 8],
+        "every process's appends are there, once"
+    );
+    let (rows, distinct_prev, max_seq): (i64, i64, i64) = c
+        .query_row(
+            "SELECT count(*), count(DISTINCT prev), max(seq) FROM audit",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        (rows, distinct_prev, max_seq),
+        (8002, 8002, 8002),
+        "no fork, no gap"
+    );
+}
+
+#[test]
+fn a_process_killed_in_the_middle_of_appends_leaves_a_chain_that_verifies() {
+    if run_child_role() {
+        return;
+    }
+    let _serial = MULTI_PROCESS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut v = TestVault::init("kill9");
+    let mut child = spawn_child(
+        "a_process_killed_in_the_middle_of_appends_leaves_a_chain_that_verifies",
+        &format!("forever:{}", v.vault_dir().display()),
+    );
+    // Wait until the child is appending, then kill -9 it.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let vault = open(&v);
+    loop {
+        let n: i64 = vault
+            .store
+            .conn()
+            .query_row("SELECT count(*) FROM audit", [], |r| r.get(0))
+            .unwrap();
+        if n > 200 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the child never appended");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(vault);
+    std::thread::sleep(Duration::from_millis(50));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let report = verify_json(&mut v, &[], 0);
+    assert!(report["rows"].as_i64().unwrap() > 200, "{report}");
+    append_rows(&v, 1);
+    verify_json(&mut v, &[], 0);
+}
