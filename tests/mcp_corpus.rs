@@ -211,6 +211,38 @@ fn every_hostile_input_is_refused_before_anything_can_act() {
         .query_row("SELECT count(*) FROM actions", [], |r| r.get(0))
         .unwrap();
     assert_eq!(actions, 0, "rejected requests must leave no action");
+    // Each refusal is journaled as call.rejected with a fingerprint, never the request bytes.
+    let bodies: Vec<String> = vault
+        .store
+        .conn()
+        .prepare("SELECT body FROM audit WHERE kind = 'call.rejected'")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let refused = cases
+        .iter()
+        .filter(|c| c["expect"].get("ok").is_none())
+        .count();
+    // Lifecycle refusals (second initialize, requests before initialize, versions) are answered
+    // but are not calls; every other refusal is journaled.
+    assert!(
+        bodies.len() + 6 >= refused,
+        "{} call.rejected rows for {refused} refusals",
+        bodies.len()
+    );
+    for b in &bodies {
+        let v: Value = serde_json::from_str(b).unwrap();
+        assert_eq!(v["fingerprint"].as_str().unwrap().len(), 64, "{b}");
+        assert!(
+            !b.contains("evil.example") && !b.contains("rm -rf"),
+            "request bytes reached the journal: {b}"
+        );
+    }
+    drop(vault);
+    let verify = v.run(&["verify", "--json"], None).ok();
+    assert!(verify.stdout.contains("\"ok\":true"), "{}", verify.stdout);
     let all = v.transcript.join("\n");
     for d in DECOYS {
         assert_no_leak("mcp stdout/stderr", all.as_bytes(), d);

@@ -140,7 +140,7 @@ impl Session {
                         super::framing::MAX_LINE
                     ),
                 );
-                self.rejected(&e, b"", None);
+                self.rejected(&e, b"", None).await;
                 self.reply_err(None, e).await;
                 return Flow::Close;
             }
@@ -149,14 +149,14 @@ impl Session {
                     PARSE_ERROR,
                     "Parse error: the input ended in the middle of a line",
                 );
-                self.rejected(&e, &bytes, None);
+                self.rejected(&e, &bytes, None).await;
                 self.reply_err(None, e).await;
                 return Flow::Close;
             }
         };
         match classify(&line) {
             Err(e) => {
-                self.rejected(&e, &line, None);
+                self.rejected(&e, &line, None).await;
                 self.reply_err(None, e).await;
                 Flow::Close
             }
@@ -211,7 +211,7 @@ impl Session {
                 INVALID_REQUEST,
                 "Invalid Request: this id is already in use by a request in flight",
             );
-            self.rejected(&e, raw, None);
+            self.rejected(&e, raw, None).await;
             self.reply_err(None, e).await;
             return Flow::Close;
         }
@@ -303,7 +303,7 @@ impl Session {
             "tools/call" => self.tools_call(id, params, modern, raw).await,
             other => {
                 let e = RpcError::new(METHOD_NOT_FOUND, format!("Method not found: {other}"));
-                self.rejected(&e, raw, None);
+                self.rejected(&e, raw, None).await;
                 self.reply_err(Some(&id), e).await;
             }
         }
@@ -370,7 +370,7 @@ impl Session {
                     .and_then(|p| p.get("name"))
                     .and_then(Value::as_str)
                     .map(str::to_owned);
-                self.rejected(&e, raw, name.as_deref());
+                self.rejected(&e, raw, name.as_deref()).await;
                 self.reply_err(Some(&id), e).await;
                 return;
             }
@@ -381,12 +381,13 @@ impl Session {
             m.insert(key.clone(), cancel_tx);
         }
         let (ctx, out, inflight) = (self.ctx.clone(), self.out.clone(), self.inflight.clone());
+        let raw = raw.to_vec();
         self.tasks.spawn(async move {
             let progress = tools::Progress {
                 token,
                 out: out.clone(),
             };
-            let result = tools::call(ctx, tool, args, progress, cancel_rx).await;
+            let result = tools::call(ctx, tool, args, raw, progress, cancel_rx).await;
             if let Ok(mut m) = inflight.lock() {
                 m.remove(&key);
             }
@@ -408,10 +409,19 @@ impl Session {
         drop(tokio::task::spawn_blocking(f));
     }
 
-    /// A rejected request: logged with a fingerprint of its bytes, never the bytes.
-    fn rejected(&self, e: &RpcError, raw: &[u8], tool: Option<&str>) {
-        let fingerprint = blake3::hash(raw).to_hex();
-        tracing::info!(code = e.code, reason = %e.message, %fingerprint, tool, "rejected request");
+    /// A rejected request: journaled (`call.rejected`) with a fingerprint of its bytes, never the
+    /// bytes, before the answer goes out.
+    async fn rejected(&self, e: &RpcError, raw: &[u8], tool: Option<&str>) {
+        let (ctx, code, reason, raw, tool) = (
+            self.ctx.clone(),
+            e.code,
+            e.message.clone(),
+            raw.to_vec(),
+            tool.map(str::to_owned),
+        );
+        let _ =
+            tokio::task::spawn_blocking(move || ctx.reject(code, &reason, &raw, tool.as_deref()))
+                .await;
     }
 
     async fn shutdown(&mut self) {

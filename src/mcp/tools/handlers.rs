@@ -100,6 +100,41 @@ impl Ctx {
         f(vault)
     }
 
+    /// Journals a refused call (`call.rejected`: reason and a fingerprint of the bytes, never the
+    /// bytes). A locked vault cannot journal; the refusal is then only logged.
+    pub fn reject(&self, code: i64, reason: &str, raw: &[u8], tool: Option<&str>) {
+        // Protocol messages may quote the request after a ':'; the journal keeps the category.
+        let reason: String = reason
+            .split(':')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .chars()
+            .take(80)
+            .collect();
+        let reason = reason.as_str();
+        let tool = tool.filter(|t| super::find(t).is_some());
+        let fingerprint = blake3::hash(raw).to_hex();
+        tracing::info!(code, reason, %fingerprint, tool, "rejected request");
+        let _ = self.with_vault(|v| {
+            if let Ok(tx) = v.store.write() {
+                if crate::audit::record_rejection(
+                    &tx,
+                    Some(&self.session_id),
+                    code,
+                    reason,
+                    raw,
+                    tool,
+                )
+                .is_ok()
+                {
+                    let _ = tx.commit();
+                }
+            }
+            Ok(())
+        });
+    }
+
     /// At the end of the session: withdraw what still waits, journal `session.end`.
     pub fn finish(&self, reason: &str) {
         if !self.session_started.load(Ordering::SeqCst) {
@@ -278,8 +313,38 @@ fn paused_error(ctx: &Ctx) -> Option<ToolResult> {
         })
 }
 
-/// Runs one `tools/call`. `None` means the client cancelled it: no response is sent.
+/// Runs one `tools/call` and journals it as `call.rejected` when it was refused before it could
+/// become an action (bad arguments, unknown credential, policy). `None`: cancelled, no response.
 pub async fn call(
+    ctx: Arc<Ctx>,
+    tool: &'static Value,
+    args: Map<String, Value>,
+    raw: Vec<u8>,
+    progress: Progress,
+    cancel: watch::Receiver<bool>,
+) -> Option<ToolResult> {
+    let result = run_call(ctx.clone(), tool, args, progress, cancel).await;
+    if let Some(r) = &result {
+        let code = r.structured["error"]["code"].as_str().unwrap_or("");
+        if r.is_error
+            && r.structured.get("action_id").is_none()
+            && matches!(code, "invalid_argument" | "policy_denied" | "not_found")
+        {
+            // The category and the argument at fault, never text derived from the request.
+            let reason = match r.structured["error"]["details"]["field"].as_str() {
+                Some(field) => format!("{code} ({field})"),
+                None => code.to_owned(),
+            };
+            let name = tool["name"].as_str().map(str::to_owned);
+            let _ =
+                tokio::task::spawn_blocking(move || ctx.reject(0, &reason, &raw, name.as_deref()))
+                    .await;
+        }
+    }
+    result
+}
+
+async fn run_call(
     ctx: Arc<Ctx>,
     tool: &'static Value,
     args: Map<String, Value>,
