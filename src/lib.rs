@@ -10,6 +10,7 @@ pub mod audit;
 pub mod canonical;
 pub mod cli;
 pub mod credentials;
+pub mod demo;
 pub mod exec;
 pub mod keys;
 pub mod mcp;

@@ -72,7 +72,7 @@ enum Command {
     /// Serve MCP on stdio for an agent's client (stdout carries JSON-RPC only).
     Mcp(mcp::Args),
     /// Run the whole flow on a throwaway vault against a loopback target.
-    Demo,
+    Demo(demo::Args),
     /// Recompute the journal's hash chain (of the vault, or of an export with no key); exit 3 if broken.
     Verify(verify::Args),
     /// Write the journal as JSON lines that `vault verify --file` checks without the key.
@@ -122,7 +122,7 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Pending(a) => pending::run(paths, a),
         Command::Pause(a) => pause::run(paths, a),
         Command::Resume(a) => resume::run(paths, a),
-        Command::Demo => demo::run(),
+        Command::Demo(a) => demo::run(a),
         Command::Verify(a) => verify::run(paths, a),
         Command::ExportAudit(a) => export_audit::run(paths, a),
         Command::Log(a) => log::run(paths, a),

@@ -1,0 +1,309 @@
+//! `vault demo`: the whole flow on a throwaway vault against a loopback target, through the real
+//! `vault mcp` process: a request waits, a person (or, without a terminal, the scripted path)
+//! approves it, the vault injects the secret, the target answers, the secret is scrubbed from the
+//! result, and the journal verifies. Progress is reported through a callback; nothing prints here.
+mod target;
+
+use crate::approvals::{self, Verdict};
+use crate::audit;
+use crate::credentials::{
+    self, Approval, HttpAuth, HttpTarget, NewCredential, Secret, Target as CredTarget,
+};
+use crate::keys::{Passphrase, DEFAULT_KERNEL_TTL};
+use crate::paths::VaultPaths;
+use crate::vault::Vault;
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// How the approval is given.
+pub enum Approver<'a> {
+    /// Ask the person: shows the summary and hash prefix, returns their answer.
+    Person(&'a mut dyn FnMut(&str, &str) -> bool),
+    /// No terminal: approve through the scripted path, and say so.
+    Scripted,
+}
+
+/// Errors of the demo.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    #[error("demo step failed: {0}")]
+    Step(String),
+}
+
+fn step(msg: impl Into<String>) -> DemoError {
+    DemoError::Step(msg.into())
+}
+
+/// Runs the demo; `say` receives one line per step. Returns Ok only if every step succeeded.
+pub fn run(say: &mut dyn FnMut(&str), approver: Approver<'_>, keep: bool) -> Result<(), DemoError> {
+    let dir = std::env::temp_dir().join(format!("agent-vault-demo-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let paths = VaultPaths::new(&dir);
+    let result = flow(&paths, say, approver);
+    let _ = Vault::lock(paths.clone());
+    if keep {
+        say(&format!(
+            "Kept the demo vault in {} (its passphrase was printed above).",
+            dir.display()
+        ));
+    } else {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    result
+}
+
+fn random_hex(n: usize) -> String {
+    let mut b = vec![0u8; n];
+    getrandom::fill(&mut b).expect("the OS random number generator failed");
+    hex::encode(b)
+}
+
+fn flow(
+    paths: &VaultPaths,
+    say: &mut dyn FnMut(&str),
+    approver: Approver<'_>,
+) -> Result<(), DemoError> {
+    let passphrase = random_hex(12);
+    let secret = format!("demo-token-{}", random_hex(8));
+    let target = target::Target::start()
+        .map_err(|e| step(format!("cannot start the loopback target: {e}")))?;
+    say(&format!(
+        "1. Loopback target listening on http://127.0.0.1:{}",
+        target.port
+    ));
+
+    let (mut vault, backend) = Vault::init(
+        paths.clone(),
+        &Passphrase::from_string(passphrase.clone()),
+        DEFAULT_KERNEL_TTL,
+    )
+    .map_err(|e| step(format!("vault init: {e}")))?;
+    let backend = backend.ok_or_else(|| step("no keyring could hold the key, so `vault mcp` could not open the vault; see `vault doctor`"))?;
+    say(&format!(
+        "2. Throwaway vault in {} (key cached in the {backend}; passphrase {passphrase})",
+        paths.dir().display()
+    ));
+    credentials::add(
+        &mut vault.store,
+        NewCredential {
+            profile: "default".into(),
+            name: "demo-api".into(),
+            approval: Approval::Each,
+            target: CredTarget::Http(HttpTarget {
+                scheme: "http".into(),
+                host: "127.0.0.1".into(),
+                port: target.port,
+                path_prefix: "/v1/".into(),
+                methods: None,
+                auth: HttpAuth::Bearer,
+                ca_file: None,
+            }),
+            secret: Secret::new(secret.clone().into_bytes()),
+        },
+    )
+    .map_err(|e| step(format!("vault add: {e}")))?;
+    say("3. Credential demo-api added: bearer token bound to that host, port and /v1/, approval each");
+
+    let mut mcp = Mcp::spawn(paths)?;
+    mcp.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "vault-demo", "version": env!("CARGO_PKG_VERSION")}}}))?;
+    mcp.until(1)?;
+    mcp.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))?;
+    mcp.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))?;
+    let tools = mcp.until(2)?;
+    let names: Vec<&str> = tools["result"]["tools"]
+        .as_array()
+        .map(|t| t.iter().filter_map(|x| x["name"].as_str()).collect())
+        .unwrap_or_default();
+    say(&format!(
+        "4. `vault mcp` started; tools: {}",
+        names.join(", ")
+    ));
+    let url = format!("http://127.0.0.1:{}/v1/items", target.port);
+    mcp.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "http_request", "arguments": {"credential": "demo-api", "method": "POST", "url": url, "json": {"name": "demo item"}, "wait_s": 60}}}))?;
+
+    let action = wait_pending(&mut vault)?;
+    say(&format!(
+        "5. The agent asked: {} (hash {}…); it waits for a decision",
+        action.summary,
+        &action.action_hash[..12]
+    ));
+    if !target.requests().is_empty() {
+        return Err(step("the target was contacted before any approval"));
+    }
+    let (_, keys) =
+        Vault::open_with_passphrase(paths.clone(), &Passphrase::from_string(passphrase.clone()))
+            .map_err(|e| step(format!("passphrase: {e}")))?;
+    let approved = match approver {
+        Approver::Person(ask) => ask(&action.summary, &action.action_hash[..12]),
+        Approver::Scripted => {
+            say("   No terminal: approving through the scripted path (as `vault approve --id … --approve --passphrase-stdin` does)");
+            true
+        }
+    };
+    let verdict = if approved {
+        Verdict::Approve
+    } else {
+        Verdict::Deny(Some("declined in the demo".into()))
+    };
+    approvals::decide(
+        &mut vault.store,
+        &keys.approver,
+        &action.id,
+        verdict,
+        Duration::from_secs(60),
+    )
+    .map_err(|e| step(format!("decide: {e}")))?;
+    say(&format!(
+        "6. Decision signed with the approver key: {}",
+        if approved { "approved" } else { "denied" }
+    ));
+
+    let answer = mcp.until(3)?;
+    let result = &answer["result"]["structuredContent"];
+    let text = serde_json::to_string(&answer).unwrap_or_default();
+    if text.contains(&secret) {
+        return Err(step("the secret reached the agent's result"));
+    }
+    if approved {
+        if result["state"] != "completed" {
+            return Err(step(format!("expected completed, got {result}")));
+        }
+        let seen = target.requests();
+        let auth_ok = seen.len() == 1
+            && seen[0].authorization.as_deref() == Some(&format!("Bearer {secret}"));
+        if !auth_ok {
+            return Err(step(
+                "the target did not receive exactly one request carrying the credential",
+            ));
+        }
+        say(&format!(
+            "7. The target received {} {} ({} bytes of JSON) with the secret injected; it answered HTTP {}",
+            seen[0].method, seen[0].path, seen[0].body_len, result["http"]["status"]
+        ));
+        say(&format!(
+            "   What the agent got back (the secret the target echoed is scrubbed): {}",
+            result["http"]["body"]
+        ));
+    } else {
+        if answer["result"]["isError"] != true || !target.requests().is_empty() {
+            return Err(step(
+                "a denied action must be an error result and send nothing",
+            ));
+        }
+        say("7. Denied: the agent got an `Error:` result with the reason, and nothing was sent");
+    }
+    mcp.finish()?;
+
+    let report = audit::verify_store(
+        vault.store.conn(),
+        &vault.vault_id,
+        &audit::read_anchors(paths).unwrap_or_default(),
+    )
+    .map_err(|e| step(format!("verify: {e}")))?;
+    if !report.ok() {
+        return Err(step(format!(
+            "the journal does not verify: {}",
+            report.to_json_line()
+        )));
+    }
+    let export = paths.dir().join("journal.jsonl");
+    audit::export(vault.store.conn(), &export).map_err(|e| step(format!("export: {e}")))?;
+    let offline =
+        audit::verify_file(&export, &[]).map_err(|e| step(format!("verify --file: {e}")))?;
+    if !offline.ok()
+        || std::fs::read_to_string(&export)
+            .unwrap_or_default()
+            .contains(&secret)
+    {
+        return Err(step(
+            "the exported journal does not verify, or holds the secret",
+        ));
+    }
+    say(&format!("8. Journal verified: {} rows, hash chain intact (also offline from the export, with no key); no secret in it", report.rows));
+    say("Demo complete: the agent acted without ever holding the secret.");
+    Ok(())
+}
+
+fn wait_pending(vault: &mut Vault) -> Result<approvals::Action, DemoError> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(a) = approvals::list_pending(&vault.store)
+            .map_err(|e| step(e.to_string()))?
+            .into_iter()
+            .next()
+        {
+            return Ok(a);
+        }
+        if Instant::now() > deadline {
+            return Err(step("the request never reached the approval queue"));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The real `vault mcp` as a child process, spoken to over its stdio.
+struct Mcp {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Mcp {
+    fn spawn(paths: &VaultPaths) -> Result<Self, DemoError> {
+        let exe = std::env::current_exe().map_err(|e| step(e.to_string()))?;
+        let mut child = Command::new(exe)
+            .arg("mcp")
+            .env("VAULT_DIR", paths.dir())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| step(format!("cannot start `vault mcp`: {e}")))?;
+        let out = child.stdout.take().ok_or_else(|| step("no stdout"))?;
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Self { child, lines })
+    }
+
+    fn send(&mut self, v: Value) -> Result<(), DemoError> {
+        let stdin = self
+            .child
+            .stdin
+            .as_mut()
+            .ok_or_else(|| step("stdin closed"))?;
+        writeln!(stdin, "{v}")
+            .and_then(|()| stdin.flush())
+            .map_err(|e| step(format!("writing to `vault mcp`: {e}")))
+    }
+
+    fn until(&mut self, id: i64) -> Result<Value, DemoError> {
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(90))
+                .map_err(|_| step(format!("no answer from `vault mcp` to request {id}")))?;
+            let v: Value = serde_json::from_str(&line)
+                .map_err(|_| step(format!("`vault mcp` wrote a non-JSON line: {line:?}")))?;
+            if v["id"] == id {
+                return Ok(v);
+            }
+        }
+    }
+
+    fn finish(mut self) -> Result<(), DemoError> {
+        drop(self.child.stdin.take());
+        let status = self.child.wait().map_err(|e| step(e.to_string()))?;
+        if !status.success() {
+            return Err(step(format!("`vault mcp` exited with {status}")));
+        }
+        Ok(())
+    }
+}
