@@ -9,6 +9,7 @@ pub mod approvals;
 pub mod audit;
 pub mod canonical;
 pub mod cli;
+pub mod config;
 pub mod credentials;
 pub mod demo;
 pub mod exec;

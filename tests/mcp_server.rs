@@ -125,22 +125,35 @@ fn a_waiting_call_blocks_nothing_and_cancellation_withdraws_it() {
         t0.elapsed() < Duration::from_secs(5),
         "other requests waited for the pending call"
     );
-    // The waiting call sent progress and is visible as pending.
-    let recent = p.call(14, "list_recent_actions", json!({}));
-    let actions = recent["result"]["structuredContent"]["actions"]
-        .as_array()
-        .unwrap()
-        .clone();
+    // The waiting call is visible as pending (its task may still be queuing it) and sends progress.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut n = 100;
+    let actions = loop {
+        n += 1;
+        let recent = p.call(n, "list_recent_actions", json!({}));
+        let actions = recent["result"]["structuredContent"]["actions"]
+            .as_array()
+            .unwrap()
+            .clone();
+        if !actions.is_empty() {
+            break actions;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the waiting call never queued its action"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
     assert_eq!(actions.len(), 1);
     assert_eq!(actions[0]["state"], "pending");
     let id = actions[0]["action_id"].as_str().unwrap().to_owned();
-    assert!(
-        p.seen
-            .iter()
-            .any(|l| l.contains("notifications/progress") && l.contains("tok-10")),
-        "progress was sent: {:?}",
-        p.seen
-    );
+    let progress = |l: &String| l.contains("notifications/progress") && l.contains("tok-10");
+    while !p.seen.iter().any(progress) {
+        assert!(
+            p.recv(Duration::from_secs(6)).is_some(),
+            "no progress notification arrived"
+        );
+    }
     // Cancel it: no response for id 10, and the action is withdrawn.
     p.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 10, "reason": "user pressed stop"}}));
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -334,4 +347,72 @@ fn stdout_is_pure_json_rpc_under_any_logging_and_any_failure() {
         r.stdout
     );
     assert!(r.stderr.contains("profile"), "{}", r.stderr);
+}
+
+#[test]
+fn config_toml_sets_the_timings_and_a_broken_one_stops_the_server_cleanly() {
+    let mut v = vault_with_api("config");
+    std::fs::write(
+        v.vault_dir().join("config.toml"),
+        "[approvals]\nexpiry_seconds = 1\n",
+    )
+    .unwrap();
+    let mut p = McpProc::spawn(v.command(&["mcp"]));
+    p.initialize();
+    let r = p.call(1, "http_request", json!({"credential": "api", "method": "GET", "url": "https://api.example.com/x", "wait_s": 3}));
+    assert_eq!(r["result"]["structuredContent"]["state"], "expired", "{r}");
+    assert_eq!(r["result"]["structuredContent"]["error"]["code"], "expired");
+    p.finish(Duration::from_secs(10));
+
+    std::fs::write(
+        v.vault_dir().join("config.toml"),
+        "[approvals]\nexpiry_secs = 1\n",
+    )
+    .unwrap();
+    let r = v
+        .run(
+            &["mcp"],
+            Some("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n"),
+        )
+        .code(1);
+    assert!(r.stdout.is_empty(), "{}", r.stdout);
+    assert!(
+        r.stderr.contains("expiry_secs") && r.stderr.contains("config.toml"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn sigterm_withdraws_what_waits_and_journals_the_end() {
+    let v = vault_with_api("sigterm");
+    let mut p = McpProc::spawn(v.command(&["mcp"]));
+    p.initialize();
+    p.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "http_request", "arguments": {"credential": "api", "method": "GET", "url": "https://api.example.com/t", "wait_s": 60}}}));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while journal_kinds(&v).iter().all(|k| k.0 != "action.pending") {
+        assert!(Instant::now() < deadline, "no pending action");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let t0 = Instant::now();
+    // SAFETY: sending SIGTERM to our own child process.
+    unsafe { libc::kill(p.pid() as i32, libc::SIGTERM) };
+    let (code, _, _) = p.finish(Duration::from_secs(10));
+    assert_eq!(code, 0);
+    assert!(
+        t0.elapsed() < Duration::from_secs(6),
+        "shutdown took {:?}",
+        t0.elapsed()
+    );
+    let kinds: Vec<String> = journal_kinds(&v).into_iter().map(|k| k.0).collect();
+    assert_eq!(
+        &kinds[kinds.len() - 3..],
+        ["action.pending", "action.withdrawn", "session.end"]
+    );
+    let anchors = std::fs::read_to_string(v.vault_dir().join("anchors.jsonl")).unwrap();
+    assert_eq!(
+        anchors.lines().count(),
+        1,
+        "the session's head was anchored"
+    );
 }

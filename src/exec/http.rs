@@ -3,6 +3,7 @@
 //! scrubber with a retained head bound while every byte is counted; a small header allowlist;
 //! JSON when it parses, else untrusted text. Outcome truth: `failed_before_send` only when nothing
 //! left the machine.
+use super::budget::Budget;
 use super::guard::{resolve_checked, GuardError};
 use super::redact::Redactor;
 use super::{untrusted_text, Executor, Outcome};
@@ -12,6 +13,7 @@ use crate::policy::ValidatedRequest;
 use serde_json::{json, Map, Value};
 use std::io::Read;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 use ureq::unversioned::resolver::{ResolvedSocketAddrs, Resolver};
 use ureq::unversioned::transport::DefaultConnector;
@@ -35,12 +37,23 @@ const HEADER_ALLOWLIST: &[&str] = &[
     "link",
 ];
 
-/// Bytes of response body kept per call (head); the rest is counted and dropped.
-pub const RETAINED_BODY_BYTES: usize = 1024 * 1024;
+/// The production HTTP executor, with the byte bounds of `config.toml` `[limits]`.
+#[derive(Debug)]
+pub struct HttpExecutor {
+    /// Response body bytes kept per call (head); the rest is counted and dropped.
+    retained_per_call: usize,
+    /// Shared by every call of the process.
+    budget: Arc<Budget>,
+}
 
-/// The production HTTP executor.
-#[derive(Debug, Default)]
-pub struct HttpExecutor;
+impl HttpExecutor {
+    pub fn new(limits: &crate::config::Limits) -> Self {
+        Self {
+            retained_per_call: limits.output_retained_per_call_bytes,
+            budget: Budget::new(limits.output_retained_process_bytes),
+        }
+    }
+}
 
 #[derive(Debug)]
 struct Pinned(Vec<SocketAddr>);
@@ -157,7 +170,13 @@ impl Executor for HttpExecutor {
             Ok(r) => r,
             Err(e) => return outcome_of_error(&e, &redactor),
         };
-        read_response(response, req.max_output_bytes as usize, redactor)
+        let reservation = self.budget.reserve(self.retained_per_call);
+        read_response(
+            response,
+            req.max_output_bytes as usize,
+            reservation.bytes(),
+            redactor,
+        )
     }
 }
 
@@ -191,6 +210,7 @@ fn outcome_of_error(e: &ureq::Error, redactor: &Redactor) -> Outcome {
 fn read_response(
     mut response: ureq::http::Response<ureq::Body>,
     agent_bytes: usize,
+    retained: usize,
     mut redactor: Redactor,
 ) -> Outcome {
     let status = response.status().as_u16();
@@ -219,7 +239,7 @@ fn read_response(
             Ok(n) => {
                 seen += n as u64;
                 let clean = redactor.push(&buf[..n]);
-                let room = RETAINED_BODY_BYTES.saturating_sub(kept.len());
+                let room = retained.saturating_sub(kept.len());
                 dropped |= clean.len() > room;
                 kept.extend_from_slice(&clean[..clean.len().min(room)]);
             }
@@ -230,7 +250,7 @@ fn read_response(
         }
     }
     let tail = redactor.finish();
-    let room = RETAINED_BODY_BYTES.saturating_sub(kept.len());
+    let room = retained.saturating_sub(kept.len());
     dropped |= tail.len() > room;
     kept.extend_from_slice(&tail[..tail.len().min(room)]);
     let returned = &kept[..kept.len().min(agent_bytes)];

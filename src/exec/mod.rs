@@ -1,6 +1,7 @@
 //! Executors: the final boundary. They accept only an `AuthorizedAction` and report what was
 //! observed. `RecordingExecutor` is the test seam that proves nothing ran: it records each call
 //! and performs none (it can only prevent execution, never cause it).
+pub mod budget;
 pub mod guard;
 mod http;
 pub mod redact;

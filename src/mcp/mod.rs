@@ -8,5 +8,5 @@ mod protocol;
 mod server;
 mod tools;
 
-pub use server::{serve, ServeOptions};
+pub use server::{serve, ServeError, ServeOptions};
 pub use tools::catalog_json;

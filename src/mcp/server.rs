@@ -18,9 +18,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
-/// How long in-flight calls get to finish after EOF or SIGTERM.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
-
 /// What `vault mcp` was started with.
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
@@ -40,23 +37,36 @@ struct Session {
     out: mpsc::Sender<String>,
     inflight: Arc<Mutex<HashMap<String, watch::Sender<bool>>>>,
     tasks: JoinSet<()>,
+    /// How long in-flight calls get to finish after EOF or SIGTERM.
+    grace: Duration,
 }
 
 /// Serves one MCP session on stdin/stdout until EOF, SIGTERM or a framing error.
-pub fn serve(opts: ServeOptions) -> std::io::Result<()> {
+pub fn serve(opts: ServeOptions) -> Result<(), ServeError> {
+    // A broken config.toml stops the server before it reads a byte: better than limits nobody set.
+    let config = crate::config::Config::load(&opts.paths)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let result = rt.block_on(run(opts));
+    let result = rt.block_on(run(opts, config));
     // A blocking stdin read may still be parked; do not wait for it.
     rt.shutdown_timeout(Duration::from_millis(50));
-    result
+    Ok(result?)
 }
 
-async fn run(opts: ServeOptions) -> std::io::Result<()> {
+/// Why the server could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error("stdio failed: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+async fn run(opts: ServeOptions, config: crate::config::Config) -> std::io::Result<()> {
     let (out, rx) = mpsc::channel::<String>(256);
     let writer = tokio::spawn(write_lines(rx));
-    let ctx = Arc::new(Ctx::new(opts.paths, opts.profile));
+    let ctx = Arc::new(Ctx::new(opts.paths, opts.profile, &config));
     tracing::info!(session = %ctx.session_id, profile = %ctx.profile, "mcp session started");
     let mut session = Session {
         ctx: ctx.clone(),
@@ -64,6 +74,7 @@ async fn run(opts: ServeOptions) -> std::io::Result<()> {
         out,
         inflight: Arc::default(),
         tasks: JoinSet::new(),
+        grace: config.shutdown_grace(),
     };
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut stdin = tokio::io::stdin();
@@ -431,10 +442,10 @@ impl Session {
             }
         }
         let drain = async { while self.tasks.join_next().await.is_some() {} };
-        if tokio::time::timeout(SHUTDOWN_GRACE, drain).await.is_err() {
+        if tokio::time::timeout(self.grace, drain).await.is_err() {
             tracing::warn!(
                 "in-flight calls did not finish within {}s; aborting them",
-                SHUTDOWN_GRACE.as_secs()
+                self.grace.as_secs()
             );
             self.tasks.abort_all();
         }

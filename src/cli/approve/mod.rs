@@ -9,10 +9,6 @@ use crate::paths::VaultPaths;
 use crate::vault::Vault;
 use crate::Exit;
 use clap::ArgGroup;
-use std::time::Duration;
-
-/// How long "approve for this session" lasts.
-pub const SESSION_GRANT: Duration = Duration::from_secs(3600);
 
 #[derive(Debug, clap::Args)]
 #[command(group(ArgGroup::new("verdict").args(["approve", "approve_session", "deny"])))]
@@ -39,8 +35,13 @@ pub struct Args {
 }
 
 pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
+    let config = crate::config::Config::load(&paths)?;
     let Some(id) = args.id else {
-        return screen::run(paths, PassphraseSource::choose(args.passphrase_stdin));
+        return screen::run(
+            paths,
+            PassphraseSource::choose(args.passphrase_stdin),
+            &config,
+        );
     };
     let passphrase = PassphraseSource::choose(args.passphrase_stdin).read("Vault passphrase: ")?;
     let (mut vault, keys) = Vault::open_with_passphrase(paths, &passphrase)?;
@@ -57,7 +58,7 @@ pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         &keys.approver,
         &id,
         verdict,
-        SESSION_GRANT,
+        config.session_grant(),
     ) {
         Ok(a) => a,
         Err(ApprovalError::NotFound(_)) => {

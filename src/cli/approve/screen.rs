@@ -4,7 +4,6 @@
 //! [v] view in full, [q] quit. A bell (and a desktop notification where `notify-send` exists)
 //! marks a new card; the screen is redrawn only when the queue changes or a key is pressed; after
 //! 15 idle minutes the passphrase is asked again.
-use super::SESSION_GRANT;
 use crate::approvals::{self, Action, Verdict};
 use crate::keys::{KeyMaterial, PassphraseSource};
 use crate::paths::VaultPaths;
@@ -13,9 +12,8 @@ use crate::Exit;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-const IDLE: Duration = Duration::from_secs(900);
 const TICK_MS: i32 = 250;
 
 /// The terminal in no-echo, one-key-at-a-time mode; restored on drop.
@@ -114,7 +112,12 @@ fn unlock(
     Ok(Vault::open_with_passphrase(paths.clone(), &passphrase?)?)
 }
 
-pub fn run(paths: VaultPaths, source: PassphraseSource) -> anyhow::Result<Exit> {
+pub fn run(
+    paths: VaultPaths,
+    source: PassphraseSource,
+    config: &crate::config::Config,
+) -> anyhow::Result<Exit> {
+    let idle = config.approver_idle();
     let mut tty = Tty::open()?;
     let (mut vault, mut keys) = unlock(&paths, &source, &mut tty)?;
     let color = std::env::var_os("NO_COLOR").is_none();
@@ -145,8 +148,11 @@ pub fn run(paths: VaultPaths, source: PassphraseSource) -> anyhow::Result<Exit> 
             dirty = false;
         }
         let Some(k) = tty.key() else { continue };
-        if last_key.elapsed() > IDLE {
-            tty.show("\x1b[2J\x1b[HIdle for 15 minutes: the passphrase is needed again.\n");
+        if last_key.elapsed() > idle {
+            tty.show(&format!(
+                "\x1b[2J\x1b[HIdle for {} minutes: the passphrase is needed again.\n",
+                idle.as_secs() / 60
+            ));
             (vault, keys) = unlock(&paths, &source, &mut tty)?;
             last_key = Instant::now();
             dirty = true;
@@ -179,7 +185,7 @@ pub fn run(paths: VaultPaths, source: PassphraseSource) -> anyhow::Result<Exit> 
                 &keys.approver,
                 &a.id,
                 v,
-                SESSION_GRANT,
+                config.session_grant(),
             ) {
                 Ok(d) => format!("{} {}: {}", capital(d.state.as_str()), d.id, d.summary),
                 Err(e) => format!("Not decided: {e}"),

@@ -41,7 +41,7 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    pub fn new(paths: VaultPaths, profile: String) -> Self {
+    pub fn new(paths: VaultPaths, profile: String, config: &crate::config::Config) -> Self {
         Self {
             paths,
             profile,
@@ -49,10 +49,11 @@ impl Ctx {
             client: Mutex::new(ClientInfo::default()),
             vault: Mutex::new(None),
             session_started: AtomicBool::new(false),
-            wait_default_s: 50,
-            expiry: Duration::from_secs(600),
-            replay_window: Duration::from_secs(600),
-            http: recording_executor().unwrap_or_else(|| Arc::new(HttpExecutor)),
+            wait_default_s: config.approvals.wait_seconds,
+            expiry: config.expiry(),
+            replay_window: config.replay_window(),
+            http: recording_executor()
+                .unwrap_or_else(|| Arc::new(HttpExecutor::new(&config.limits))),
             ssh: recording_executor(),
         }
     }
@@ -145,14 +146,19 @@ impl Ctx {
                 approvals::withdraw_session(&mut v.store, &self.session_id, "the client went away")
                     .unwrap_or(0);
             if let Ok(tx) = v.store.write() {
-                let _ = crate::audit::append(
+                let end = crate::audit::append(
                     &tx,
                     "session.end",
                     Some(&self.session_id),
                     None,
                     &json!({"reason": reason, "withdrawn": n}),
                 );
-                let _ = tx.commit();
+                // The head at the end of every session also goes outside the database.
+                if let (Ok(a), Ok(())) = (end, tx.commit()) {
+                    if let Err(e) = crate::audit::write_anchor(&self.paths, a.seq, &a.hash) {
+                        tracing::warn!("could not write the anchor: {e}");
+                    }
+                }
             }
             Ok(())
         });
@@ -582,7 +588,12 @@ async fn dispatch(ctx: Arc<Ctx>, action: Action) -> Action {
         };
         drop(authorized);
         ctx.with_vault(|v| {
-            approvals::finish(&mut v.store, &action.id, &outcome).map_err(|e| approval_error(&e))
+            let done = approvals::finish(&mut v.store, &action.id, &outcome)
+                .map_err(|e| approval_error(&e))?;
+            if let Err(e) = crate::audit::maybe_anchor(&v.paths, v.store.conn()) {
+                tracing::warn!("could not write the anchor: {e}");
+            }
+            Ok(done)
         })
         .unwrap_or(action)
     })

@@ -1,0 +1,81 @@
+//! A process-wide byte budget for retained output, so fifty calls that each respect their own
+//! bound cannot together hold more than the process bound (DESIGN §6).
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// Bytes still free in the process.
+#[derive(Debug)]
+pub struct Budget {
+    free: AtomicUsize,
+}
+
+/// Bytes taken from a budget; given back on drop.
+#[derive(Debug)]
+pub struct Reservation {
+    budget: Arc<Budget>,
+    bytes: usize,
+}
+
+impl Budget {
+    pub fn new(total: usize) -> Arc<Self> {
+        Arc::new(Self {
+            free: AtomicUsize::new(total),
+        })
+    }
+
+    /// Takes up to `want` bytes (possibly fewer, possibly none when the process is at its bound).
+    pub fn reserve(self: &Arc<Self>, want: usize) -> Reservation {
+        let mut current = self.free.load(Ordering::Acquire);
+        loop {
+            let take = want.min(current);
+            match self.free.compare_exchange_weak(
+                current,
+                current - take,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    return Reservation {
+                        budget: self.clone(),
+                        bytes: take,
+                    }
+                }
+                Err(now) => current = now,
+            }
+        }
+    }
+
+    pub fn free(&self) -> usize {
+        self.free.load(Ordering::Acquire)
+    }
+}
+
+impl Reservation {
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.budget.free.fetch_add(self.bytes, Ordering::AcqRel);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reservations_share_the_process_bound_and_come_back() {
+        let b = Budget::new(100);
+        let r1 = b.reserve(60);
+        let r2 = b.reserve(60);
+        assert_eq!((r1.bytes(), r2.bytes(), b.free()), (60, 40, 0));
+        assert_eq!(b.reserve(10).bytes(), 0);
+        drop(r1);
+        assert_eq!(b.free(), 60);
+        drop(r2);
+        assert_eq!(b.free(), 100);
+    }
+}
