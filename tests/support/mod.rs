@@ -12,9 +12,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub const PASSPHRASE: &str = "correct horse battery staple";
 
-/// The release or debug `vault` binary cargo built for these tests.
+/// The `vault` binary cargo built for these tests, or `$VAULT_TEST_BIN` (CI points it at the
+/// release build, so the shipped binary passes the same checks).
 pub fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_vault")
+    static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        std::env::var("VAULT_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_vault").to_owned())
+    })
 }
 
 /// A Python that has the test tools (`.ci/venv` when `.ci/run` made it, else python3).
