@@ -1,7 +1,7 @@
 //! Lifecycle tests on a real SQLCipher file: submit, idempotency, withdraw, expiry, journal rows.
 use super::*;
 use crate::credentials::{self, Approval, HttpAuth, HttpTarget, NewCredential, Secret, Target};
-use crate::keys::{ApproverKey, MasterKey};
+use crate::keys::ApproverKey;
 use crate::policy::{validate_http, HttpArgs};
 use crate::store::set_meta;
 
@@ -13,13 +13,9 @@ fn setup(tag: &str) -> (Store, Credential) {
 /// A store initialized like `vault init` does (vault id, approver public key in meta and in the
 /// journal's first row), with one http credential `api`.
 fn setup_keyed(tag: &str) -> (Store, Credential, ApproverKey) {
-    let dir = std::env::temp_dir().join(format!("av-appr-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let mut s = Store::create(&dir.join("vault.db"), &MasterKey::generate()).unwrap();
+    let mut s = crate::store::test_store(&format!("appr-{tag}"), "vlt_t");
     let key = ApproverKey::generate();
     let tx = s.write().unwrap();
-    set_meta(&tx, "vault_id", "vlt_t").unwrap();
     set_meta(&tx, "approver_public_key", &key.public_hex()).unwrap();
     crate::audit::append(
         &tx,

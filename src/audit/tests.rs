@@ -2,18 +2,10 @@
 //! anchors and export. The seeded property tests of verification are in `proptests.rs`.
 use super::proptests::{chain, read_rows, Rng};
 use super::*;
-use crate::keys::MasterKey;
-use crate::store::{set_meta, Store};
+use crate::store::Store;
 
 pub(super) fn store(tag: &str) -> Store {
-    let dir = std::env::temp_dir().join(format!("av-audit-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let mut s = Store::create(&dir.join("vault.db"), &MasterKey::generate()).unwrap();
-    let tx = s.write().unwrap();
-    set_meta(&tx, "vault_id", "vlt_test").unwrap();
-    tx.commit().unwrap();
-    s
+    crate::store::test_store(&format!("audit-{tag}"), "vlt_test")
 }
 
 #[test]

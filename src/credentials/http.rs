@@ -22,6 +22,25 @@ pub struct HttpTarget {
     pub ca_file: Option<String>,
 }
 
+/// Headers only the HTTP layer sets (routing and framing): neither a credential nor an agent may.
+pub const FRAMING_HEADERS: &[&str] = &[
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "te",
+    "upgrade",
+    "expect",
+];
+
+/// Whether `name` is an RFC 9110 token, i.e. a valid header name.
+pub fn is_header_token(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&c))
+}
+
 /// How the secret goes into the request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -64,27 +83,13 @@ impl HttpAuth {
                 }
             }
             HttpAuth::Header { name, format } => {
-                let token = !name.is_empty()
-                    && name
-                        .bytes()
-                        .all(|c| c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&c));
-                if !token {
+                if !is_header_token(name) {
                     return Err(invalid(
                         "--header",
                         format!("{name:?} is not a valid header name"),
                     ));
                 }
-                let lower = name.to_ascii_lowercase();
-                if [
-                    "host",
-                    "content-length",
-                    "transfer-encoding",
-                    "connection",
-                    "te",
-                    "upgrade",
-                ]
-                .contains(&lower.as_str())
-                {
+                if FRAMING_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
                     return Err(invalid(
                         "--header",
                         format!("{name} is set by the vault itself, not by a credential"),

@@ -1,7 +1,7 @@
 //! Credentials: what each one may reach and how its secret is injected (never the secret itself in
 //! anything printable), their validation, and the add / edit / rm / list service that both the CLI
 //! and `vault mcp` use. Every change is one audit row in the same transaction.
-mod http;
+pub(crate) mod http;
 mod service;
 mod ssh;
 

@@ -1,7 +1,6 @@
 //! Unit tests of credential validation and the add / edit / rm service.
 use super::*;
-use crate::keys::MasterKey;
-use crate::store::{set_meta, Store};
+use crate::store::Store;
 
 #[test]
 fn hosts_normalize_and_ambiguous_encodings_are_refused() {
@@ -100,14 +99,7 @@ fn secrets_with_line_breaks_never_reach_a_header() {
 }
 
 fn store(tag: &str) -> Store {
-    let dir = std::env::temp_dir().join(format!("av-cred-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let mut s = Store::create(&dir.join("vault.db"), &MasterKey::generate()).unwrap();
-    let tx = s.write().unwrap();
-    set_meta(&tx, "vault_id", "vlt_t").unwrap();
-    tx.commit().unwrap();
-    s
+    crate::store::test_store(&format!("cred-{tag}"), "vlt_t")
 }
 
 fn http_cred(name: &str, secret: &str) -> NewCredential {

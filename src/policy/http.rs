@@ -2,6 +2,7 @@
 //! prefix after normalization (percent-decoding, dot segments, IPv4 encodings, IPv4-mapped IPv6),
 //! with no user info; headers that carry authority are the vault's, not the agent's.
 use super::{bounded, PolicyError, MAX_BODY_BYTES, TIMEOUT_S};
+use crate::credentials::http::{is_header_token, FRAMING_HEADERS};
 use crate::credentials::{HttpAuth, HttpTarget};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -39,18 +40,8 @@ pub struct HttpRequest {
     pub max_output_bytes: u64,
 }
 
-const REFUSED_HEADERS: &[&str] = &[
-    "authorization",
-    "proxy-authorization",
-    "cookie",
-    "host",
-    "content-length",
-    "transfer-encoding",
-    "connection",
-    "te",
-    "upgrade",
-    "expect",
-];
+/// Headers that carry authority: the vault's to set, never the agent's (besides the framing ones).
+const AUTHORITY_HEADERS: &[&str] = &["authorization", "proxy-authorization", "cookie"];
 
 pub(super) fn validate(t: &HttpTarget, a: HttpArgs) -> Result<HttpRequest, PolicyError> {
     let method = a.method.to_ascii_uppercase();
@@ -101,11 +92,7 @@ pub(super) fn validate(t: &HttpTarget, a: HttpArgs) -> Result<HttpRequest, Polic
     let mut headers = Vec::with_capacity(a.headers.len());
     for (name, value) in a.headers {
         let lower = name.to_ascii_lowercase();
-        let token = !lower.is_empty()
-            && lower
-                .bytes()
-                .all(|c| c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&c));
-        if !token {
+        if !is_header_token(&lower) {
             return Err(PolicyError::invalid(
                 "headers",
                 format!("{name:?} is not a valid header name"),
@@ -114,7 +101,10 @@ pub(super) fn validate(t: &HttpTarget, a: HttpArgs) -> Result<HttpRequest, Polic
         }
         let injected =
             matches!(&t.auth, HttpAuth::Header { name: n, .. } if n.eq_ignore_ascii_case(&lower));
-        if REFUSED_HEADERS.contains(&lower.as_str()) || injected {
+        if AUTHORITY_HEADERS.contains(&lower.as_str())
+            || FRAMING_HEADERS.contains(&lower.as_str())
+            || injected
+        {
             return Err(PolicyError::invalid(
                 "headers",
                 format!("the {name} header is set by the vault, never by the caller"),

@@ -170,5 +170,18 @@ fn is_plaintext_sqlite(path: &Path) -> bool {
         .unwrap_or(false)
 }
 
+/// A store in a fresh temp dir with `vault_id` set: the fixture of unit tests across modules.
+#[cfg(test)]
+pub(crate) fn test_store(tag: &str, vault_id: &str) -> Store {
+    let dir = std::env::temp_dir().join(format!("av-unit-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut s = Store::create(&dir.join("vault.db"), &MasterKey::generate()).unwrap();
+    let tx = s.write().unwrap();
+    set_meta(&tx, "vault_id", vault_id).unwrap();
+    tx.commit().unwrap();
+    s
+}
+
 #[cfg(test)]
 mod tests;
