@@ -56,6 +56,15 @@ pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         mode_check("vault.key.age", &paths.key_file(), 0o600),
         mode_check("vault.id", &paths.id_file(), 0o600),
     ];
+    match crate::config::Config::load(&paths) {
+        Ok(_) if paths.config().exists() => checks.push(check(
+            "config.toml",
+            true,
+            paths.config().display().to_string(),
+        )),
+        Ok(_) => checks.push(check("config.toml", true, "absent: the defaults apply")),
+        Err(e) => checks.push(check("config.toml", false, e.to_string())),
+    }
     let probes = KeyCache::probe();
     let any_keyring = probes.iter().any(|(_, r)| r.is_ok());
     for (name, result) in &probes {
@@ -92,6 +101,22 @@ pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
                 "journal",
                 rows == head,
                 format!("{rows} rows, head seq {head}"),
+            ));
+            match crate::approvals::paused(v.store.conn())? {
+                None => checks.push(check("pause switch", true, "off")),
+                Some(why) => checks.push(check(
+                    "pause switch",
+                    false,
+                    format!("paused ({why}); `vault resume` lifts it"),
+                )),
+            }
+            let waiting = crate::approvals::list_pending(&v.store)
+                .map(|p| p.len())
+                .unwrap_or(0);
+            checks.push(check(
+                "pending actions",
+                true,
+                format!("{waiting} waiting; `vault approve` decides them"),
             ));
         }
         Err(e) => checks.push(check("key", false, e.to_string())),
