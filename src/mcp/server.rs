@@ -305,7 +305,11 @@ impl Session {
             "tools/list" => {
                 let answer = tools::list(params.as_ref()).map(|mut r| {
                     if modern {
+                        // 2026-07-28 makes tools/list cacheable: ttlMs and cacheScope are
+                        // required (the Python SDK rejects the result without them).
                         r["resultType"] = json!("complete");
+                        r["ttlMs"] = json!(0);
+                        r["cacheScope"] = json!("private");
                     }
                     r
                 });

@@ -250,7 +250,11 @@ fn parse_args<T: for<'de> Deserialize<'de>>(
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
-            format!("use only these arguments: {}", allowed.join(", ")),
+            if allowed.is_empty() {
+                format!("call {name} with no arguments: {{}}")
+            } else {
+                format!("use only these arguments: {}", allowed.join(", "))
+            },
             json!({"unknown": unknown, "allowed": allowed}),
         ));
     }

@@ -1,0 +1,275 @@
+//! Benchmark: `vault mcp` as a client meets it. Cold start (spawn → `initialize` answered) and a
+//! warm `tools/list` round trip on one session, against the reference TypeScript server
+//! `@modelcontextprotocol/server-everything` (installed by `.ci/run` into `.ci/node`, run with
+//! `node … stdio`), measured by the same harness in the same run.
+//!
+//! Run: `cargo bench --bench mcp_startup` (prints a table; goals: cold start p50 ≤ 10 ms and
+//! ≥ 30× faster than the peer). Without `.ci/node` the peer rows are skipped.
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const COLD_RUNS: usize = 50;
+const WARM_CALLS: usize = 500;
+
+fn stats(mut v: Vec<Duration>) -> (f64, f64, f64) {
+    v.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let p = |q: f64| ms(v[((v.len() as f64 - 1.0) * q).round() as usize]);
+    (
+        p(0.5),
+        p(0.95),
+        ms(v.iter().sum::<Duration>()) / v.len() as f64,
+    )
+}
+
+/// How to start one MCP server over stdio.
+struct Server {
+    name: String,
+    program: PathBuf,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+}
+
+struct Session {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    next_id: i64,
+}
+
+impl Server {
+    fn spawn(&self) -> Session {
+        let mut c = Command::new(&self.program);
+        c.args(&self.args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        for (k, v) in &self.env {
+            c.env(k, v);
+        }
+        let mut child = c.spawn().unwrap_or_else(|e| panic!("{}: {e}", self.name));
+        Session {
+            stdin: child.stdin.take().unwrap(),
+            stdout: BufReader::new(child.stdout.take().unwrap()),
+            child,
+            next_id: 1,
+        }
+    }
+}
+
+impl Session {
+    fn send(&mut self, v: &Value) {
+        let mut line = serde_json::to_vec(v).unwrap();
+        line.push(b'\n');
+        self.stdin.write_all(&line).unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// Sends a request and reads lines until its response (skipping server notifications).
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let mut line = String::new();
+        loop {
+            line.clear();
+            let n = self.stdout.read_line(&mut line).unwrap();
+            assert!(n > 0, "the server closed stdout before answering {method}");
+            let v: Value = serde_json::from_str(&line).expect("a JSON-RPC line");
+            if v["id"] == json!(id) {
+                assert!(v.get("result").is_some(), "{method} failed: {v}");
+                return v;
+            }
+        }
+    }
+
+    fn initialize(&mut self) -> Value {
+        self.request(
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "mcp-startup-bench", "version": "1"}}),
+        )
+    }
+
+    fn close(mut self) {
+        drop(self.stdin);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Measured {
+    cold: (f64, f64, f64),
+    warm: (f64, f64, f64),
+}
+
+fn measure(server: &Server) -> Measured {
+    // One unmeasured start warms the page cache.
+    let mut s = server.spawn();
+    s.initialize();
+    s.close();
+
+    let mut cold = Vec::with_capacity(COLD_RUNS);
+    for _ in 0..COLD_RUNS {
+        let t = Instant::now();
+        let mut s = server.spawn();
+        s.initialize();
+        cold.push(t.elapsed());
+        s.close();
+    }
+
+    let mut s = server.spawn();
+    s.initialize();
+    s.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let tools = s.request("tools/list", json!({}));
+    assert!(
+        tools["result"]["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty()),
+        "{}: no tools",
+        server.name
+    );
+    for _ in 0..20 {
+        s.request("tools/list", json!({}));
+    }
+    let mut warm = Vec::with_capacity(WARM_CALLS);
+    for _ in 0..WARM_CALLS {
+        let t = Instant::now();
+        s.request("tools/list", json!({}));
+        warm.push(t.elapsed());
+    }
+    s.close();
+    Measured {
+        cold: stats(cold),
+        warm: stats(warm),
+    }
+}
+
+fn peer() -> Result<Server, String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let entry =
+        root.join(".ci/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    if !entry.exists() {
+        return Err(format!(
+            "{} is missing (run `.ci/run`, or `npm ci --prefix .ci/node`)",
+            entry.display()
+        ));
+    }
+    let node_ok = Command::new("node")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !node_ok {
+        return Err("`node` is not on PATH".into());
+    }
+    Ok(Server {
+        name: "server-everything (node)".into(),
+        program: "node".into(),
+        args: vec![entry.display().to_string(), "stdio".into()],
+        env: vec![],
+    })
+}
+
+fn main() {
+    let dir = std::env::temp_dir().join(format!("av-bench-mcp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let vault_dir = dir.join("vault");
+    let bin = env!("CARGO_BIN_EXE_vault");
+    let env = vec![
+        ("VAULT_DIR".to_string(), vault_dir.display().to_string()),
+        ("VAULT_KEYRING".to_string(), "kernel".to_string()),
+    ];
+    let mut init = Command::new(bin)
+        .args(["init", "--passphrase-stdin"])
+        .envs(env.iter().cloned())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("vault init");
+    init.stdin
+        .take()
+        .unwrap()
+        .write_all(b"bench passphrase, not secret\n")
+        .unwrap();
+    let out = init.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let vault = Server {
+        name: "vault mcp".into(),
+        program: bin.into(),
+        args: vec!["mcp".into()],
+        env: env.clone(),
+    };
+    let ours = measure(&vault);
+    let theirs = match peer() {
+        Ok(p) => Some(measure(&p)),
+        Err(why) => {
+            println!("peer skipped: {why}");
+            None
+        }
+    };
+
+    println!("MCP over stdio (ms)");
+    println!("{:<52} {:>9} {:>9} {:>9}", "", "p50", "p95", "mean");
+    let row = |label: String, (p50, p95, mean): (f64, f64, f64)| {
+        println!("{label:<52} {p50:>9.3} {p95:>9.3} {mean:>9.3}");
+    };
+    row(
+        format!("cold start → initialize, vault mcp, n={COLD_RUNS}"),
+        ours.cold,
+    );
+    if let Some(t) = &theirs {
+        row(
+            format!("cold start → initialize, server-everything, n={COLD_RUNS}"),
+            t.cold,
+        );
+    }
+    row(
+        format!("warm tools/list, vault mcp, n={WARM_CALLS}"),
+        ours.warm,
+    );
+    if let Some(t) = &theirs {
+        row(
+            format!("warm tools/list, server-everything, n={WARM_CALLS}"),
+            t.warm,
+        );
+    }
+    let goal_cold = ours.cold.0 <= 10.0;
+    println!(
+        "goal cold start p50 <= 10 ms: {}",
+        if goal_cold { "met" } else { "MISSED" }
+    );
+    if let Some(t) = &theirs {
+        let cold_ratio = t.cold.0 / ours.cold.0;
+        let warm_ratio = t.warm.0 / ours.warm.0;
+        println!(
+            "ratio server-everything / vault mcp at p50: cold start {cold_ratio:.1}x, warm tools/list {warm_ratio:.1}x; goal cold >= 30x: {}",
+            if cold_ratio >= 30.0 { "met" } else { "MISSED" }
+        );
+    }
+
+    let _ = Command::new(bin)
+        .arg("lock")
+        .envs(env.iter().cloned())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    let _ = std::fs::remove_dir_all(&dir);
+}
