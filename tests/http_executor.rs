@@ -299,6 +299,7 @@ fn a_20_mib_body_is_counted_not_kept() {
     );
     // Read while `vault mcp` is alive and has handled the whole body.
     let hwm = vm_hwm_kib(p.pid());
+    eprintln!("vault mcp peak RSS (VmHWM) after a 20 MiB body: {hwm} KiB");
     let sc = &r["structuredContent"];
     assert_eq!(sc["state"], "completed", "{r}");
     assert_eq!(sc["http"]["body_truncated"], true);
