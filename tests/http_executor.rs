@@ -180,6 +180,25 @@ fn the_credential_reaches_its_own_target_and_nothing_else() {
     assert!(b.requests().is_empty(), "B received {:?}", b.requests());
     assert_eq!(a.requests().len(), 1, "A counts only the legit call");
 
+    // A's own address spelled as IPv4-mapped IPv6 is A (the policy normalizes it): it is sent to
+    // 127.0.0.1, as 127.0.0.1.
+    let mapped = http(
+        &mut p,
+        3,
+        "api",
+        &format!("http://[::ffff:127.0.0.1]:{pa}/echo?n=mapped"),
+        json!({}),
+    );
+    assert_eq!(
+        mapped["structuredContent"]["state"], "completed",
+        "{mapped}"
+    );
+    let reqs = a.requests();
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs[1]["path"], "/echo?n=mapped");
+    assert_eq!(reqs[1]["headers"]["host"], format!("127.0.0.1:{pa}"));
+    assert!(b.requests().is_empty());
+
     // A redirect from A to B is the agent's to see, not the executor's to follow.
     let to_b = format!("http://127.0.0.1:{pb}/echo?from=redirect");
     let r = http(
@@ -195,7 +214,7 @@ fn the_credential_reaches_its_own_target_and_nothing_else() {
     assert_eq!(sc["http"]["status"], 302, "{r}");
     assert_eq!(sc["http"]["headers"]["location"], to_b.as_str(), "{r}");
     assert!(b.requests().is_empty(), "B received {:?}", b.requests());
-    assert_eq!(a.requests().len(), 2);
+    assert_eq!(a.requests().len(), 3);
     p.finish(Duration::from_secs(10));
 }
 
