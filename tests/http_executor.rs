@@ -14,20 +14,18 @@ use support::*;
 
 /// Contains '/', '+', '=', '&' so that its base64 and percent-encoded forms differ from it.
 const SECRET: &str = "DECOY_http/tok+41aa=9e&0c77";
+const BASIC_USER: &str = "bot";
 
 /// Adds an HTTP bearer credential with `--approval never`, signed with the passphrase.
 fn add_never(v: &mut TestVault, name: &str, host: &str, extra: &[&str]) {
-    let mut args = vec![
-        "add",
-        "http",
-        name,
-        "--host",
-        host,
-        "--bearer",
-        "--secret-stdin",
-        "--approval",
-        "never",
-    ];
+    add_never_auth(v, name, host, &["--bearer"], extra);
+}
+
+/// The same with another injection (`--query P`, `--basic USER`).
+fn add_never_auth(v: &mut TestVault, name: &str, host: &str, auth: &[&str], extra: &[&str]) {
+    let mut args = vec!["add", "http", name, "--host", host];
+    args.extend_from_slice(auth);
+    args.extend_from_slice(&["--secret-stdin", "--approval", "never"]);
     args.extend_from_slice(extra);
     v.run_pp(&args, Some(&format!("{SECRET}\n"))).ok();
 }
@@ -77,11 +75,16 @@ fn percent_forms(s: &str) -> [String; 2] {
     [upper, lower]
 }
 
-/// `assert_no_leak` plus the percent-encoded forms the target echoes.
+/// `assert_no_leak` plus the percent-encoded forms the target echoes and the basic-auth pair.
 #[track_caller]
 fn assert_clean(what: &str, bytes: &[u8]) {
+    use base64::Engine;
     assert_no_leak(what, bytes, SECRET);
-    for form in percent_forms(SECRET) {
+    let pair = base64::engine::general_purpose::STANDARD.encode(format!("{BASIC_USER}:{SECRET}"));
+    for form in percent_forms(SECRET)
+        .into_iter()
+        .chain([pair.trim_end_matches('=').to_owned()])
+    {
         let found = bytes.windows(form.len()).any(|w| w == form.as_bytes());
         assert!(
             !found,
@@ -227,6 +230,8 @@ fn an_echoed_secret_appears_in_no_output_log_journal_or_file() {
     let a = HttpTarget::start(SECRET);
     let mut v = TestVault::init("http-leak");
     add_never(&mut v, "api", &a.base(), &[]);
+    add_never_auth(&mut v, "q", &a.base(), &["--query", "api_key"], &[]);
+    add_never_auth(&mut v, "basic", &a.base(), &["--basic", BASIC_USER], &[]);
     let mut p = mcp(&v, true);
     let leak = http(&mut p, 1, "api", &format!("{}/leak", a.base()), json!({}));
     let echo = http(
@@ -236,11 +241,35 @@ fn an_echoed_secret_appears_in_no_output_log_journal_or_file() {
         &format!("{}/echo", a.base()),
         json!({"method": "POST", "json": {"hello": "world"}}),
     );
+    // The secret as a query parameter and inside basic auth, echoed back the same way.
+    let query = http(&mut p, 3, "q", &format!("{}/echo?x=1", a.base()), json!({}));
+    let basic = http(&mut p, 4, "basic", &format!("{}/echo", a.base()), json!({}));
     let reqs = a.requests();
-    assert_eq!(reqs.len(), 2, "both calls reached A");
-    assert!(reqs
+    assert_eq!(reqs.len(), 4, "every call reached A");
+    assert!(reqs[..2]
         .iter()
         .all(|r| r["headers"]["authorization"] == format!("Bearer {SECRET}")));
+    assert!(
+        reqs[2]["path"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("api_key={}", urlencode(SECRET))),
+        "{}",
+        reqs[2]
+    );
+    assert!(reqs[3]["headers"]["authorization"]
+        .as_str()
+        .unwrap()
+        .starts_with("Basic "));
+    assert_eq!(
+        query["structuredContent"]["http"]["body"]["json"]["query"]["api_key"][0], "[REDACTED:q]",
+        "{query}"
+    );
+    assert_eq!(
+        basic["structuredContent"]["http"]["body"]["json"]["headers"]["authorization"],
+        "Basic [REDACTED:basic]",
+        "{basic}"
+    );
     // The target really echoed it; the agent got the marker instead.
     assert_eq!(leak["structuredContent"]["state"], "completed", "{leak}");
     let text = leak["structuredContent"]["http"]["body"]["untrusted_text"]
@@ -256,7 +285,12 @@ fn an_echoed_secret_appears_in_no_output_log_journal_or_file() {
         "Bearer [REDACTED:api]",
         "{echo}"
     );
-    for (what, r) in [("/leak", &leak), ("/echo", &echo)] {
+    for (what, r) in [
+        ("/leak", &leak),
+        ("/echo", &echo),
+        ("query /echo", &query),
+        ("basic /echo", &basic),
+    ] {
         assert_clean(&format!("tool result of {what}"), r.to_string().as_bytes());
     }
     let seen = p.seen.join("\n");
