@@ -13,10 +13,11 @@ use crate::policy::ValidatedRequest;
 use serde_json::{json, Map, Value};
 use std::io::Read;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use ureq::unversioned::resolver::{ResolvedSocketAddrs, Resolver};
-use ureq::unversioned::transport::DefaultConnector;
+use ureq::unversioned::transport::{ConnectionDetails, Connector, DefaultConnector, Transport};
 
 /// Response headers an agent may see (never Set-Cookie).
 const HEADER_ALLOWLIST: &[&str] = &[
@@ -70,6 +71,27 @@ impl Resolver for Pinned {
             out.push(*a);
         }
         Ok(out)
+    }
+}
+
+/// Last in the connector chain: notes that the connection is up (TCP connected and, for https,
+/// the TLS handshake done, certificate verified). Until then no byte of the request has been
+/// written, so any error is `failed_before_send`; after it, the target may have the request.
+#[derive(Debug, Clone, Default)]
+struct Connected(Arc<AtomicBool>);
+
+impl<In: Transport> Connector<In> for Connected {
+    type Out = In;
+
+    fn connect(
+        &self,
+        _details: &ConnectionDetails,
+        chained: Option<In>,
+    ) -> Result<Option<In>, ureq::Error> {
+        if chained.is_some() {
+            self.0.store(true, Ordering::SeqCst);
+        }
+        Ok(chained)
     }
 }
 
@@ -141,7 +163,12 @@ impl Executor for HttpExecutor {
             .tls_config(tls.build())
             .user_agent(concat!("agent-vault/", env!("CARGO_PKG_VERSION")))
             .build();
-        let agent = ureq::Agent::with_parts(config, DefaultConnector::default(), Pinned(addrs));
+        let connected = Connected::default();
+        let agent = ureq::Agent::with_parts(
+            config,
+            DefaultConnector::default().chain(connected.clone()),
+            Pinned(addrs),
+        );
         let mut builder = ureq::http::Request::builder()
             .method(req.method.as_str())
             .uri(url.as_str());
@@ -168,7 +195,7 @@ impl Executor for HttpExecutor {
         };
         let response = match agent.run(request) {
             Ok(r) => r,
-            Err(e) => return outcome_of_error(&e, &redactor),
+            Err(e) => return outcome_of_error(&e, connected.0.load(Ordering::SeqCst), &redactor),
         };
         let reservation = self.budget.reserve(self.retained_per_call);
         read_response(
@@ -180,22 +207,11 @@ impl Executor for HttpExecutor {
     }
 }
 
-fn outcome_of_error(e: &ureq::Error, redactor: &Redactor) -> Outcome {
-    use ureq::Error as E;
-    use ureq::Timeout as T;
+/// `connected`: whether the connection was up (see `Connected`). A TLS verification failure
+/// surfaces from ureq as an I/O error, so the error kind alone cannot tell before from after.
+fn outcome_of_error(e: &ureq::Error, connected: bool, redactor: &Redactor) -> Outcome {
     let text = redactor.scrub_str(&e.to_string());
-    let before_send = match e {
-        E::HostNotFound
-        | E::ConnectionFailed
-        | E::Tls(_)
-        | E::Rustls(_)
-        | E::Pem(_)
-        | E::BadUri(_)
-        | E::Http(_) => true,
-        E::Timeout(T::Resolve | T::Connect) => true,
-        E::Io(io) => io.kind() == std::io::ErrorKind::ConnectionRefused,
-        _ => false,
-    };
+    let before_send = !connected;
     if before_send {
         failed(format!("nothing was sent: {text}"))
     } else {

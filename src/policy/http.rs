@@ -169,7 +169,7 @@ pub fn bind_url(t: &HttpTarget, raw: &str) -> Result<Url, PolicyError> {
         t.port,
         t.path_prefix
     );
-    let url = Url::parse(raw.trim()).map_err(|e| {
+    let mut url = Url::parse(raw.trim()).map_err(|e| {
         PolicyError::invalid(
             "url",
             format!("{raw:?} is not an absolute URL ({e})"),
@@ -213,6 +213,14 @@ pub fn bind_url(t: &HttpTarget, raw: &str) -> Result<Url, PolicyError> {
             ),
             fix_url,
         ));
+    }
+    // Send (and show the approver) the address the credential names: `[::ffff:127.0.0.1]` is
+    // 127.0.0.1, and the network guard only lets the credential's own literal through.
+    if let Some(Host::Ipv6(v6)) = url.host() {
+        if let Some(v4) = v6.to_ipv4_mapped() {
+            url.set_ip_host(IpAddr::V4(v4))
+                .expect("an http(s) URL takes an IP host");
+        }
     }
     let path = url.path();
     let lower = path.to_ascii_lowercase();

@@ -71,10 +71,14 @@ fn only_the_exact_scheme_host_port_and_prefix_bind() {
         "http://[::ffff:127.0.0.1]:8080/",
         "http://0177.0.0.1:8080/",
     ] {
-        assert!(
-            validate_http(&local, get(ok)).is_ok(),
-            "{ok} is 127.0.0.1 in another encoding"
-        );
+        match validate_http(&local, get(ok)) {
+            Ok(ValidatedRequest::Http(r)) => assert!(
+                r.url.starts_with("http://127.0.0.1:8080/"),
+                "{ok} is sent as {}, not as the credential's 127.0.0.1",
+                r.url
+            ),
+            other => panic!("{ok} is 127.0.0.1 in another encoding: {other:?}"),
+        }
     }
     assert!(validate_http(&local, get("http://127.0.0.2:8080/")).is_err());
     assert!(

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """A real loopback HTTP target that records every request it receives.
 
-usage: http_target.py RECORD_FILE [SECRET]
-Prints "PORT <n>" on stdout once listening on 127.0.0.1. Each request is appended to RECORD_FILE
+usage: http_target.py RECORD_FILE [SECRET [CERT_PEM KEY_PEM]]
+Prints "PORT <n>" on stdout once listening on 127.0.0.1; with CERT_PEM and KEY_PEM it speaks
+HTTPS only (a failed handshake is dropped before any request is read, so it records nothing). Each request is appended to RECORD_FILE
 as one JSON line: time, method, path, headers, body (base64). Routes:
   /echo            200 JSON echoing the request's headers, query and body
   /leak            200 text echoing SECRET raw, base64, URL-encoded (body and X-Echo header)
@@ -14,6 +15,7 @@ as one JSON line: time, method, path, headers, body (base64). Routes:
 """
 import base64
 import json
+import ssl
 import sys
 import threading
 import time
@@ -88,5 +90,9 @@ class Handler(BaseHTTPRequestHandler):
 
 
 server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+if len(sys.argv) > 4:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(sys.argv[3], sys.argv[4])
+    server.socket = ctx.wrap_socket(server.socket, server_side=True)
 print("PORT", server.server_address[1], flush=True)
 server.serve_forever()

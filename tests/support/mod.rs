@@ -5,6 +5,7 @@
 pub mod mcp;
 pub mod sshd;
 pub mod target;
+pub mod tls;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

@@ -2,11 +2,12 @@
 use super::TempDir;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 pub struct HttpTarget {
     pub port: u16,
+    scheme: &'static str,
     record: PathBuf,
     child: Child,
     _dir: TempDir,
@@ -15,13 +16,26 @@ pub struct HttpTarget {
 impl HttpTarget {
     /// Starts the server; `secret` is what `/leak` echoes back in every encoding.
     pub fn start(secret: &str) -> Self {
+        Self::spawn(secret, None)
+    }
+
+    /// The same server speaking HTTPS only, with this certificate chain and key (PEM files).
+    pub fn start_tls(secret: &str, cert: &Path, key: &Path) -> Self {
+        Self::spawn(secret, Some((cert, key)))
+    }
+
+    fn spawn(secret: &str, tls: Option<(&Path, &Path)>) -> Self {
         let dir = TempDir::new("target");
         let record = dir.path().join("requests.jsonl");
         std::fs::write(&record, "").unwrap();
-        let mut child = Command::new(super::python())
-            .arg(super::support_file("http_target.py"))
+        let mut cmd = Command::new(super::python());
+        cmd.arg(super::support_file("http_target.py"))
             .arg(&record)
-            .arg(secret)
+            .arg(secret);
+        if let Some((cert, key)) = tls {
+            cmd.arg(cert).arg(key);
+        }
+        let mut child = cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -37,6 +51,7 @@ impl HttpTarget {
             .expect("the target printed its port");
         Self {
             port,
+            scheme: if tls.is_some() { "https" } else { "http" },
             record,
             child,
             _dir: dir,
@@ -44,7 +59,7 @@ impl HttpTarget {
     }
 
     pub fn base(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        format!("{}://127.0.0.1:{}", self.scheme, self.port)
     }
 
     /// Every request received so far.

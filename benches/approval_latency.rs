@@ -1,0 +1,95 @@
+//! Benchmark: decision committed → request at the target. A `vault mcp` process waits on
+//! `http_request` (approval `each`); this process finds the pending action, decides it through
+//! the library (`approvals::decide` with the approver key) and notes the instant after the commit;
+//! the in-bench target notes when the request head arrives. Latency = arrival − commit: the
+//! waiting call noticing the commit (PRAGMA data_version polling), the dispatch claim and the
+//! connection. Peer in the same run, as the floor of any dispatch: a direct ureq GET, measured
+//! from its start to the same arrival instant.
+//!
+//! Run: `cargo bench --bench approval_latency` (prints a table; the goal is p95 ≤ 50 ms).
+mod common;
+
+use agent_vault::approvals::{self, Verdict};
+use agent_vault::credentials::Approval;
+use common::{stats, BenchVault, FastTarget, Mcp};
+use std::time::{Duration, Instant};
+
+const N: usize = 200;
+
+fn main() {
+    let target = FastTarget::start();
+    let mut bv = BenchVault::new("approval-latency", target.port, Approval::Each);
+    let mut mcp = Mcp::spawn(&bv.paths);
+
+    // Peer: a direct GET (connect + request head), the floor of any dispatch.
+    let agent: ureq::Agent = ureq::Agent::config_builder().build().into();
+    let mut direct = Vec::with_capacity(N);
+    for i in 0..N {
+        let t = Instant::now();
+        let tag = format!("d{i}");
+        agent
+            .get(format!("{}/d?t={tag}", target.base()))
+            .call()
+            .expect("direct GET");
+        direct.push(target.arrival(&tag) - t);
+    }
+
+    let mut latency = Vec::with_capacity(N);
+    let mut find = Vec::with_capacity(N);
+    for i in 0..N {
+        let tag = format!("a{i}");
+        let url = format!("{}/a?t={tag}", target.base());
+        let asked = Instant::now();
+        mcp.http_request(i as i64, &url, 60);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let action = loop {
+            let pending = approvals::list_pending(&bv.vault.store).expect("list pending");
+            if let Some(a) = pending.into_iter().find(|a| a.summary.contains(&url)) {
+                break a;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "action {tag} never became pending"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        find.push(asked.elapsed());
+        assert_eq!(target.count(), N + i, "nothing is sent while pending");
+        approvals::decide(
+            &mut bv.vault.store,
+            &bv.keys.approver,
+            &action.id,
+            Verdict::Approve,
+            Duration::from_secs(3600),
+        )
+        .expect("decide");
+        let committed = Instant::now();
+        let sc = mcp.completed(i as i64);
+        assert_eq!(sc["http"]["status"], 200);
+        latency.push(target.arrival(&tag) - committed);
+    }
+
+    let (d50, d95, dmean) = stats(direct);
+    let (f50, f95, fmean) = stats(find);
+    let (l50, l95, lmean) = stats(latency);
+    println!("approval committed -> request at the target, {N} actions (ms)");
+    println!("{:<52} {:>9} {:>9} {:>9}", "", "p50", "p95", "mean");
+    println!(
+        "{:<52} {:>9.3} {:>9.3} {:>9.3}",
+        "direct ureq GET, start -> arrival (peer floor)", d50, d95, dmean
+    );
+    println!(
+        "{:<52} {:>9.3} {:>9.3} {:>9.3}",
+        "tools/call sent -> pending seen by the approver", f50, f95, fmean
+    );
+    println!(
+        "{:<52} {:>9.3} {:>9.3} {:>9.3}",
+        "decision committed -> request arrived (vault mcp)", l50, l95, lmean
+    );
+    println!("ratio vault / direct at p50: {:.1}x", l50 / d50);
+    let goal = 50.0;
+    println!(
+        "p95 {l95:.3} ms, goal <= {goal} ms: {}",
+        if l95 <= goal { "met" } else { "NOT met" }
+    );
+}

@@ -1,0 +1,244 @@
+//! Shared by the HTTP benchmarks: a minimal loopback HTTP/1.1 target on a std::net thread (so the
+//! target's own time is a few microseconds), a throwaway vault, and a `vault mcp` session driven
+//! over its stdio.
+#![allow(dead_code)]
+use agent_vault::credentials::{
+    self, Approval, HttpAuth, HttpTarget, NewCredential, Secret, Target,
+};
+use agent_vault::keys::{KeyMaterial, Passphrase, DEFAULT_KERNEL_TTL};
+use agent_vault::paths::VaultPaths;
+use agent_vault::vault::Vault;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub const SECRET: &str = "bench-token-not-a-secret";
+pub const PASSPHRASE: &str = "bench passphrase, not secret";
+
+pub fn stats(mut v: Vec<Duration>) -> (f64, f64, f64) {
+    v.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let p = |q: f64| ms(v[((v.len() as f64 - 1.0) * q).round() as usize]);
+    (
+        p(0.5),
+        p(0.95),
+        ms(v.iter().sum::<Duration>()) / v.len() as f64,
+    )
+}
+
+/// A loopback HTTP/1.1 server answering every request with a small JSON body and
+/// `Connection: close`. It records when each request head has fully arrived, keyed by the value
+/// of its `t=` query parameter.
+pub struct FastTarget {
+    pub port: u16,
+    arrivals: Arc<Mutex<HashMap<String, Instant>>>,
+}
+
+impl FastTarget {
+    pub fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
+        let port = listener.local_addr().unwrap().port();
+        let arrivals = Arc::new(Mutex::new(HashMap::new()));
+        let rec = arrivals.clone();
+        std::thread::spawn(move || {
+            let body = br#"{"ok":true}"#;
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            let mut response = head.into_bytes();
+            response.extend_from_slice(body);
+            for stream in listener.incoming() {
+                let Ok(mut s) = stream else { continue };
+                let mut buf = Vec::with_capacity(1024);
+                let mut chunk = [0u8; 2048];
+                let complete = loop {
+                    match s.read(&mut chunk) {
+                        Ok(0) | Err(_) => break false,
+                        Ok(n) => {
+                            buf.extend_from_slice(&chunk[..n]);
+                            if buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                                break true;
+                            }
+                        }
+                    }
+                };
+                if !complete {
+                    continue;
+                }
+                let at = Instant::now();
+                let line = String::from_utf8_lossy(
+                    &buf[..buf.iter().position(|&c| c == b'\r').unwrap_or(0)],
+                )
+                .into_owned();
+                if let Some(t) = line
+                    .split_whitespace()
+                    .nth(1)
+                    .and_then(|path| path.split_once("t="))
+                    .map(|(_, rest)| rest.split('&').next().unwrap_or("").to_owned())
+                {
+                    rec.lock().unwrap().insert(t, at);
+                }
+                let _ = s.write_all(&response);
+                let _ = s.shutdown(std::net::Shutdown::Write);
+            }
+        });
+        Self { port, arrivals }
+    }
+
+    pub fn base(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// When the request tagged `t` arrived, waiting up to 5 s for it.
+    pub fn arrival(&self, t: &str) -> Instant {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            if let Some(at) = self.arrivals.lock().unwrap().get(t) {
+                return *at;
+            }
+            assert!(Instant::now() < deadline, "request t={t} never arrived");
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+
+    pub fn count(&self) -> usize {
+        self.arrivals.lock().unwrap().len()
+    }
+}
+
+/// A vault in a temp dir (kernel keyring, so `vault mcp` opens it without a passphrase) with one
+/// bearer credential `api` bound to `base`; `Approval::Never` is signed with the approver key.
+pub struct BenchVault {
+    pub dir: PathBuf,
+    pub paths: VaultPaths,
+    pub vault: Vault,
+    pub keys: KeyMaterial,
+}
+
+impl BenchVault {
+    pub fn new(tag: &str, port: u16, approval: Approval) -> Self {
+        let dir = std::env::temp_dir().join(format!("av-bench-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let paths = VaultPaths::new(dir.join("vault"));
+        std::env::set_var("VAULT_KEYRING", "kernel");
+        let pass = Passphrase::from_string(PASSPHRASE.into());
+        drop(Vault::init(paths.clone(), &pass, DEFAULT_KERNEL_TTL).expect("init"));
+        let (mut vault, keys) =
+            Vault::open_with_passphrase(paths.clone(), &pass).expect("open with passphrase");
+        credentials::add(
+            &mut vault.store,
+            NewCredential {
+                profile: "default".into(),
+                name: "api".into(),
+                approval,
+                target: Target::Http(HttpTarget {
+                    scheme: "http".into(),
+                    host: "127.0.0.1".into(),
+                    port,
+                    path_prefix: "/".into(),
+                    methods: None,
+                    auth: HttpAuth::Bearer,
+                    ca_file: None,
+                }),
+                secret: Secret::new(SECRET.as_bytes().to_vec()),
+            },
+        )
+        .expect("add credential");
+        if approval != Approval::Each {
+            credentials::sign_policy(&mut vault.store, &keys.approver, "default", "api")
+                .expect("sign policy");
+        }
+        Self {
+            dir,
+            paths,
+            vault,
+            keys,
+        }
+    }
+}
+
+impl Drop for BenchVault {
+    fn drop(&mut self) {
+        let _ = Vault::lock(self.paths.clone());
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A warm `vault mcp` session.
+pub struct Mcp {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Mcp {
+    pub fn spawn(paths: &VaultPaths) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_vault"))
+            .arg("mcp")
+            .env("VAULT_DIR", paths.dir())
+            .env("VAULT_KEYRING", "kernel")
+            .env_remove("VAULT_LOG")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn vault mcp");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut m = Self {
+            child,
+            stdin,
+            stdout,
+        };
+        m.send(&json!({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}}));
+        m.response(&json!("init"));
+        m.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        m
+    }
+
+    pub fn send(&mut self, v: &Value) {
+        let mut line = serde_json::to_vec(v).unwrap();
+        line.push(b'\n');
+        self.stdin.write_all(&line).unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// Reads lines until the response to `id` (notifications are skipped).
+    pub fn response(&mut self, id: &Value) -> Value {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            let n = self.stdout.read_line(&mut line).unwrap();
+            assert!(n > 0, "vault mcp closed its stdout");
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if &v["id"] == id && v.get("method").is_none() {
+                return v;
+            }
+        }
+    }
+
+    pub fn http_request(&mut self, id: i64, url: &str, wait_s: u64) {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "http_request", "arguments": {"credential": "api", "method": "GET", "url": url, "wait_s": wait_s}}}));
+    }
+
+    /// The `structuredContent` of the response to `id`, which must be `completed`.
+    pub fn completed(&mut self, id: i64) -> Value {
+        let r = self.response(&json!(id));
+        let sc = r["result"]["structuredContent"].clone();
+        assert_eq!(sc["state"], "completed", "{r}");
+        sc
+    }
+}
+
+impl Drop for Mcp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

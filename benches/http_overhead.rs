@@ -1,0 +1,90 @@
+//! Benchmark: what the vault adds to one HTTP request. An auto-approved (`--approval never`,
+//! signed) GET through one warm `vault mcp` session — the JSON-RPC round trip over stdio,
+//! validation, the action row and its journal rows, the dispatch claim, the guarded request, the
+//! scrubbed result — against a direct ureq GET to the same loopback target in the same run.
+//!
+//! Run: `cargo bench --bench http_overhead` (prints a table; the goal is a p50 overhead ≤ 2 ms).
+mod common;
+
+use agent_vault::credentials::Approval;
+use common::{stats, BenchVault, FastTarget, Mcp};
+use std::time::{Duration, Instant};
+
+const N: usize = 300;
+const WARMUP: usize = 20;
+
+fn main() {
+    let target = FastTarget::start();
+    let bv = BenchVault::new("http-overhead", target.port, Approval::Never);
+    let mut mcp = Mcp::spawn(&bv.paths);
+
+    // Direct: one ureq agent, plain GET (the target closes each connection, as for the vault).
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .max_redirects(0)
+        .build()
+        .into();
+    let mut direct = Vec::with_capacity(N);
+    for i in 0..WARMUP + N {
+        let url = format!("{}/d?t=d{i}", target.base());
+        let t = Instant::now();
+        let mut r = agent
+            .get(&url)
+            .header("authorization", format!("Bearer {}", common::SECRET))
+            .call()
+            .expect("direct GET");
+        let body = r.body_mut().read_to_string().unwrap();
+        assert_eq!(body, r#"{"ok":true}"#);
+        if i >= WARMUP {
+            direct.push(t.elapsed());
+        }
+    }
+
+    // Through the vault: every URL differs (no replay of a stored result).
+    let mut vault = Vec::with_capacity(N);
+    for i in 0..WARMUP + N {
+        let url = format!("{}/v?t=v{i}", target.base());
+        let t = Instant::now();
+        mcp.http_request(i as i64, &url, 20);
+        let sc = mcp.completed(i as i64);
+        let elapsed = t.elapsed();
+        assert_eq!(sc["http"]["status"], 200);
+        assert_eq!(sc["http"]["body"]["json"]["ok"], true);
+        if i >= WARMUP {
+            vault.push(elapsed);
+        }
+    }
+    assert_eq!(
+        target.count(),
+        2 * (WARMUP + N),
+        "every request reached the target"
+    );
+
+    let (d50, d95, dmean) = stats(direct);
+    let (v50, v95, vmean) = stats(vault);
+    println!("loopback GET, {N} requests each after {WARMUP} warm-up (ms)");
+    println!("{:<52} {:>9} {:>9} {:>9}", "", "p50", "p95", "mean");
+    println!(
+        "{:<52} {:>9.3} {:>9.3} {:>9.3}",
+        "direct ureq GET (peer)", d50, d95, dmean
+    );
+    println!(
+        "{:<52} {:>9.3} {:>9.3} {:>9.3}",
+        "vault mcp http_request, approval never (JSON-RPC)", v50, v95, vmean
+    );
+    println!(
+        "{:<52} {:>9.3} {:>9.3} {:>9.3}",
+        "overhead (vault - direct)",
+        v50 - d50,
+        v95 - d95,
+        vmean - dmean
+    );
+    println!("ratio vault / direct at p50: {:.1}x", v50 / d50);
+    let goal = 2.0;
+    println!(
+        "p50 overhead {:.3} ms, goal <= {goal} ms: {}",
+        v50 - d50,
+        if v50 - d50 <= goal { "met" } else { "NOT met" }
+    );
+    drop(mcp);
+    std::thread::sleep(Duration::from_millis(50));
+}
