@@ -1,0 +1,113 @@
+//! Service errors as tool error results: what went wrong, the fix, and the tool to use, in the
+//! shape of `result::ToolResult::error`.
+use super::ctx::Ctx;
+use super::result::ToolResult;
+use crate::approvals::{self, ApprovalError};
+use crate::credentials::CredentialError;
+use crate::policy::PolicyError;
+use crate::vault::VaultError;
+use serde_json::{json, Map, Value};
+
+pub(super) fn internal(msg: &str) -> ToolResult {
+    ToolResult::error(
+        "internal",
+        msg,
+        "retry; if it persists, restart the MCP server and check `vault doctor`",
+        json!({}),
+        Map::new(),
+    )
+}
+
+pub(super) fn vault_error(e: &VaultError) -> ToolResult {
+    match e {
+        VaultError::Locked(_) => ToolResult::error(
+            "locked",
+            "the vault is locked: its key is in no keyring",
+            "ask the person to run `vault unlock` in a terminal, then call the tool again",
+            json!({}),
+            Map::new(),
+        ),
+        VaultError::NotInitialized(dir) => ToolResult::error(
+            "not_initialized",
+            &format!("there is no vault in {dir}"),
+            "ask the person to run `vault init` in a terminal, then call the tool again",
+            json!({}),
+            Map::new(),
+        ),
+        other => {
+            tracing::error!("cannot open the vault: {other}");
+            internal("the vault cannot be opened; the person should run `vault doctor`")
+        }
+    }
+}
+
+pub(super) fn invalid(message: String, fix: String, details: Value) -> ToolResult {
+    ToolResult::error("invalid_argument", &message, &fix, details, Map::new())
+}
+
+pub(super) fn paused_error(ctx: &Ctx) -> Option<ToolResult> {
+    ctx.with_vault(|v| Ok(approvals::paused(v.store.conn()).ok().flatten()))
+        .ok()
+        .flatten()
+        .map(|why| {
+            ToolResult::error(
+                "paused",
+                &format!("the vault is paused ({why}); no action runs until the person resumes it"),
+                "tell the person; they lift it with `vault resume` in a terminal",
+                json!({}),
+                Map::new(),
+            )
+        })
+}
+
+pub(super) fn credential_error(e: &CredentialError) -> ToolResult {
+    match e {
+        CredentialError::NotFound { name, profile } => ToolResult::error(
+            "not_found",
+            &format!("no credential named {name:?} in this session's profile ({profile})"),
+            "call list_credentials to see the names this session may use",
+            json!({"credential": name}),
+            Map::new(),
+        ),
+        other => {
+            tracing::error!("credential store: {other}");
+            internal("the credential could not be read; the person should run `vault doctor`")
+        }
+    }
+}
+
+pub(super) fn policy_error(e: &PolicyError) -> ToolResult {
+    let details = match e {
+        PolicyError::Invalid { field, .. } => json!({"field": field}),
+        PolicyError::Denied { .. } => json!({}),
+    };
+    ToolResult::error(e.code(), &e.to_string(), e.fix(), details, Map::new())
+}
+
+pub(super) fn approval_error(e: &ApprovalError) -> ToolResult {
+    match e {
+        ApprovalError::NotFound(id) => ToolResult::error(
+            "not_found",
+            &format!("no action {id} in this session's profile"),
+            "call list_recent_actions to see the action ids of this client",
+            json!({"action_id": id}),
+            Map::new(),
+        ),
+        ApprovalError::NotPending { id, state } => {
+            let mut extra = Map::new();
+            extra.insert("action_id".into(), json!(id));
+            extra.insert("state".into(), json!(state.as_str()));
+            ToolResult::error(
+                "not_pending",
+                &format!("action {id} is {state}; only a pending action can be cancelled"),
+                "call get_action to see its result",
+                json!({"action_id": id, "state": state.as_str()}),
+                extra,
+            )
+        }
+        other => {
+            tracing::error!("action store: {other}");
+            internal("the action could not be stored; the person should run `vault doctor`")
+        }
+    }
+}
