@@ -318,19 +318,7 @@ fn missing_vault_double_init_and_bad_input_are_clear() {
 #[test]
 fn stock_age_recovers_the_documented_json_and_its_key_opens_the_db_in_sqlcipher() {
     let mut v = TestVault::init("recover");
-    v.run(
-        &[
-            "add",
-            "http",
-            "api",
-            "--host",
-            "api.example.com",
-            "--bearer",
-            "--secret-stdin",
-        ],
-        Some("tok\n"),
-    )
-    .ok();
+    v.add_bearer("api", "api.example.com", "tok");
     let key_file = v.vault_dir().join("vault.key.age");
     let out = std::process::Command::new(python())
         .arg(support_file("pty_drive.py"))
@@ -392,19 +380,7 @@ except Exception as e:
 #[test]
 fn the_journal_records_init_unlock_lock_and_credential_changes() {
     let mut v = TestVault::init("journal");
-    v.run(
-        &[
-            "add",
-            "http",
-            "api",
-            "--host",
-            "api.example.com",
-            "--bearer",
-            "--secret-stdin",
-        ],
-        Some("DECOY_journal_1\n"),
-    )
-    .ok();
+    v.add_bearer("api", "api.example.com", "DECOY_journal_1");
     v.run(
         &["edit", "api", "--secret-stdin"],
         Some("DECOY_journal_2\n"),

@@ -69,19 +69,7 @@ fn node_dir() -> PathBuf {
 /// A vault with one HTTP credential whose secret is a decoy.
 fn vault_with_credential(tag: &str) -> TestVault {
     let mut v = TestVault::init(tag);
-    v.run(
-        &[
-            "add",
-            "http",
-            "api",
-            "--host",
-            "api.example.com",
-            "--bearer",
-            "--secret-stdin",
-        ],
-        Some(&format!("{HTTP_DECOY}\n")),
-    )
-    .ok();
+    v.add_bearer("api", "api.example.com", HTTP_DECOY);
     v
 }
 

@@ -11,19 +11,7 @@ const DECOY: &str = "DECOY_mcp_server_tok_2b7c1";
 
 fn vault_with_api(tag: &str) -> TestVault {
     let mut v = TestVault::init(tag);
-    v.run(
-        &[
-            "add",
-            "http",
-            "api",
-            "--host",
-            "api.example.com",
-            "--bearer",
-            "--secret-stdin",
-        ],
-        Some(&format!("{DECOY}\n")),
-    )
-    .ok();
+    v.add_bearer("api", "api.example.com", DECOY);
     v
 }
 

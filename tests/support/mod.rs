@@ -165,6 +165,23 @@ impl TestVault {
         run
     }
 
+    /// `vault add http NAME --host HOST --bearer --secret-stdin` with `secret`; must succeed.
+    pub fn add_bearer(&mut self, name: &str, host: &str, secret: &str) {
+        self.run(
+            &[
+                "add",
+                "http",
+                name,
+                "--host",
+                host,
+                "--bearer",
+                "--secret-stdin",
+            ],
+            Some(&format!("{secret}\n")),
+        )
+        .ok();
+    }
+
     /// Runs `vault ARGS` with `VAULT_PASSPHRASE_FILE` pointing at a 0600 file holding the passphrase.
     pub fn run_pp(&mut self, args: &[&str], stdin: Option<&str>) -> Run {
         let pp = self.dir.path().join("passphrase");
