@@ -4,34 +4,11 @@
 mod support;
 
 use agent_vault::audit;
-use agent_vault::paths::VaultPaths;
-use agent_vault::vault::Vault;
 use serde_json::{json, Value};
 use std::process::{Command, Stdio};
 use std::time::Duration;
+use support::journal::{append_rows, open, verify_json};
 use support::*;
-
-fn open(v: &TestVault) -> Vault {
-    std::env::set_var("VAULT_KEYRING", "kernel");
-    Vault::open(VaultPaths::new(v.vault_dir())).expect("open the test vault via the keyring")
-}
-
-/// Appends `n` rows (one transaction each) through the library, as the MCP server will.
-fn append_rows(v: &TestVault, n: usize) {
-    let mut vault = open(v);
-    for i in 0..n {
-        let tx = vault.store.write().unwrap();
-        audit::append(&tx, "test.row", Some("ses_t"), None, &json!({"i": i})).unwrap();
-        tx.commit().unwrap();
-    }
-}
-
-fn verify_json(v: &mut TestVault, args: &[&str], want_code: i32) -> Value {
-    let mut all = vec!["verify", "--json"];
-    all.extend_from_slice(args);
-    let run = v.run(&all, None).code(want_code);
-    serde_json::from_str(run.stdout.trim()).unwrap()
-}
 
 /// `vault verify --file FILE --json` with no vault directory, no keyring and no key at all.
 fn verify_file(file: &std::path::Path, extra: &[&str]) -> (i32, Value) {

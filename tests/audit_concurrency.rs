@@ -7,35 +7,14 @@ use agent_vault::audit;
 use agent_vault::paths::VaultPaths;
 use agent_vault::store::StoreError;
 use agent_vault::vault::Vault;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use support::journal::{append_rows, open, verify_json};
 use support::*;
 
 /// Selects the child role of this test binary: `append:<vault dir>` or `forever:<vault dir>`.
 const CHILD_ENV: &str = "AV_AUDIT_TEST_CHILD";
-
-fn open(v: &TestVault) -> Vault {
-    std::env::set_var("VAULT_KEYRING", "kernel");
-    Vault::open(VaultPaths::new(v.vault_dir())).expect("open the test vault via the keyring")
-}
-
-/// Appends `n` rows (one transaction each) through the library, as the MCP server will.
-fn append_rows(v: &TestVault, n: usize) {
-    let mut vault = open(v);
-    for i in 0..n {
-        let tx = vault.store.write().unwrap();
-        audit::append(&tx, "test.row", Some("ses_t"), None, &json!({"i": i})).unwrap();
-        tx.commit().unwrap();
-    }
-}
-
-fn verify_json(v: &mut TestVault, args: &[&str], want_code: i32) -> Value {
-    let mut all = vec!["verify", "--json"];
-    all.extend_from_slice(args);
-    let run = v.run(&all, None).code(want_code);
-    serde_json::from_str(run.stdout.trim()).unwrap()
-}
 
 /// The child roles of this binary (see `CHILD_ENV`); returns true when this process is a child.
 fn run_child_role() -> bool {

@@ -2,6 +2,7 @@
 //! a pseudo-terminal driver, and a real OpenSSH `sshd` on loopback.
 #![allow(dead_code)]
 
+pub mod journal;
 pub mod mcp;
 pub mod sshd;
 pub mod target;

@@ -1,0 +1,29 @@
+//! Journal helpers shared by the audit tests: open a test vault through the library, append
+//! rows as the MCP server does, and read `vault verify --json`.
+use super::TestVault;
+use agent_vault::audit;
+use agent_vault::paths::VaultPaths;
+use agent_vault::vault::Vault;
+use serde_json::{json, Value};
+
+pub fn open(v: &TestVault) -> Vault {
+    std::env::set_var("VAULT_KEYRING", "kernel");
+    Vault::open(VaultPaths::new(v.vault_dir())).expect("open the test vault via the keyring")
+}
+
+/// Appends `n` rows (one transaction each) through the library, as the MCP server will.
+pub fn append_rows(v: &TestVault, n: usize) {
+    let mut vault = open(v);
+    for i in 0..n {
+        let tx = vault.store.write().unwrap();
+        audit::append(&tx, "test.row", Some("ses_t"), None, &json!({"i": i})).unwrap();
+        tx.commit().unwrap();
+    }
+}
+
+pub fn verify_json(v: &mut TestVault, args: &[&str], want_code: i32) -> Value {
+    let mut all = vec!["verify", "--json"];
+    all.extend_from_slice(args);
+    let run = v.run(&all, None).code(want_code);
+    serde_json::from_str(run.stdout.trim()).unwrap()
+}
