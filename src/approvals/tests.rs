@@ -1,6 +1,6 @@
 //! Lifecycle tests on a real SQLCipher file: submit, idempotency, withdraw, expiry, journal rows.
 use super::*;
-use crate::credentials::{self, Approval, HttpAuth, HttpTarget, NewCredential, Secret, Target};
+use crate::credentials::{self, Approval};
 use crate::keys::ApproverKey;
 use crate::policy::{validate_http, HttpArgs};
 use crate::store::set_meta;
@@ -26,26 +26,22 @@ fn setup_keyed(tag: &str) -> (Store, Credential, ApproverKey) {
     )
     .unwrap();
     tx.commit().unwrap();
-    let c = credentials::add(
-        &mut s,
-        NewCredential {
-            profile: "default".into(),
-            name: "api".into(),
-            approval: Approval::Each,
-            target: Target::Http(HttpTarget {
-                scheme: "https".into(),
-                host: "api.example.com".into(),
-                port: 443,
-                path_prefix: "/".into(),
-                methods: None,
-                auth: HttpAuth::Bearer,
-                ca_file: None,
-            }),
-            secret: Secret::new(b"tok".to_vec()),
+    let c = credentials::add(&mut s, credentials::test_bearer("api", "tok")).unwrap();
+    (s, c, key)
+}
+
+/// Changes the `api` credential's approval (its version goes up, its policy signature is dropped).
+fn set_approval(s: &mut Store, approval: Approval) -> Credential {
+    crate::credentials::edit(
+        s,
+        "default",
+        "api",
+        crate::credentials::Edit {
+            approval: Some(approval),
+            ..Default::default()
         },
     )
-    .unwrap();
-    (s, c, key)
+    .unwrap()
 }
 
 fn submit_get<'a>(
@@ -440,16 +436,7 @@ fn expired_denied_and_paused_never_dispatch() {
 #[test]
 fn policies_other_than_each_need_the_approvers_signature() {
     let (mut s, _, key) = setup_keyed("policy");
-    let mut c = crate::credentials::edit(
-        &mut s,
-        "default",
-        "api",
-        crate::credentials::Edit {
-            approval: Some(Approval::Never),
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let mut c = set_approval(&mut s, Approval::Never);
     // Unsigned: treated as `each`.
     let a = created(submit_get(
         &mut s,
@@ -470,16 +457,7 @@ fn policies_other_than_each_need_the_approvers_signature() {
     assert_eq!(b.state, State::Received);
     assert!(matches!(claim(&mut s, &b.id).unwrap(), Claim::Go(_)));
     // A forged `received` on a credential that needs approval is refused at dispatch.
-    crate::credentials::edit(
-        &mut s,
-        "default",
-        "api",
-        crate::credentials::Edit {
-            approval: Some(Approval::Each),
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    set_approval(&mut s, Approval::Each);
     let c3 = crate::credentials::get(&s, "default", "api").unwrap();
     let f = created(submit_get(
         &mut s,
@@ -500,16 +478,7 @@ fn policies_other_than_each_need_the_approvers_signature() {
 #[test]
 fn a_session_grant_covers_only_its_session_and_credential_version() {
     let (mut s, _, key) = setup_keyed("grant");
-    crate::credentials::edit(
-        &mut s,
-        "default",
-        "api",
-        crate::credentials::Edit {
-            approval: Some(Approval::Session),
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    set_approval(&mut s, Approval::Session);
     let c = crate::credentials::sign_policy(&mut s, &key, "default", "api").unwrap();
     let a = created(submit_get(
         &mut s,

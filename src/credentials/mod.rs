@@ -181,6 +181,26 @@ pub fn new_id(prefix: &str) -> String {
     format!("{prefix}_{}", hex::encode(b))
 }
 
+/// A bearer credential bound to https://api.example.com/, approval `each`: the unit-test fixture.
+#[cfg(test)]
+pub(crate) fn test_bearer(name: &str, secret: &str) -> NewCredential {
+    NewCredential {
+        profile: "default".into(),
+        name: name.into(),
+        approval: Approval::Each,
+        target: Target::Http(HttpTarget {
+            scheme: "https".into(),
+            host: "api.example.com".into(),
+            port: 443,
+            path_prefix: "/".into(),
+            methods: None,
+            auth: HttpAuth::Bearer,
+            ca_file: None,
+        }),
+        secret: Secret::new(secret.as_bytes().to_vec()),
+    }
+}
+
 #[cfg(test)]
 mod tests;
 

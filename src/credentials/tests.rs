@@ -102,31 +102,13 @@ fn store(tag: &str) -> Store {
     crate::store::test_store(&format!("cred-{tag}"), "vlt_t")
 }
 
-fn http_cred(name: &str, secret: &str) -> NewCredential {
-    NewCredential {
-        profile: "default".into(),
-        name: name.into(),
-        approval: Approval::Each,
-        target: Target::Http(HttpTarget {
-            scheme: "https".into(),
-            host: "api.example.com".into(),
-            port: 443,
-            path_prefix: "/".into(),
-            methods: None,
-            auth: HttpAuth::Bearer,
-            ca_file: None,
-        }),
-        secret: Secret::new(secret.as_bytes().to_vec()),
-    }
-}
-
 #[test]
 fn add_edit_remove_journal_every_change_and_never_the_secret() {
     let mut s = store("svc");
     let decoy = "DECOY-svc-4e1f0a";
-    add(&mut s, http_cred("api", decoy)).unwrap();
+    add(&mut s, test_bearer("api", decoy)).unwrap();
     assert!(matches!(
-        add(&mut s, http_cred("api", "x")),
+        add(&mut s, test_bearer("api", "x")),
         Err(CredentialError::Exists { .. })
     ));
     let edited = edit(
