@@ -43,9 +43,16 @@ pub struct Approvals {
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
+pub struct Agent {
+    pub idle_seconds: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Config {
     pub limits: Limits,
     pub approvals: Approvals,
+    pub agent: Agent,
 }
 
 #[derive(Deserialize)]
@@ -55,6 +62,8 @@ struct Partial {
     limits: toml::Table,
     #[serde(default)]
     approvals: toml::Table,
+    #[serde(default)]
+    agent: toml::Table,
 }
 
 impl Default for Config {
@@ -88,7 +97,11 @@ impl Config {
     pub fn parse(text: &str) -> Result<Self, String> {
         let user: Partial = toml::from_str(text).map_err(|e| e.message().to_owned())?;
         let mut merged: toml::Table = toml::from_str(DEFAULTS).expect("defaults parse");
-        for (section, table) in [("limits", user.limits), ("approvals", user.approvals)] {
+        for (section, table) in [
+            ("limits", user.limits),
+            ("approvals", user.approvals),
+            ("agent", user.agent),
+        ] {
             let base = merged
                 .get_mut(section)
                 .and_then(toml::Value::as_table_mut)

@@ -4,7 +4,9 @@
 //! records every step in a hash-chained journal. See `ARCHITECTURE.md` for the code map.
 #![deny(clippy::print_stdout, clippy::print_stderr, clippy::dbg_macro)]
 #![forbid(unsafe_op_in_unsafe_fn)]
+#![deny(unsafe_code)]
 
+pub mod agent;
 pub mod approvals;
 pub mod audit;
 pub mod canonical;
@@ -17,7 +19,9 @@ pub mod keys;
 pub mod mcp;
 pub mod paths;
 pub mod policy;
+pub mod services;
 pub mod store;
+pub mod sys;
 pub mod time;
 pub mod vault;
 

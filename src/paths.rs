@@ -100,10 +100,7 @@ impl VaultPaths {
 
 /// Sets the process umask to 077 so nothing we (or SQLite) create is readable by others.
 pub fn restrict_umask() {
-    // SAFETY: umask only changes this process's file-creation mask; it cannot fail.
-    unsafe {
-        libc::umask(0o077);
-    }
+    crate::sys::restrict_umask();
 }
 
 /// Creates `path` with mode 0600, failing if it exists (`create_new`), and writes `bytes`.

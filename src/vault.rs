@@ -1,16 +1,13 @@
-//! A vault directory as a whole: creating it (`init`), opening it with the cached key, and
-//! moving the key in and out of the keyring (`unlock`, `lock`). Both adapters (CLI, MCP) open
-//! vaults only through here, so they share every check.
+//! A vault directory as a whole: creating it (`init`) and opening its store directly with the
+//! passphrase (a person's short-lived process on a locked vault) or with a raw key (the custody
+//! agent, recovery, tests). Both check that `vault.id` and the database agree.
+use crate::approvals::Trust;
 use crate::audit;
-use crate::keys::{
-    unwrap_key_file, wrap_key_file, Backend, CacheError, KeyCache, KeyFileError, KeyMaterial,
-    MasterKey, Passphrase,
-};
+use crate::keys::{unwrap_key_file, wrap_key_file, KeyFileError, KeyMaterial, MasterKey, Passphrase};
 use crate::paths::{self, PathError, VaultPaths};
 use crate::store::{self, Store, StoreError};
 use crate::Exit;
 use serde_json::json;
-use std::time::Duration;
 
 /// Errors opening or changing a vault.
 #[derive(Debug, thiserror::Error)]
@@ -19,7 +16,7 @@ pub enum VaultError {
     NotInitialized(String),
     #[error("{0} already holds a vault; use it, or choose another --vault-dir")]
     AlreadyInitialized(String),
-    #[error("the vault in {0} is locked: its key is in no keyring. Run `vault unlock` (it asks for your passphrase), then try again")]
+    #[error("the vault in {0} is locked: no vault agent holds its key. Run `vault unlock` (it asks for your passphrase), or give the passphrase to this command (a terminal, --passphrase-stdin or VAULT_PASSPHRASE_FILE)")]
     Locked(String),
     #[error("vault.id names {id_file} but the database belongs to vault {db}; vault.id or vault.db was replaced. Restore the matching pair from a backup")]
     IdMismatch { id_file: String, db: String },
@@ -27,8 +24,6 @@ pub enum VaultError {
     BadIdFile(String),
     #[error(transparent)]
     KeyFile(#[from] KeyFileError),
-    #[error(transparent)]
-    Cache(#[from] CacheError),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -55,35 +50,17 @@ pub struct Vault {
     pub paths: VaultPaths,
     pub store: Store,
     pub vault_id: String,
-    /// Where the master key came from.
-    pub key_source: KeySource,
-}
-
-/// How this process got the master key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KeySource {
-    Keyring(Backend),
-    Passphrase,
-}
-
-impl std::fmt::Display for KeySource {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            KeySource::Keyring(b) => write!(f, "{b}"),
-            KeySource::Passphrase => f.write_str("passphrase (vault.key.age)"),
-        }
-    }
 }
 
 impl Vault {
     /// Creates a vault: a fresh master key and approver key, `vault.db` with the schema and its
-    /// first journal row, `vault.key.age` under the passphrase, `vault.id`; caches the key.
-    /// Files are created with `create_new`; on failure, what this call created is removed.
+    /// first journal row, `vault.key.age` under the passphrase, `vault.id`. Files are created
+    /// with `create_new`; on failure, what this call created is removed. Returns the keys, so the
+    /// caller can hand the master key to a new agent.
     pub fn init(
         paths: VaultPaths,
         passphrase: &Passphrase,
-        ttl: Duration,
-    ) -> Result<(Self, Option<Backend>), VaultError> {
+    ) -> Result<(Self, KeyMaterial), VaultError> {
         if paths.is_initialized() {
             return Err(VaultError::AlreadyInitialized(
                 paths.dir().display().to_string(),
@@ -112,7 +89,7 @@ impl Vault {
                     "schema_version": store::LATEST_SCHEMA,
                 }),
             )?;
-            tx.commit().map_err(StoreError::from)?;
+            tx.commit()?;
             paths::write_new_private(&paths.key_file(), &key_file)?;
             paths::write_new_private(&paths.id_file(), format!("{vault_id}\n").as_bytes())?;
             Ok(store)
@@ -131,22 +108,19 @@ impl Vault {
                 return Err(e);
             }
         };
-        // A vault without a reachable keyring still works through the passphrase.
-        let backend = match KeyCache::new(&vault_id)?.store(&keys.master, ttl) {
-            Ok(b) => Some(b),
-            Err(e) => {
-                tracing::warn!("the key was not cached: {e}");
-                None
-            }
-        };
-        let mut vault = Self {
-            paths,
-            store,
-            vault_id,
-            key_source: KeySource::Passphrase,
-        };
-        vault.journal_unlock(backend, ttl)?;
-        Ok((vault, backend))
+        Ok((
+            Self {
+                paths,
+                store,
+                vault_id,
+            },
+            keys,
+        ))
+    }
+
+    /// The vault id of `paths`, checked for shape.
+    pub fn id_of(paths: &VaultPaths) -> Result<String, VaultError> {
+        Self::read_id(paths)
     }
 
     fn read_id(paths: &VaultPaths) -> Result<String, VaultError> {
@@ -162,24 +136,27 @@ impl Vault {
         Ok(id)
     }
 
-    /// Opens the vault with the key from the keyring (never asks for a passphrase).
-    pub fn open(paths: VaultPaths) -> Result<Self, VaultError> {
-        let vault_id = Self::read_id(&paths)?;
-        let (key, backend) = KeyCache::new(&vault_id)?
-            .load()?
-            .ok_or_else(|| VaultError::Locked(paths.dir().display().to_string()))?;
-        Self::open_with(paths, vault_id, &key, KeySource::Keyring(backend))
-    }
-
-    /// Opens the vault with the passphrase (decrypts `vault.key.age`, ≈ 1-2 s of scrypt).
+    /// Opens the vault with the passphrase (decrypts `vault.key.age`, ≈ 1-2 s of scrypt), and
+    /// checks the database names the approver key the file holds.
     pub fn open_with_passphrase(
         paths: VaultPaths,
         passphrase: &Passphrase,
     ) -> Result<(Self, KeyMaterial), VaultError> {
-        let vault_id = Self::read_id(&paths)?;
         let keys = Self::unwrap(&paths, passphrase)?;
-        let vault = Self::open_with(paths, vault_id, &keys.master, KeySource::Passphrase)?;
+        let vault = Self::open_with_key(paths, &keys.master)?;
+        vault.trust(&keys).check_store(vault.store.conn())?;
         Ok((vault, keys))
+    }
+
+    /// Decrypts `vault.key.age` with the passphrase.
+    pub fn keys(paths: &VaultPaths, passphrase: &Passphrase) -> Result<KeyMaterial, VaultError> {
+        Self::read_id(paths)?;
+        Self::unwrap(paths, passphrase)
+    }
+
+    /// What a process holding `keys` trusts about this vault.
+    pub fn trust(&self, keys: &KeyMaterial) -> Trust {
+        Trust::new(&self.vault_id, &keys.approver)
     }
 
     fn unwrap(paths: &VaultPaths, passphrase: &Passphrase) -> Result<KeyMaterial, VaultError> {
@@ -190,12 +167,9 @@ impl Vault {
         Ok(unwrap_key_file(&bytes, passphrase)?)
     }
 
-    fn open_with(
-        paths: VaultPaths,
-        vault_id: String,
-        key: &MasterKey,
-        key_source: KeySource,
-    ) -> Result<Self, VaultError> {
+    /// Opens the store with a raw master key (the agent, recovery tools, tests).
+    pub fn open_with_key(paths: VaultPaths, key: &MasterKey) -> Result<Self, VaultError> {
+        let vault_id = Self::read_id(&paths)?;
         let store = Store::open(&paths.db(), key)?;
         let db_id = store.meta("vault_id")?.unwrap_or_default();
         if db_id != vault_id {
@@ -208,47 +182,6 @@ impl Vault {
             paths,
             store,
             vault_id,
-            key_source,
         })
-    }
-
-    /// `vault unlock`: checks the passphrase, caches the master key, journals it.
-    pub fn unlock(
-        paths: VaultPaths,
-        passphrase: &Passphrase,
-        ttl: Duration,
-    ) -> Result<(Self, Backend), VaultError> {
-        let (mut vault, keys) = Self::open_with_passphrase(paths, passphrase)?;
-        let backend = KeyCache::new(&vault.vault_id)?.store(&keys.master, ttl)?;
-        vault.journal_unlock(Some(backend), ttl)?;
-        Ok((vault, backend))
-    }
-
-    fn journal_unlock(
-        &mut self,
-        backend: Option<Backend>,
-        ttl: Duration,
-    ) -> Result<(), VaultError> {
-        let body = json!({
-            "keyring": backend.map(|b| b.to_string()),
-            "ttl_s": matches!(backend, Some(Backend::Kernel)).then_some(ttl.as_secs()),
-        });
-        let tx = self.store.write()?;
-        audit::append(&tx, "vault.unlock", None, None, &body)?;
-        tx.commit().map_err(StoreError::from)?;
-        Ok(())
-    }
-
-    /// `vault lock`: journals the lock (while the key still opens the database), then removes the
-    /// key from every keyring. Returns where it was; empty if the vault was already locked.
-    pub fn lock(paths: VaultPaths) -> Result<Vec<Backend>, VaultError> {
-        let vault_id = Self::read_id(&paths)?;
-        let cache = KeyCache::new(&vault_id)?;
-        if let Ok(mut vault) = Self::open(paths) {
-            let tx = vault.store.write()?;
-            audit::append(&tx, "vault.lock", None, None, &json!({}))?;
-            tx.commit().map_err(StoreError::from)?;
-        }
-        Ok(cache.remove())
     }
 }

@@ -318,7 +318,7 @@ fn log_and_sessions_show_what_each_agent_did() {
             Some("ses_b"),
             -32602,
             "unknown field \"hdrs\"",
-            b"{\"raw\":1}",
+            &blake3::hash(b"{\"raw\":1}").to_hex(),
             Some("http_request"),
         )
         .unwrap();

@@ -1,34 +1,26 @@
 //! From a decision to the executor: which actions need a person (`gate`), the claim that turns
 //! an approved (or policy-allowed) action into an `AuthorizedAction` after re-deriving its hash
-//! and verifying the signed decision, recording what the executor observed (`finish`), and
-//! cleaning up after processes that died (`reap_orphans`).
-use super::signing::{self, DECISION, GRANT, POLICY};
-use super::{journal, load, Action, ApprovalError, AuthorizedAction, State};
+//! and verifying the signed decision (single use by the journal: the `action.dispatched` row names
+//! the decision's nonce), recording what the executor observed (`finish`), and closing what a
+//! previous custody agent left unfinished (`reap_orphans`).
+use super::signing::{self, Trust, DECISION, GRANT, POLICY};
+use super::{load, transition, Action, ApprovalError, AuthorizedAction, Change, State};
 use crate::credentials::{self, Approval, Credential};
 use crate::exec::Outcome;
 use crate::policy::{self, action_hash, HttpArgs, SshArgs, ValidatedRequest};
-use crate::store::{get_meta, Store, StoreError};
-use ed25519_dalek::VerifyingKey;
-use rusqlite::{params, Connection, Transaction};
-use serde_json::Value;
+use crate::store::Store;
+use rusqlite::{params, Connection, OptionalExtension};
+use serde_json::{json, Value};
 
 /// The approval that applies: the stored one if the approver signed it, else `each`.
-pub fn effective_approval(
-    conn: &Connection,
-    public: &VerifyingKey,
-    cred: &Credential,
-    sig: Option<&str>,
-) -> Approval {
+pub fn effective_approval(trust: &Trust, cred: &Credential, sig: Option<&str>) -> Approval {
     if cred.approval == Approval::Each {
         return Approval::Each;
     }
-    let vault_id = get_meta(conn, "vault_id")
-        .ok()
-        .flatten()
-        .unwrap_or_default();
-    let payload = crate::canonical::to_string(&credentials::policy_payload(&vault_id, cred));
+    let payload =
+        crate::canonical::to_string(&credentials::policy_payload(&trust.vault_id, cred));
     match sig {
-        Some(s) if signing::verify(public, POLICY, &payload, s) => cred.approval,
+        Some(s) if signing::verify(&trust.approver, POLICY, &payload, s) => cred.approval,
         _ => Approval::Each,
     }
 }
@@ -37,54 +29,65 @@ pub fn effective_approval(
 /// `Pending`.
 pub fn gate(
     conn: &Connection,
+    trust: &Trust,
     cred: &Credential,
     sig: Option<&str>,
     request: &ValidatedRequest,
     session_id: &str,
 ) -> Result<State, ApprovalError> {
-    let public = signing::approver_public_key(conn)?;
-    Ok(match effective_approval(conn, &public, cred, sig) {
+    Ok(match effective_approval(trust, cred, sig) {
         Approval::Each => State::Pending,
         Approval::Never => State::Received,
-        Approval::Writes => match request {
-            ValidatedRequest::Http(h) if h.method == "GET" || h.method == "HEAD" => State::Received,
-            _ => State::Pending,
+        Approval::Writes if is_read(request) => State::Received,
+        Approval::Writes => State::Pending,
+        Approval::Session => match valid_grant(conn, trust, session_id, cred)? {
+            Some(_) => State::Received,
+            None => State::Pending,
         },
-        Approval::Session => {
-            if valid_grant(conn, &public, session_id, cred)? {
-                State::Received
-            } else {
-                State::Pending
-            }
-        }
     })
 }
 
+/// A signed, unexpired session grant for `session_id` on this credential version: the grant names
+/// the action it was given for, and that action must belong to this session. Returns its id and
+/// nonce.
 fn valid_grant(
     conn: &Connection,
-    public: &VerifyingKey,
+    trust: &Trust,
     session_id: &str,
     cred: &Credential,
-) -> Result<bool, ApprovalError> {
+) -> Result<Option<(String, String)>, ApprovalError> {
     let now = crate::time::now_utc();
-    let vault_id = get_meta(conn, "vault_id")?.unwrap_or_default();
     let mut stmt = conn.prepare_cached(
-        "SELECT payload, signature FROM grants WHERE session_id = ?1 AND credential_id = ?2 AND credential_version = ?3 AND expires_at > ?4",
+        "SELECT id, payload, signature FROM grants WHERE session_id = ?1 AND credential_id = ?2 AND credential_version = ?3 AND expires_at > ?4",
     )?;
-    let rows: Vec<(String, String)> = stmt
+    let rows: Vec<(String, String, String)> = stmt
         .query_map(params![session_id, cred.id, cred.version, now], |r| {
-            Ok((r.get(0)?, r.get(1)?))
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
         })?
         .collect::<Result<_, _>>()?;
-    Ok(rows.iter().any(|(payload, sig)| {
-        let v: Value = serde_json::from_str(payload).unwrap_or_default();
-        signing::verify(public, GRANT, payload, sig)
-            && v["vault_id"] == vault_id.as_str()
-            && v["session_id"] == session_id
+    for (id, payload, signature) in rows {
+        let signed = signing::Signed { payload, signature };
+        let Some(v) = signed.open(trust, GRANT) else {
+            continue;
+        };
+        let of_session = match v["action_id"].as_str() {
+            Some(a) => conn
+                .query_row("SELECT session_id FROM actions WHERE id = ?1", [a], |r| {
+                    r.get::<_, String>(0)
+                })
+                .optional()?
+                .is_some_and(|s| s == session_id),
+            None => false,
+        };
+        let ok = of_session
             && v["credential_id"] == cred.id.as_str()
             && v["credential_version"] == cred.version
-            && v["expires_at"].as_str().is_some_and(|e| e > now.as_str())
-    }))
+            && v["expires_at"].as_str().is_some_and(|e| e > now.as_str());
+        if ok {
+            return Ok(Some((id, v["nonce"].as_str().unwrap_or_default().to_owned())));
+        }
+    }
+    Ok(None)
 }
 
 /// What a claim produced.
@@ -99,18 +102,21 @@ pub enum Claim {
 }
 
 /// Claims an `approved` or `received` action for dispatch. All checks run in one write
-/// transaction: pause switch, credential still at the approved version, the stored request
-/// re-validated against the credential and re-hashed, and a valid, unused, unexpired signed
-/// decision for exactly this action and hash (or the credential's signed policy / session grant).
-pub fn claim(store: &mut Store, action_id: &str) -> Result<Claim, ApprovalError> {
+/// transaction: pause switch (from the journal; unreadable means refused), credential still at
+/// the approved version, the stored request re-validated against the credential and re-hashed,
+/// the action's last journal row a legal predecessor of `dispatched`, and a valid, unexpired
+/// signed decision for exactly this action and hash whose nonce no `action.dispatched` row names
+/// yet (or the credential's signed policy / a session grant). The `dispatched` row records that
+/// basis.
+pub fn claim(store: &mut Store, trust: &Trust, action_id: &str) -> Result<Claim, ApprovalError> {
     let tx = store.write()?;
     let action = load(&tx, action_id)?;
     if !matches!(action.state, State::Approved | State::Received) {
         return Ok(Claim::NotReady(action));
     }
-    match check(&tx, &action) {
-        Ok((request, cred, decision_id)) => {
-            if let Some(d) = &decision_id {
+    match check(&tx, trust, &action) {
+        Ok((request, cred, basis)) => {
+            if let Some(d) = basis["decision"].as_str() {
                 tx.execute(
                     "UPDATE decisions SET used_at = ?2 WHERE id = ?1",
                     params![d, crate::time::now_utc()],
@@ -119,10 +125,16 @@ pub fn claim(store: &mut Store, action_id: &str) -> Result<Claim, ApprovalError>
             let secret = crate::store::CredentialRow::find_by_id(&tx, &cred.id)?
                 .ok_or(ApprovalError::NotFound(cred.id.clone()))?
                 .secret(&tx)?;
-            set_state(&tx, &action.id, State::Dispatched, None)?;
-            let dispatched = load(&tx, &action.id)?;
-            journal(&tx, &dispatched, None)?;
-            tx.commit().map_err(StoreError::from)?;
+            let dispatched = transition(
+                &tx,
+                &action.id,
+                State::Dispatched,
+                Change {
+                    basis: Some(basis),
+                    ..Change::default()
+                },
+            )?;
+            tx.commit()?;
             let secret = credentials::Secret::new(secret.to_vec());
             Ok(Claim::Go(Box::new(AuthorizedAction::new(
                 dispatched.id,
@@ -133,38 +145,44 @@ pub fn claim(store: &mut Store, action_id: &str) -> Result<Claim, ApprovalError>
             ))))
         }
         Err(reason) => {
-            set_state(&tx, &action.id, State::FailedBeforeSend, Some(&reason))?;
-            let refused = load(&tx, &action.id)?;
-            journal(&tx, &refused, Some(&reason))?;
-            tx.commit().map_err(StoreError::from)?;
+            let refused = transition(
+                &tx,
+                &action.id,
+                State::FailedBeforeSend,
+                Change {
+                    reason: Some(&reason),
+                    ..Change::default()
+                },
+            )?;
+            tx.commit()?;
             tracing::warn!(action = %refused.id, %reason, "dispatch refused");
             Ok(Claim::Refused(refused))
         }
     }
 }
 
-fn set_state(
-    tx: &Transaction<'_>,
-    id: &str,
-    state: State,
-    reason: Option<&str>,
-) -> Result<(), ApprovalError> {
-    tx.execute(
-        "UPDATE actions SET state = ?2, updated_at = ?3, reason = coalesce(?4, reason), owner_pid = ?5 WHERE id = ?1",
-        params![id, state.as_str(), crate::time::now_utc(), reason, std::process::id()],
-    )?;
-    Ok(())
-}
-
-/// Every check before dispatch; `Err` is the reason it must not run.
+/// Every check before dispatch; `Err` is the reason it must not run, `Ok` carries what allowed it.
 fn check(
-    tx: &Transaction<'_>,
+    tx: &Connection,
+    trust: &Trust,
     action: &Action,
-) -> Result<(ValidatedRequest, Credential, Option<String>), String> {
-    if let Ok(Some(why)) = super::decide::paused(tx) {
-        return Err(format!("the vault is paused: {why}"));
+) -> Result<(ValidatedRequest, Credential, Value), String> {
+    match super::decide::paused(tx) {
+        Ok(None) => {}
+        Ok(Some(why)) => return Err(format!("the vault is paused: {why}")),
+        Err(e) => return Err(format!("the pause switch cannot be read ({e}); refusing")),
     }
-    let public = signing::approver_public_key(tx).map_err(|e| e.to_string())?;
+    let last: Option<String> = tx
+        .query_row(
+            "SELECT kind FROM audit WHERE action_id = ?1 ORDER BY seq DESC LIMIT 1",
+            [&action.id],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(|e| e.to_string())?;
+    if last.as_deref() != Some(&format!("action.{}", action.state.as_str())) {
+        return Err("the journal does not show this action waiting for dispatch".into());
+    }
     let (cred, sig) = credentials::get_by_id(tx, &action.credential_id)
         .map_err(|e| e.to_string())?
         .ok_or("the credential was removed after the request")?;
@@ -193,29 +211,36 @@ fn check(
     {
         return Err("the stored action re-derives to a different request".into());
     }
-    let decision = match action.state {
-        State::Approved => Some(valid_decision(tx, &public, action)?),
-        _ => {
-            if gate(tx, &cred, sig.as_deref(), &request, &action.session_id)
-                .map_err(|e| e.to_string())?
-                != State::Received
-            {
+    let basis = match action.state {
+        State::Approved => {
+            let (id, nonce) = valid_decision(tx, trust, action)?;
+            json!({"decision": id, "nonce": nonce})
+        }
+        _ => match effective_approval(trust, &cred, sig.as_deref()) {
+            Approval::Never => json!({"policy": "never"}),
+            Approval::Writes if is_read(&request) => json!({"policy": "writes"}),
+            Approval::Session => {
+                match valid_grant(tx, trust, &action.session_id, &cred).map_err(|e| e.to_string())? {
+                    Some((id, nonce)) => json!({"grant": id, "grant_nonce": nonce}),
+                    None => return Err("the session grant ended or is not valid".into()),
+                }
+            }
+            _ => {
                 return Err(
                     "the credential's policy requires an approval and there is none".into(),
-                );
+                )
             }
-            None
-        }
+        },
     };
-    Ok((request, cred, decision))
+    Ok((request, cred, basis))
 }
 
-fn valid_decision(
-    tx: &Transaction<'_>,
-    public: &VerifyingKey,
-    action: &Action,
-) -> Result<String, String> {
-    let vault_id = get_meta(tx, "vault_id").ok().flatten().unwrap_or_default();
+/// GET and HEAD: what the `writes` policy lets run without a card.
+pub(crate) fn is_read(request: &ValidatedRequest) -> bool {
+    matches!(request, ValidatedRequest::Http(h) if h.method == "GET" || h.method == "HEAD")
+}
+
+fn valid_decision(tx: &Connection, trust: &Trust, action: &Action) -> Result<(String, String), String> {
     let now = crate::time::now_utc();
     let mut stmt = tx
         .prepare("SELECT id, payload, signature FROM decisions WHERE action_id = ?1 AND decision = 'approve' AND used_at IS NULL")
@@ -224,19 +249,31 @@ fn valid_decision(
         .query_map([&action.id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
         .and_then(Iterator::collect)
         .map_err(|e| e.to_string())?;
-    for (id, payload, sig) in rows {
-        let v: Value = serde_json::from_str(&payload).unwrap_or_default();
-        let ok = signing::verify(public, DECISION, &payload, &sig)
-            && v["vault_id"] == vault_id.as_str()
-            && v["action_id"] == action.id.as_str()
+    for (id, payload, signature) in rows {
+        let signed = signing::Signed { payload, signature };
+        let Some(v) = signed.open(trust, DECISION) else {
+            continue;
+        };
+        let nonce = v["nonce"].as_str().unwrap_or_default();
+        let ok = v["action_id"] == action.id.as_str()
             && v["action_hash"] == action.action_hash.as_str()
             && v["decision"] == "approve"
-            && v["expires_at"].as_str().is_some_and(|e| e > now.as_str());
-        if ok {
-            return Ok(id);
+            && v["expires_at"].as_str().is_some_and(|e| e > now.as_str())
+            && !nonce.is_empty();
+        if ok && !nonce_spent(tx, nonce).map_err(|e| e.to_string())? {
+            return Ok((id, nonce.to_owned()));
         }
     }
-    Err("no valid signed approval for this exact action".into())
+    Err("no valid, unused signed approval for this exact action".into())
+}
+
+/// Whether an `action.dispatched` row of the journal already names this decision nonce.
+fn nonce_spent(tx: &Connection, nonce: &str) -> rusqlite::Result<bool> {
+    tx.query_row(
+        "SELECT EXISTS (SELECT 1 FROM audit WHERE kind = 'action.dispatched' AND json_extract(body, '$.basis.nonce') = ?1)",
+        [nonce],
+        |r| r.get(0),
+    )
 }
 
 /// Turns the stored normalized action back into a validated request, through the same policy
@@ -309,73 +346,50 @@ pub fn finish(
     outcome: &Outcome,
 ) -> Result<Action, ApprovalError> {
     let tx = store.write()?;
-    let a = load(&tx, action_id)?;
-    if a.state != State::Dispatched {
-        return Err(ApprovalError::NotPending {
-            id: a.id,
-            state: a.state,
-        });
-    }
-    tx.execute(
-        "UPDATE actions SET state = ?2, updated_at = ?3, reason = ?4, result = ?5 WHERE id = ?1",
-        params![
-            action_id,
-            outcome.state.as_str(),
-            crate::time::now_utc(),
-            outcome.reason,
-            outcome.result.to_string()
-        ],
+    let done = transition(
+        &tx,
+        action_id,
+        outcome.state,
+        Change {
+            reason: outcome.reason.as_deref(),
+            result: Some(&outcome.result),
+            ..Change::default()
+        },
     )?;
-    let done = load(&tx, action_id)?;
-    journal(&tx, &done, outcome.reason.as_deref())?;
-    tx.commit().map_err(StoreError::from)?;
+    tx.commit()?;
     Ok(done)
 }
 
-/// Actions whose owner process is gone: `dispatched` ones become `indeterminate` (the target may
-/// have acted), waiting ones become `withdrawn`. Returns how many changed.
+/// Closes every action a previous custody agent left unfinished: there is one agent per vault
+/// (it holds the vault's agent lock), so a starting agent owns nothing yet and every non-final
+/// action is an orphan. `dispatched` ones become `indeterminate` (the target may have acted),
+/// waiting ones `withdrawn`. Returns how many changed. (A pid check would not do: a zombie or a
+/// reused pid looks alive.)
 pub fn reap_orphans(store: &mut Store) -> Result<usize, ApprovalError> {
-    let rows: Vec<(String, String, i64)> = store
-        .conn()
-        .prepare("SELECT id, state, owner_pid FROM actions WHERE state IN ('pending', 'received', 'approved', 'dispatched')")?
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+    let tx = store.write()?;
+    let rows: Vec<(String, String)> = tx
+        .prepare("SELECT id, state FROM actions WHERE state IN ('pending', 'received', 'approved', 'dispatched')")?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<Result<_, _>>()?;
-    let mut n = 0;
-    for (id, state, pid) in rows {
-        if process_alive(pid) {
-            continue;
-        }
-        let tx = store.write()?;
+    for (id, state) in &rows {
         let (to, why) = if state == "dispatched" {
             (
                 State::Indeterminate,
-                "the process running it ended before it finished; the target may have acted",
+                "the vault agent running it stopped before it finished; the target may have acted",
             )
         } else {
-            (State::Withdrawn, "the process that asked for it ended")
+            (State::Withdrawn, "the vault agent holding it stopped")
         };
-        let changed = tx.execute(
-            "UPDATE actions SET state = ?2, updated_at = ?3, reason = ?4 WHERE id = ?1 AND state = ?5",
-            params![id, to.as_str(), crate::time::now_utc(), why, state],
+        transition(
+            &tx,
+            id,
+            to,
+            Change {
+                reason: Some(why),
+                ..Change::default()
+            },
         )?;
-        if changed == 1 {
-            let a = load(&tx, &id)?;
-            journal(&tx, &a, Some(why))?;
-            n += 1;
-        }
-        tx.commit().map_err(StoreError::from)?;
     }
-    Ok(n)
-}
-
-fn process_alive(pid: i64) -> bool {
-    let Ok(pid) = i32::try_from(pid) else {
-        return false;
-    };
-    if pid <= 0 {
-        return false;
-    }
-    // SAFETY: signal 0 only checks that the process exists and may be signalled.
-    let r = unsafe { libc::kill(pid, 0) };
-    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    tx.commit()?;
+    Ok(rows.len())
 }

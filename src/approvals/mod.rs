@@ -1,6 +1,8 @@
 //! Actions and their lifecycle (DESIGN §4): submitting a validated request as a pending action
-//! (with idempotency), reading, listing, withdrawing and expiring actions. Every transition is one
-//! `action.<state>` journal row in the same transaction as the state change. Nothing here executes.
+//! (with idempotency), reading, listing, withdrawing and expiring actions, all scoped to the
+//! session that asked. Every state change goes through `transition`, which checks the move is
+//! legal, updates the row and appends its `action.<state>` journal row in the same transaction,
+//! and returns the new row. Nothing here executes.
 mod authorized;
 mod decide;
 mod dispatch;
@@ -8,15 +10,18 @@ pub mod signing;
 mod state;
 
 pub use authorized::AuthorizedAction;
-pub use decide::{decide, pause, paused, resume, Verdict};
+pub use decide::{
+    decide, pause, paused, resume, sign_decision, sign_resume, SignedDecision, Verdict,
+};
 pub use dispatch::{claim, effective_approval, finish, gate, reap_orphans, Claim};
+pub use signing::{Signed, Trust};
 pub use state::State;
 
 use crate::audit;
 use crate::credentials::Credential;
 use crate::policy::{action_hash, ValidatedRequest};
 use crate::store::{Store, StoreError};
-use rusqlite::{params, OptionalExtension, Row, Transaction};
+use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -29,6 +34,8 @@ pub enum ApprovalError {
     NotPending { id: String, state: State },
     #[error("this passphrase unlocks a different approver key than the one this vault was created with; use the vault's own vault.key.age")]
     WrongApprover,
+    #[error("the signed decision was refused: {0}; run `vault approve` again")]
+    BadDecision(String),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -42,7 +49,7 @@ impl From<rusqlite::Error> for ApprovalError {
 }
 
 /// An action as stored.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Action {
     pub id: String,
     pub session_id: String,
@@ -112,14 +119,19 @@ pub enum Submitted {
     Replayed(Action),
 }
 
-/// Queues a validated request as a pending action, unless the same client already asked for the
-/// same thing (same tool, canonical arguments and idempotency key).
-pub fn submit(store: &mut Store, s: Submission<'_>) -> Result<Submitted, ApprovalError> {
+/// Queues a validated request as a pending action, unless the same session already asked for the
+/// same thing (same tool, canonical arguments and idempotency key). Idempotency is per session:
+/// another session, whatever name its client gives, never sees or replays this one's actions.
+pub fn submit(
+    store: &mut Store,
+    trust: &Trust,
+    s: Submission<'_>,
+) -> Result<Submitted, ApprovalError> {
     let normalized = s.request.normalized(s.credential);
     let hash = action_hash(&normalized);
     let fingerprint = blake3::hash(
         crate::canonical::to_string(&json!({
-            "client": s.client, "profile": s.profile, "tool": s.request.tool(),
+            "session": s.session_id, "profile": s.profile, "tool": s.request.tool(),
             "action": normalized, "idempotency_key": s.idempotency_key,
         }))
         .as_bytes(),
@@ -130,8 +142,8 @@ pub fn submit(store: &mut Store, s: Submission<'_>) -> Result<Submitted, Approva
     let tx = store.write()?;
     let previous = tx
         .query_row(
-            &format!("SELECT {COLUMNS} FROM actions WHERE fingerprint = ?1 ORDER BY created_at DESC LIMIT 1"),
-            [&fingerprint],
+            &format!("SELECT {COLUMNS} FROM actions WHERE fingerprint = ?1 AND session_id = ?2 ORDER BY created_at DESC LIMIT 1"),
+            [&fingerprint, s.session_id],
             from_row,
         )
         .optional()?;
@@ -148,7 +160,7 @@ pub fn submit(store: &mut Store, s: Submission<'_>) -> Result<Submitted, Approva
         }
     }
     let sig = crate::store::CredentialRow::policy_sig(&tx, &s.credential.id)?;
-    let initial = gate(&tx, s.credential, sig.as_deref(), s.request, s.session_id)?;
+    let initial = gate(&tx, trust, s.credential, sig.as_deref(), s.request, s.session_id)?;
     let id = crate::credentials::new_id("act");
     let created = crate::time::format_utc(now);
     let expires = crate::time::format_utc(now + s.expiry);
@@ -164,13 +176,13 @@ pub fn submit(store: &mut Store, s: Submission<'_>) -> Result<Submitted, Approva
         ],
     )?;
     let action = load(&tx, &id)?;
-    journal(&tx, &action, None)?;
-    tx.commit().map_err(StoreError::from)?;
+    journal(&tx, &action, None, None)?;
+    tx.commit()?;
     Ok(Submitted::Created(action))
 }
 
-fn load(tx: &rusqlite::Connection, id: &str) -> Result<Action, ApprovalError> {
-    tx.query_row(
+pub(crate) fn load(conn: &Connection, id: &str) -> Result<Action, ApprovalError> {
+    conn.query_row(
         &format!("SELECT {COLUMNS} FROM actions WHERE id = ?1"),
         [id],
         from_row,
@@ -179,14 +191,23 @@ fn load(tx: &rusqlite::Connection, id: &str) -> Result<Action, ApprovalError> {
     .ok_or_else(|| ApprovalError::NotFound(id.to_owned()))
 }
 
-/// One `action.<state>` journal row for the action's current state.
-fn journal(tx: &Transaction<'_>, a: &Action, reason: Option<&str>) -> Result<(), ApprovalError> {
+/// One `action.<state>` journal row for the action's current state; `basis` (dispatch only) names
+/// what allowed it: a decision or grant by id and nonce, or the signed policy.
+fn journal(
+    tx: &Connection,
+    a: &Action,
+    reason: Option<&str>,
+    basis: Option<&Value>,
+) -> Result<(), ApprovalError> {
     let mut body = json!({
         "state": a.state.as_str(), "tool": a.tool, "credential": a.credential_name,
         "summary": a.summary, "hash": a.action_hash,
     });
     if let Some(r) = reason {
         body["reason"] = json!(r);
+    }
+    if let Some(b) = basis {
+        body["basis"] = b.clone();
     }
     audit::append(
         tx,
@@ -198,77 +219,168 @@ fn journal(tx: &Transaction<'_>, a: &Action, reason: Option<&str>) -> Result<(),
     Ok(())
 }
 
-/// Moves an action from one of `from` to `to`, with its journal row; returns the updated action.
-fn transition(
-    store: &mut Store,
+/// What a transition records besides the new state.
+#[derive(Debug, Default)]
+pub(crate) struct Change<'a> {
+    /// Stored in the row (shown to the agent), and journaled unless `note` is given.
+    pub reason: Option<&'a str>,
+    /// Journaled instead of `reason` (e.g. "approved once" while the row keeps no reason).
+    pub note: Option<&'a str>,
+    /// The scrubbed result, for a finished action.
+    pub result: Option<&'a Value>,
+    /// What allowed a dispatch (journaled in the `action.dispatched` row).
+    pub basis: Option<Value>,
+}
+
+/// The one way an action changes state, inside the caller's transaction: the move must be legal
+/// from the current state (`State::can_go`), the row is updated and its `action.<state>` journal
+/// row appended; returns the new row.
+pub(crate) fn transition(
+    tx: &Connection,
     id: &str,
-    from: &[State],
     to: State,
-    reason: Option<&str>,
+    change: Change<'_>,
 ) -> Result<Action, ApprovalError> {
-    let tx = store.write()?;
-    let current = load(&tx, id)?;
-    if !from.contains(&current.state) {
+    let current = load(tx, id)?;
+    if !current.state.can_go(to) {
         return Err(ApprovalError::NotPending {
             id: id.to_owned(),
             state: current.state,
         });
     }
     tx.execute(
-        "UPDATE actions SET state = ?2, updated_at = ?3, reason = coalesce(?4, reason) WHERE id = ?1",
-        params![id, to.as_str(), crate::time::now_utc(), reason],
+        "UPDATE actions SET state = ?2, updated_at = ?3, reason = coalesce(?4, reason), \
+         result = coalesce(?5, result), owner_pid = ?6 WHERE id = ?1",
+        params![
+            id,
+            to.as_str(),
+            crate::time::now_utc(),
+            change.reason,
+            change.result.map(Value::to_string),
+            std::process::id()
+        ],
     )?;
-    let action = load(&tx, id)?;
-    journal(&tx, &action, reason)?;
-    tx.commit().map_err(StoreError::from)?;
+    let action = load(tx, id)?;
+    journal(
+        tx,
+        &action,
+        change.note.or(change.reason),
+        change.basis.as_ref(),
+    )?;
     Ok(action)
 }
 
-/// An action of `profile` by id (another profile's action is `NotFound`).
-pub fn get(store: &Store, profile: &str, id: &str) -> Result<Action, ApprovalError> {
-    store
+/// `transition` in a transaction of its own.
+fn transition_one(
+    store: &mut Store,
+    id: &str,
+    to: State,
+    change: Change<'_>,
+) -> Result<Action, ApprovalError> {
+    let tx = store.write()?;
+    let action = transition(&tx, id, to, change)?;
+    tx.commit()?;
+    Ok(action)
+}
+
+/// An action of `session` by id (another session's action is `NotFound`). A pending action past
+/// its expiry is expired first, so what this returns is true at the time of reading.
+pub fn get(store: &mut Store, session_id: &str, id: &str) -> Result<Action, ApprovalError> {
+    let action = store
         .conn()
         .query_row(
-            &format!("SELECT {COLUMNS} FROM actions WHERE id = ?1 AND profile = ?2"),
-            [id, profile],
+            &format!("SELECT {COLUMNS} FROM actions WHERE id = ?1 AND session_id = ?2"),
+            [id, session_id],
             from_row,
         )
         .optional()?
-        .ok_or_else(|| ApprovalError::NotFound(id.to_owned()))
+        .ok_or_else(|| ApprovalError::NotFound(id.to_owned()))?;
+    if action.state == State::Pending && is_past(&action.expires_at) {
+        return expire(store, id).or(Ok(action));
+    }
+    Ok(action)
 }
 
-/// The newest actions of `profile` (and `client`, when given).
+fn is_past(ts: &str) -> bool {
+    ts <= crate::time::now_utc().as_str()
+}
+
+fn expire(store: &mut Store, id: &str) -> Result<Action, ApprovalError> {
+    transition_one(
+        store,
+        id,
+        State::Expired,
+        Change {
+            reason: Some("nobody decided before it expired"),
+            ..Change::default()
+        },
+    )
+}
+
+/// The newest actions of one session.
 pub fn list_recent(
     store: &Store,
-    profile: &str,
-    client: Option<&str>,
+    session_id: &str,
     limit: u32,
 ) -> Result<Vec<Action>, ApprovalError> {
     let mut stmt = store.conn().prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM actions WHERE profile = ?1 AND (?2 IS NULL OR client = ?2) ORDER BY created_at DESC, rowid DESC LIMIT ?3"
+        "SELECT {COLUMNS} FROM actions WHERE session_id = ?1 ORDER BY created_at DESC, rowid DESC LIMIT ?2"
     ))?;
-    let rows = stmt.query_map(params![profile, client, limit], from_row)?;
+    let rows = stmt.query_map(params![session_id, limit], from_row)?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
 /// Every action still waiting for a person.
 pub fn list_pending(store: &Store) -> Result<Vec<Action>, ApprovalError> {
     let mut stmt = store.conn().prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM actions WHERE state = 'pending' ORDER BY created_at"
+        "SELECT {COLUMNS} FROM actions WHERE state = 'pending' ORDER BY created_at, rowid"
     ))?;
     let rows = stmt.query_map([], from_row)?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
-/// Withdraws a pending action of `profile` (the client cancelled or went away).
+/// An action by id, whatever its session (for the person's tools).
+pub fn find(store: &Store, id: &str) -> Result<Action, ApprovalError> {
+    load(store.conn(), id)
+}
+
+/// What the approver must see of an action to sign for it: the stored normalized action (whose
+/// hash the approver re-derives) and the body the agent supplied.
+pub fn stored_request(store: &Store, id: &str) -> Result<(String, Option<Vec<u8>>), ApprovalError> {
+    store
+        .conn()
+        .query_row(
+            "SELECT normalized, body FROM actions WHERE id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?
+        .ok_or_else(|| ApprovalError::NotFound(id.to_owned()))
+}
+
+/// Withdraws a pending action of `session` (the client cancelled or went away).
 pub fn withdraw(
     store: &mut Store,
-    profile: &str,
+    session_id: &str,
     id: &str,
     reason: &str,
 ) -> Result<Action, ApprovalError> {
-    get(store, profile, id)?;
-    transition(store, id, &[State::Pending], State::Withdrawn, Some(reason))
+    let current = get(store, session_id, id)?;
+    if current.state != State::Pending {
+        return Err(ApprovalError::NotPending {
+            id: id.to_owned(),
+            state: current.state,
+        });
+    }
+    transition_one(
+        store,
+        id,
+        State::Withdrawn,
+        Change {
+            reason: Some(reason),
+            ..Change::default()
+        },
+    )
 }
 
 /// Withdraws every pending action a session asked for (stdin EOF, shutdown). Returns how many.
@@ -277,49 +389,57 @@ pub fn withdraw_session(
     session_id: &str,
     reason: &str,
 ) -> Result<usize, ApprovalError> {
-    let ids: Vec<String> = store
-        .conn()
+    let tx = store.write()?;
+    let ids: Vec<String> = tx
         .prepare("SELECT id FROM actions WHERE session_id = ?1 AND state = 'pending'")?
         .query_map([session_id], |r| r.get(0))?
         .collect::<Result<_, _>>()?;
-    let mut n = 0;
-    for id in ids {
-        if transition(
-            store,
-            &id,
-            &[State::Pending],
+    for id in &ids {
+        transition(
+            &tx,
+            id,
             State::Withdrawn,
-            Some(reason),
-        )
-        .is_ok()
-        {
-            n += 1;
-        }
+            Change {
+                reason: Some(reason),
+                ..Change::default()
+            },
+        )?;
     }
-    Ok(n)
+    tx.commit()?;
+    Ok(ids.len())
 }
 
 /// Marks pending actions past their expiry as `expired`. Returns them.
 pub fn expire_due(store: &mut Store) -> Result<Vec<Action>, ApprovalError> {
     let now = crate::time::now_utc();
-    let ids: Vec<String> = store
-        .conn()
+    let tx = store.write()?;
+    let ids: Vec<String> = tx
         .prepare_cached("SELECT id FROM actions WHERE state = 'pending' AND expires_at <= ?1")?
         .query_map([&now], |r| r.get(0))?
         .collect::<Result<_, _>>()?;
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(ids.len());
     for id in ids {
-        if let Ok(a) = transition(
-            store,
+        out.push(transition(
+            &tx,
             &id,
-            &[State::Pending],
             State::Expired,
-            Some("nobody decided before it expired"),
-        ) {
-            out.push(a);
-        }
+            Change {
+                reason: Some("nobody decided before it expired"),
+                ..Change::default()
+            },
+        )?);
     }
+    tx.commit()?;
     Ok(out)
+}
+
+/// When the next pending action expires, if any waits.
+pub fn next_expiry(store: &Store) -> Result<Option<String>, ApprovalError> {
+    Ok(store.conn().query_row(
+        "SELECT min(expires_at) FROM actions WHERE state = 'pending'",
+        [],
+        |r| r.get(0),
+    )?)
 }
 
 #[cfg(test)]

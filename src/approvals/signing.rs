@@ -1,7 +1,8 @@
-//! Signatures by the approver key: decisions, session grants, and credential policies. Each
-//! message is a domain tag followed by canonical JSON, so no signature can be replayed as another
-//! kind. `vault mcp` holds only the public key (from `meta`, cross-checked with the journal's
-//! first row), so a process without the passphrase cannot produce any of these.
+//! Signatures by the approver key: decisions, session grants, credential policies and `resume`.
+//! Each message is a domain tag followed by canonical JSON, so no signature can be replayed as
+//! another kind. The custody agent trusts the public key `vault unlock` derived from
+//! `vault.key.age` (`Trust`), never one read from the database, and refuses a database whose
+//! `meta` or first journal row names another; no process without the passphrase can sign.
 use crate::canonical;
 use crate::keys::ApproverKey;
 use crate::store::{get_meta, StoreError};
@@ -12,6 +13,60 @@ use serde_json::Value;
 pub const DECISION: &[u8] = b"agent-vault decision v1\n";
 pub const GRANT: &[u8] = b"agent-vault session grant v1\n";
 pub const POLICY: &[u8] = b"agent-vault credential policy v1\n";
+pub const RESUME: &[u8] = b"agent-vault resume v1\n";
+
+/// A canonical JSON payload and the approver's hex signature over `tag ‖ payload`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Signed {
+    pub payload: String,
+    pub signature: String,
+}
+
+impl Signed {
+    /// The payload as JSON, if the signature over it verifies.
+    pub fn open(&self, trust: &Trust, tag: &[u8]) -> Option<Value> {
+        verify(&trust.approver, tag, &self.payload, &self.signature)
+            .then(|| serde_json::from_str(&self.payload).ok())
+            .flatten()
+            .filter(|v: &Value| v["vault_id"] == trust.vault_id.as_str())
+    }
+}
+
+/// What a process that holds no approver key trusts: the vault id and the approver's public key,
+/// both derived from `vault.key.age` by whoever had the passphrase.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Trust {
+    pub vault_id: String,
+    pub approver: VerifyingKey,
+}
+
+impl Trust {
+    pub fn new(vault_id: &str, approver: &ApproverKey) -> Self {
+        Self {
+            vault_id: vault_id.to_owned(),
+            approver: approver.public(),
+        }
+    }
+
+    /// Refuses a database whose vault id, `meta.approver_public_key` or first journal row
+    /// (`vault.init`) names another key than the trusted one: a database writer cannot swap in a
+    /// key of their own.
+    pub fn check_store(&self, conn: &Connection) -> Result<(), StoreError> {
+        let recorded = approver_public_key(conn)?;
+        if recorded != self.approver {
+            return Err(StoreError::Damaged(
+                "the approver public key in the database is not the one in vault.key.age (someone replaced it); restore vault.db from a backup",
+            ));
+        }
+        if get_meta(conn, "vault_id")?.as_deref() != Some(self.vault_id.as_str()) {
+            return Err(StoreError::Damaged(
+                "vault.db belongs to another vault than vault.key.age",
+            ));
+        }
+        Ok(())
+    }
+}
 
 fn message(tag: &[u8], payload: &str) -> Vec<u8> {
     let mut m = Vec::with_capacity(tag.len() + payload.len());
@@ -43,7 +98,7 @@ pub fn verify(public: &VerifyingKey, tag: &[u8], payload: &str, signature: &str)
 
 /// The approver's public key as recorded at `vault init`: `meta.approver_public_key`, which must
 /// agree with the body of journal row 1 (`vault.init`).
-pub fn approver_public_key(conn: &Connection) -> Result<VerifyingKey, StoreError> {
+fn approver_public_key(conn: &Connection) -> Result<VerifyingKey, StoreError> {
     let from_meta = get_meta(conn, "approver_public_key")?.unwrap_or_default();
     let from_journal: Option<String> = conn
         .query_row(

@@ -1,7 +1,8 @@
 //! The states of an action (DESIGN §4) and which of them are final.
 use std::fmt;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum State {
     Received,
     Pending,
@@ -61,16 +62,27 @@ impl State {
         )
     }
 
-    /// Whether a tool result in this state is an error result (`isError: true`).
-    pub fn is_error(self) -> bool {
-        !matches!(
-            self,
-            State::Pending
-                | State::Completed
-                | State::Received
-                | State::Approved
-                | State::Dispatched
-        )
+    /// The states an action may move to from this one (DESIGN §4). Every transition, and
+    /// `vault verify` reading the journal, holds to this table.
+    pub fn successors(self) -> &'static [State] {
+        use State::*;
+        match self {
+            Received => &[Dispatched, FailedBeforeSend, Withdrawn, Denied],
+            Pending => &[Approved, Denied, Expired, Withdrawn],
+            Approved => &[Dispatched, FailedBeforeSend, Withdrawn, Denied],
+            Dispatched => &[Completed, FailedBeforeSend, Indeterminate],
+            Denied | Expired | Withdrawn | Completed | FailedBeforeSend | Indeterminate => &[],
+        }
+    }
+
+    /// Whether `self → to` is a legal transition.
+    pub fn can_go(self, to: State) -> bool {
+        self.successors().contains(&to)
+    }
+
+    /// The states an action may start in.
+    pub fn is_initial(self) -> bool {
+        matches!(self, State::Pending | State::Received)
     }
 }
 

@@ -127,7 +127,7 @@ pub fn read_anchors(paths: &VaultPaths) -> Result<Vec<Anchor>, AnchorError> {
 }
 
 /// The highest seq among the last lines of `anchors.jsonl` (0 if none).
-fn last_anchored_seq(paths: &VaultPaths) -> Result<i64, AnchorError> {
+pub fn last_anchored_seq(paths: &VaultPaths) -> Result<i64, AnchorError> {
     let path = paths.anchors();
     let read_err = |source| AnchorError::Read {
         path: path.clone(),

@@ -13,7 +13,8 @@ mod verify;
 
 pub use activity::{ActionEntry, Activity, SessionSummary, TERMINAL_STATES};
 pub use anchor::{
-    maybe_anchor, parse_anchor, read_anchors, write_anchor, Anchor, AnchorError, ANCHOR_EVERY,
+    last_anchored_seq, maybe_anchor, parse_anchor, read_anchors, write_anchor, Anchor,
+    AnchorError, ANCHOR_EVERY,
 };
 pub use export::{export, ExportError, Exported};
 pub use verify::{
@@ -22,7 +23,7 @@ pub use verify::{
 
 use crate::canonical;
 use crate::store::{get_meta, StoreError};
-use rusqlite::{params, OptionalExtension, Transaction};
+use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Value};
 
 const GENESIS_TAG: &[u8] = b"agent-vault audit genesis v1\n";
@@ -122,7 +123,7 @@ pub struct Appended {
 /// Appends one row inside `tx` (which must be a write transaction, e.g. `Store::write`), so the
 /// row commits or rolls back with the state change it records.
 pub fn append(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     kind: &str,
     session: Option<&str>,
     action: Option<&str>,
@@ -153,17 +154,17 @@ pub fn append(
 }
 
 /// Journals a call that was refused before it became an action (`call.rejected`). The request
-/// itself is never stored, only its blake3 fingerprint, so a rejected call leaves no state behind
+/// itself is never stored, only its blake3 fingerprint (`fingerprint`, computed by whoever read
+/// the bytes), so a rejected call leaves no state behind
 /// and can never be mistaken for an action that failed (those are `action.*` rows).
 pub fn record_rejection(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     session: Option<&str>,
     code: i64,
     reason: &str,
-    request_bytes: &[u8],
+    fingerprint: &str,
     tool: Option<&str>,
 ) -> Result<Appended, AuditError> {
-    let fingerprint = blake3::hash(request_bytes).to_hex().to_string();
     append(
         tx,
         "call.rejected",

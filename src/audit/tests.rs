@@ -161,7 +161,7 @@ fn a_rejection_keeps_the_fingerprint_never_the_request() {
         Some("ses_1"),
         -32602,
         "unknown field x",
-        request,
+        &blake3::hash(request).to_hex(),
         Some("http_request"),
     )
     .unwrap();
@@ -219,7 +219,7 @@ fn activity_and_sessions_are_projections_of_the_journal() {
         &action("pending"),
     )
     .unwrap();
-    record_rejection(&tx, Some("ses_1"), -32602, "bad params", b"{}", None).unwrap();
+    record_rejection(&tx, Some("ses_1"), -32602, "bad params", &blake3::hash(b"{}").to_hex(), None).unwrap();
     tx.commit().unwrap();
 
     let mut a = Activity::load(s.conn()).unwrap();

@@ -1,11 +1,12 @@
 //! `vault add http|ssh NAME …`: add a credential; the secret never comes from argv.
+use super::backend::{unexpected, Backend};
+use crate::agent::protocol::{Reply, Request};
 use crate::credentials::{
     self, fetch_host_key, load_private_key, parse_host, Approval, HttpAuth, HttpTarget,
     NewCredential, Secret, SshAuth, SshTarget, Target,
 };
-use crate::keys::{read_file_line, read_stdin_line, read_terminal};
+use crate::keys::{read_file_line, read_stdin_line, read_terminal, PassphraseSource};
 use crate::paths::VaultPaths;
-use crate::vault::Vault;
 use crate::Exit;
 use anyhow::Context;
 use clap::ArgGroup;
@@ -109,31 +110,28 @@ pub struct SshArgs {
 }
 
 pub fn run(paths: VaultPaths, kind: Kind) -> anyhow::Result<Exit> {
-    // Open first: a locked vault should say so before anything is asked.
-    let mut vault = Vault::open(paths)?;
+    // Connect first: a locked vault should say so before anything is asked.
+    let mut backend = Backend::open(&paths, PassphraseSource::choose(false))?;
     let (common, target, secret, name) = match kind {
         Kind::Http(a) => http(a)?,
         Kind::Ssh(a) => ssh(a)?,
     };
-    // Anything looser than per-action approval is signed by the approver: ask first, so a refusal
-    // leaves nothing behind.
-    let approver = match common.approval {
-        Approval::Each => None,
-        _ => Some(super::approver_key(&vault, common.approval)?),
+    let new = NewCredential {
+        profile: common.profile,
+        name,
+        approval: common.approval,
+        target,
+        secret,
     };
-    let cred = credentials::add(
-        &mut vault.store,
-        NewCredential {
-            profile: common.profile,
-            name,
-            approval: common.approval,
-            target,
-            secret,
-        },
-    )?;
-    let cred = match approver {
-        Some(k) => credentials::sign_policy(&mut vault.store, &k, &cred.profile, &cred.name)?,
-        None => cred,
+    let cred = match backend.call(Request::AddCredential { new })? {
+        Reply::Credential(c) => c,
+        other => return Err(unexpected(other)),
+    };
+    // Anything looser than per-action approval counts only once the approver signed it; until
+    // then the credential acts as `each`.
+    let cred = match cred.approval {
+        Approval::Each => cred,
+        _ => super::sign_policy(&mut backend, &paths, &cred)?,
     };
     if common.json {
         super::print_json(&super::list::credential_json(&cred));

@@ -1,6 +1,10 @@
-//! `vault doctor`: is the keyring reachable, where did the key come from, are paths and modes
-//! right, which schema and SQLCipher versions. Exits 0 when every check passes. Prints no secret.
-use crate::keys::KeyCache;
+//! `vault doctor`: paths and modes, the configuration, the vault agent (pid, socket, lifetime,
+//! hardening), what a same-user process could still reach (`ptrace_scope`, a writable `vault`
+//! binary, a key left in a keyring), and the store's versions and journal. Exits 0 when no check
+//! fails (warnings do not fail). Prints no secret.
+use crate::agent::client::Client;
+use crate::agent::protocol::{Reply, Request, Role};
+use crate::keys::remember;
 use crate::paths::{mode_of, VaultPaths};
 use crate::vault::Vault;
 use crate::Exit;
@@ -13,40 +17,82 @@ pub struct Args {
     json: bool,
 }
 
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Level {
+    Ok,
+    Warn,
+    Fail,
+}
+
 struct Check {
     name: String,
-    ok: bool,
+    level: Level,
     detail: String,
 }
 
-fn check(name: impl Into<String>, ok: bool, detail: impl Into<String>) -> Check {
+fn check(name: impl Into<String>, level: Level, detail: impl Into<String>) -> Check {
     Check {
         name: name.into(),
-        ok,
+        level,
         detail: detail.into(),
     }
 }
 
 fn mode_check(name: &str, path: &std::path::Path, want: u32) -> Check {
     match mode_of(path) {
-        Some(m) if m & 0o077 == 0 => check(name, true, format!("{} ({:o})", path.display(), m)),
+        Some(m) if m & 0o077 == 0 => check(name, Level::Ok, format!("{} ({:o})", path.display(), m)),
         Some(m) => check(
             name,
-            false,
-            format!(
-                "{} is mode {:o}; run `chmod {:o} {}`",
-                path.display(),
-                m,
-                want,
-                path.display()
-            ),
+            Level::Fail,
+            format!("{} is mode {m:o}; run `chmod {want:o} {}`", path.display(), path.display()),
         ),
-        None => check(
-            name,
-            false,
-            format!("{} is missing; run `vault init`", path.display()),
-        ),
+        None => check(name, Level::Fail, format!("{} is missing; run `vault init`", path.display())),
     }
+}
+
+fn binary_check() -> Check {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(exe) = std::env::current_exe() else {
+        return check("vault binary", Level::Warn, "cannot tell where it is");
+    };
+    let Ok(meta) = std::fs::metadata(&exe) else {
+        return check("vault binary", Level::Warn, exe.display().to_string());
+    };
+    let mine = meta.uid() == rustix::process::getuid().as_raw();
+    let writable = (mine && meta.mode() & 0o200 != 0) || meta.mode() & 0o022 != 0;
+    if writable {
+        check("vault binary", Level::Warn, format!("{} is writable by you: a process of yours could replace it and see your next passphrase; install it root-owned (e.g. /usr/local/bin) for the strongest setup", exe.display()))
+    } else {
+        check("vault binary", Level::Ok, format!("{} (not writable by you)", exe.display()))
+    }
+}
+
+fn agent_checks(paths: &VaultPaths, checks: &mut Vec<Check>) -> anyhow::Result<()> {
+    let Some(mut client) = Client::connect(paths, Role::Cli)? else {
+        checks.push(check("vault agent", Level::Fail, "not running: the vault is locked; `vault unlock` starts it"));
+        return Ok(());
+    };
+    let status = match client.call(Request::Status)? {
+        Reply::Status(s) => s,
+        other => return Err(super::backend::unexpected(other)),
+    };
+    checks.push(check("vault agent", Level::Ok, format!("pid {}, socket {}, locks at {}, idle limit {} s, {} connection(s)", status.pid, status.socket, status.locks_at, status.idle_seconds, status.connections)));
+    let h = status.hardening;
+    let level = |b: bool| if b { Level::Ok } else { Level::Fail };
+    checks.push(check("agent: not dumpable", level(h.undumpable), if h.undumpable { "same-user processes cannot ptrace it or read its memory" } else { "a same-user process could read its memory; restart it with `vault unlock`" }));
+    checks.push(check("agent: core dumps", level(h.no_core), if h.no_core { "off" } else { "allowed" }));
+    checks.push(check("agent: key memory", if h.key_locked { Level::Ok } else { Level::Warn }, if h.key_locked { "locked in RAM (never swapped)" } else { "not locked in RAM (RLIMIT_MEMLOCK?)" }));
+    if let Some(s) = status.store {
+        checks.push(check("schema", level(s.schema_version == crate::store::LATEST_SCHEMA), format!("version {} (this binary writes {})", s.schema_version, crate::store::LATEST_SCHEMA)));
+        checks.push(check("sqlcipher", Level::Ok, s.cipher_version));
+        checks.push(check("journal", level(s.journal_rows == s.journal_head), format!("{} rows, head seq {}", s.journal_rows, s.journal_head)));
+        checks.push(match s.paused {
+            None => check("pause switch", Level::Ok, "off"),
+            Some(why) => check("pause switch", Level::Fail, format!("paused ({}); `vault resume` lifts it", why.escape_debug())),
+        });
+        checks.push(check("pending actions", Level::Ok, format!("{} waiting; `vault approve` decides them", s.pending)));
+    }
+    Ok(())
 }
 
 pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
@@ -57,85 +103,42 @@ pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         mode_check("vault.id", &paths.id_file(), 0o600),
     ];
     match crate::config::Config::load(&paths) {
-        Ok(_) if paths.config().exists() => checks.push(check(
-            "config.toml",
-            true,
-            paths.config().display().to_string(),
-        )),
-        Ok(_) => checks.push(check("config.toml", true, "absent: the defaults apply")),
-        Err(e) => checks.push(check("config.toml", false, e.to_string())),
+        Ok(_) if paths.config().exists() => checks.push(check("config.toml", Level::Ok, paths.config().display().to_string())),
+        Ok(_) => checks.push(check("config.toml", Level::Ok, "absent: the defaults apply")),
+        Err(e) => checks.push(check("config.toml", Level::Fail, e.to_string())),
     }
-    let probes = KeyCache::probe();
-    let any_keyring = probes.iter().any(|(_, r)| r.is_ok());
-    for (name, result) in &probes {
-        let detail = match result {
-            Ok(()) => "reachable".to_owned(),
-            Err(e) => format!("not reachable ({e})"),
-        };
-        // One reachable keyring is enough.
-        checks.push(check(
-            format!("keyring: {name}"),
-            result.is_ok() || any_keyring,
-            detail,
-        ));
-    }
-    match Vault::open(paths.clone()) {
-        Ok(v) => {
-            checks.push(check("key", true, format!("from the {}", v.key_source)));
-            let schema = v.store.schema_version()?;
-            checks.push(check(
-                "schema",
-                schema == crate::store::LATEST_SCHEMA,
-                format!(
-                    "version {schema} (this binary writes {})",
-                    crate::store::LATEST_SCHEMA
-                ),
-            ));
-            checks.push(check("sqlcipher", true, v.store.cipher_version()?));
-            let (rows, head): (i64, i64) = v.store.conn().query_row(
-                "SELECT count(*), coalesce(max(seq), 0) FROM audit",
-                [],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )?;
-            checks.push(check(
-                "journal",
-                rows == head,
-                format!("{rows} rows, head seq {head}"),
-            ));
-            match crate::approvals::paused(v.store.conn())? {
-                None => checks.push(check("pause switch", true, "off")),
-                Some(why) => checks.push(check(
-                    "pause switch",
-                    false,
-                    format!("paused ({why}); `vault resume` lifts it"),
-                )),
-            }
-            let waiting = crate::approvals::list_pending(&v.store)
-                .map(|p| p.len())
-                .unwrap_or(0);
-            checks.push(check(
-                "pending actions",
-                true,
-                format!("{waiting} waiting; `vault approve` decides them"),
-            ));
+    checks.push(binary_check());
+    checks.push(match crate::sys::ptrace_scope() {
+        Some(0) => check("ptrace_scope", Level::Ok, "0: any process may trace a dumpable process of the same user; the agent is not dumpable"),
+        Some(n) => check("ptrace_scope", Level::Ok, format!("{n}: tracing is restricted beyond same-user")),
+        None => check("ptrace_scope", Level::Ok, "no yama setting here"),
+    });
+    if let Ok(vault_id) = Vault::id_of(&paths) {
+        if remember::legacy_present(&vault_id) {
+            checks.push(check("kernel keyring", Level::Fail, "an earlier version left the key in the kernel keyring (any process of yours can read it); `vault lock` removes it"));
         }
-        Err(e) => checks.push(check("key", false, e.to_string())),
+        checks.push(match (remember::probe(), remember::recall(&vault_id)) {
+            (Err(e), _) => check("OS keyring (--remember)", Level::Ok, format!("not reachable ({e}); nothing is kept there")),
+            (Ok(()), Ok(Some(_))) => check("OS keyring (--remember)", Level::Warn, format!("the {} holds this vault's key: any process of yours that can reach it can read it; `vault lock --forget` removes it", remember::keyring_name())),
+            (Ok(()), _) => check("OS keyring (--remember)", Level::Ok, "holds no key for this vault"),
+        });
+        agent_checks(&paths, &mut checks)?;
     }
-    let all_ok = checks.iter().all(|c| c.ok);
+    let all_ok = checks.iter().all(|c| c.level != Level::Fail);
     if args.json {
         let list: Vec<Value> = checks
             .iter()
-            .map(|c| json!({"check": c.name, "ok": c.ok, "detail": c.detail}))
+            .map(|c| json!({"check": c.name, "ok": c.level != Level::Fail, "warning": c.level == Level::Warn, "detail": c.detail}))
             .collect();
         super::print_json(&json!({"ok": all_ok, "vault_dir": paths.dir(), "checks": list}));
     } else {
         for c in &checks {
-            println!(
-                "{} {:<40} {}",
-                if c.ok { "ok  " } else { "FAIL" },
-                c.name,
-                c.detail
-            );
+            let tag = match c.level {
+                Level::Ok => "ok  ",
+                Level::Warn => "warn",
+                Level::Fail => "FAIL",
+            };
+            println!("{tag} {:<28} {}", c.name, c.detail);
         }
     }
     Ok(if all_ok { Exit::Ok } else { Exit::Failure })

@@ -1,10 +1,9 @@
 //! `vault edit NAME …`: change a credential's rules or secret; its version goes up.
-use crate::credentials::{
-    self, check_host_key, check_path_prefix, parse_methods, Approval, Edit, Secret,
-};
-use crate::keys::{read_file_line, read_stdin_line};
+use super::backend::{unexpected, Backend};
+use crate::agent::protocol::{Reply, Request};
+use crate::credentials::{check_host_key, check_path_prefix, parse_methods, Approval, Edit, Secret};
+use crate::keys::{read_file_line, read_stdin_line, PassphraseSource};
 use crate::paths::VaultPaths;
-use crate::vault::Vault;
 use crate::Exit;
 use std::path::PathBuf;
 
@@ -39,7 +38,7 @@ pub struct Args {
 }
 
 pub fn run(paths: VaultPaths, a: Args) -> anyhow::Result<Exit> {
-    let mut vault = Vault::open(paths)?;
+    let mut backend = Backend::open(&paths, PassphraseSource::choose(false))?;
     let secret = if a.secret_stdin {
         Some(read_stdin_line("secret")?)
     } else if let Some(f) = &a.secret_file {
@@ -72,16 +71,18 @@ pub fn run(paths: VaultPaths, a: Args) -> anyhow::Result<Exit> {
         },
         secret: secret.map(|s| Secret::new(s.as_bytes().to_vec())),
     };
-    let before = credentials::get(&vault.store, &a.profile, &a.name)?;
-    let approval = edit.approval.unwrap_or(before.approval);
-    let approver = match approval {
-        Approval::Each => None,
-        _ => Some(super::approver_key(&vault, approval)?),
+    let cred = match backend.call(Request::EditCredential {
+        profile: a.profile,
+        name: a.name,
+        edit,
+    })? {
+        Reply::Credential(c) => c,
+        other => return Err(unexpected(other)),
     };
-    let cred = credentials::edit(&mut vault.store, &a.profile, &a.name, edit)?;
-    let cred = match approver {
-        Some(k) => credentials::sign_policy(&mut vault.store, &k, &cred.profile, &cred.name)?,
-        None => cred,
+    // An edit drops the policy signature: sign the new version again.
+    let cred = match cred.approval {
+        Approval::Each => cred,
+        _ => super::sign_policy(&mut backend, &paths, &cred)?,
     };
     println!(
         "Updated {} (version {}): {}, approval {}",

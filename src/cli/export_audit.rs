@@ -1,9 +1,11 @@
 //! `vault export-audit FILE`: the journal as JSON lines in a new 0600 file, checkable anywhere
 //! with `vault verify --file FILE` (no key needed).
-use crate::audit;
+use super::backend::{unexpected, Backend};
+use crate::agent::protocol::{Reply, Request};
+use crate::keys::PassphraseSource;
 use crate::paths::VaultPaths;
-use crate::vault::Vault;
 use crate::Exit;
+use anyhow::Context;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -14,15 +16,24 @@ pub struct Args {
 }
 
 pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
-    let vault = Vault::open(paths)?;
-    let exported = audit::export(vault.store.conn(), &args.file)?;
-    println!(
-        "Exported {} journal rows to {}.",
-        exported.rows,
-        args.file.display()
-    );
-    if let Some(h) = exported.head {
-        println!("head: seq {} hash {}", h.seq, hex::encode(h.hash));
+    let mut backend = Backend::open(&paths, PassphraseSource::choose(false))?;
+    // The agent runs in `/`: give it the whole path.
+    let file = if args.file.is_absolute() {
+        args.file.clone()
+    } else {
+        std::env::current_dir()
+            .context("cannot tell the current directory")?
+            .join(&args.file)
+    };
+    let (rows, head) = match backend.call(Request::Export {
+        path: file.display().to_string(),
+    })? {
+        Reply::Exported { rows, head } => (rows, head),
+        other => return Err(unexpected(other)),
+    };
+    println!("Exported {rows} journal rows to {}.", args.file.display());
+    if let Some((seq, hash)) = head {
+        println!("head: seq {seq} hash {hash}");
     }
     println!(
         "Check it anywhere, without the key: vault verify --file {}",

@@ -1,5 +1,7 @@
-//! `vault init`: create a vault and cache its key.
-use crate::keys::{PassphraseSource, DEFAULT_KERNEL_TTL};
+//! `vault init`: create a vault and leave it unlocked, as `vault unlock` would (an agent started
+//! with the key), so the AI client's `vault mcp` works at once.
+use crate::agent::{handoff, DEFAULT_LIFETIME};
+use crate::keys::PassphraseSource;
 use crate::paths::VaultPaths;
 use crate::vault::{Vault, VaultError};
 use crate::Exit;
@@ -20,29 +22,30 @@ pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         return Err(VaultError::AlreadyInitialized(paths.dir().display().to_string()).into());
     }
     let passphrase = PassphraseSource::choose(args.passphrase_stdin).read_new()?;
-    let (vault, backend) = Vault::init(paths, &passphrase, DEFAULT_KERNEL_TTL)?;
-    let keyring = backend.map(|b| b.to_string());
+    let (vault, keys) = Vault::init(paths, &passphrase)?;
+    let Vault {
+        paths, vault_id, ..
+    } = vault;
+    let agent = handoff::start_agent(&paths, &vault_id, &keys, DEFAULT_LIFETIME);
+    drop(keys);
     if args.json {
         super::print_json(&serde_json::json!({
-            "vault_id": vault.vault_id,
-            "dir": vault.paths.dir(),
-            "keyring": keyring,
+            "vault_id": vault_id,
+            "dir": paths.dir(),
+            "agent": agent.as_ref().ok().map(|s| serde_json::json!({"pid": s.pid, "socket": s.socket})),
         }));
     } else {
-        println!(
-            "Created vault {} in {}",
-            vault.vault_id,
-            vault.paths.dir().display()
-        );
-        match keyring {
-            Some(k) => println!("The key is cached in the {k}; `vault lock` removes it."),
-            None => {
-                println!("No keyring was reachable: commands will say `vault unlock` is needed.")
-            }
+        println!("Created vault {vault_id} in {}", paths.dir().display());
+        match &agent {
+            Ok(s) => println!(
+                "Unlocked: agent pid {} listens on {}; `vault lock` locks it.",
+                s.pid, s.socket
+            ),
+            Err(e) => println!("The vault agent did not start ({e}); run `vault unlock`."),
         }
         println!(
             "Back up {} and remember the passphrase: together they are the only way back in.",
-            vault.paths.key_file().display()
+            paths.key_file().display()
         );
     }
     Ok(Exit::Ok)

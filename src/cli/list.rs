@@ -1,7 +1,9 @@
 //! `vault list [--json]`: credentials and their rules, never their secrets.
-use crate::credentials::{self, Credential};
+use super::backend::{unexpected, Backend};
+use crate::agent::protocol::{Reply, Request};
+use crate::credentials::Credential;
+use crate::keys::PassphraseSource;
 use crate::paths::VaultPaths;
-use crate::vault::Vault;
 use crate::Exit;
 use serde_json::{json, Value};
 
@@ -32,8 +34,13 @@ pub fn credential_json(c: &Credential) -> Value {
 }
 
 pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
-    let vault = Vault::open(paths)?;
-    let creds = credentials::list(&vault.store, args.profile.as_deref())?;
+    let mut backend = Backend::open(&paths, PassphraseSource::choose(false))?;
+    let creds = match backend.call(Request::Credentials {
+        profile: args.profile.clone(),
+    })? {
+        Reply::Credentials(c) => c,
+        other => return Err(unexpected(other)),
+    };
     if args.json {
         println!(
             "{}",

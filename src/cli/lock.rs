@@ -1,18 +1,35 @@
-//! `vault lock`: remove the master key from every keyring.
+//! `vault lock [--forget]`: stop the vault agent (it journals the lock and forgets the key); with
+//! `--forget`, also remove the key `--remember` put in the OS keyring.
+use crate::keys::remember;
 use crate::paths::VaultPaths;
 use crate::vault::Vault;
 use crate::Exit;
 
-pub fn run(paths: VaultPaths) -> anyhow::Result<Exit> {
-    let removed = Vault::lock(paths)?;
-    if removed.is_empty() {
-        println!("Already locked: no keyring held the key.");
-    } else {
-        let names: Vec<String> = removed.iter().map(ToString::to_string).collect();
-        println!(
-            "Locked: removed the key from the {}. `vault unlock` opens it again.",
-            names.join(" and the ")
-        );
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Also remove the key `vault unlock --remember` left in the OS keyring.
+    #[arg(long)]
+    forget: bool,
+}
+
+pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
+    let vault_id = Vault::id_of(&paths)?;
+    let legacy = remember::remove_legacy(&vault_id);
+    let socket = crate::agent::socket::socket_path(&vault_id);
+    let stopped = crate::agent::client::stop_running(&paths, &socket);
+    let forgot = args.forget && remember::forget(&vault_id);
+    match (stopped, legacy || forgot) {
+        (true, _) => println!("Locked: the vault agent forgot the key and stopped. `vault unlock` opens the vault again."),
+        (false, true) => println!("No vault agent was running."),
+        (false, false) => println!("Already locked: no vault agent was running."),
+    }
+    if legacy {
+        println!("Removed the key an earlier version left in the kernel keyring.");
+    }
+    if forgot {
+        println!("Removed the key from the {}.", remember::keyring_name());
+    } else if args.forget {
+        println!("The {} held no key for this vault.", remember::keyring_name());
     }
     Ok(Exit::Ok)
 }

@@ -1,16 +1,14 @@
 //! `vault log [--json] [--session S] [--since T] [--follow]`: what each agent did, as a
 //! projection of the journal: time, client, tool, credential, target summary, state, duration.
+use super::backend::Backend;
+use super::mirror::Mirror;
 use crate::audit::{ActionEntry, Activity};
+use crate::keys::PassphraseSource;
 use crate::paths::VaultPaths;
-use crate::vault::Vault;
 use crate::Exit;
 use anyhow::Context;
 use serde_json::json;
 use std::io::{IsTerminal, Write};
-use std::time::Duration;
-
-/// How often `--follow` looks for new journal rows.
-const FOLLOW_POLL: Duration = Duration::from_millis(300);
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -128,8 +126,9 @@ fn entry_line(a: &Activity, e: &ActionEntry, style: &Style) -> String {
 
 pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     let since = args.since.as_deref().map(parse_since).transpose()?;
-    let vault = Vault::open(paths)?;
-    let mut activity = Activity::load(vault.store.conn())?;
+    let mut backend = Backend::open(&paths, PassphraseSource::choose(false))?;
+    let mut mirror = Mirror::load(&mut backend)?;
+    let mut activity = Activity::load(&mirror.conn)?;
     let style = Style {
         colour: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
     };
@@ -164,8 +163,14 @@ pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         return Ok(Exit::Ok);
     }
     loop {
-        std::thread::sleep(FOLLOW_POLL);
-        for i in activity.update(vault.store.conn())? {
+        // The agent answers as soon as a row lands (or after a minute with none).
+        if mirror.fetch(&mut backend, 60_000)? == 0 {
+            if let Backend::Direct { .. } = backend {
+                std::thread::sleep(std::time::Duration::from_millis(300));
+            }
+            continue;
+        }
+        for i in activity.update(&mirror.conn)? {
             let e = &activity.entries[i];
             if keep(e) {
                 if let Err(e) = print(&activity, e) {

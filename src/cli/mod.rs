@@ -4,7 +4,9 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod add;
+mod agent;
 mod approve;
+mod backend;
 mod demo;
 mod doctor;
 mod edit;
@@ -14,6 +16,7 @@ mod list;
 mod lock;
 mod log;
 mod mcp;
+mod mirror;
 mod pause;
 mod pending;
 mod resume;
@@ -55,10 +58,12 @@ enum Command {
     Rm(rm::Args),
     /// Change a credential's rules or secret (its version goes up; old approvals stop matching).
     Edit(edit::Args),
-    /// Put the master key in the keyring (asks for the passphrase).
+    /// Start the vault agent, which holds the key until `vault lock` (asks for the passphrase).
     Unlock(unlock::Args),
-    /// Remove the master key from every keyring; until `vault unlock`, only the passphrase opens the vault.
-    Lock,
+    /// Stop the vault agent: it forgets the key; until `vault unlock`, only the passphrase opens the vault.
+    Lock(lock::Args),
+    /// The custody process (started by `vault unlock`, or by a login unit with --foreground).
+    Agent(agent::Args),
     /// Check the keyring, paths, modes and versions; prints no secret.
     Doctor(doctor::Args),
     /// Decide waiting actions: passphrase once, then a card per action (or scripted with --id).
@@ -115,7 +120,8 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Rm(a) => rm::run(paths, a),
         Command::Edit(a) => edit::run(paths, a),
         Command::Unlock(a) => unlock::run(paths, a),
-        Command::Lock => lock::run(paths),
+        Command::Lock(a) => lock::run(paths, a),
+        Command::Agent(a) => agent::run(paths, a),
         Command::Doctor(a) => doctor::run(paths, a),
         Command::Mcp(a) => mcp::run(paths, a),
         Command::Approve(a) => approve::run(paths, a),
@@ -140,6 +146,14 @@ fn exit_code(err: &anyhow::Error) -> Exit {
             cause.downcast_ref::<crate::approvals::ApprovalError>()
         {
             return Exit::LockedOrPaused;
+        }
+        if let Some(r) = cause.downcast_ref::<backend::Refused>() {
+            use crate::agent::protocol::ErrorCode;
+            return match r.code {
+                ErrorCode::WrongApprover | ErrorCode::Paused => Exit::LockedOrPaused,
+                ErrorCode::Invalid if r.message.starts_with("invalid ") => Exit::Usage,
+                _ => Exit::Failure,
+            };
         }
         if let Some(CredentialError::Invalid { .. }) = cause.downcast_ref::<CredentialError>() {
             return Exit::Usage;
@@ -192,28 +206,48 @@ fn confirm_on_terminal(question: &str) -> anyhow::Result<bool> {
     Ok(matches!(line.trim(), "y" | "Y" | "yes" | "YES" | "Yes"))
 }
 
-/// The approver key, for signing a credential policy looser than `each`. The passphrase comes from
-/// `VAULT_PASSPHRASE_FILE` or the terminal (stdin may already carry the secret).
-fn approver_key(
-    vault: &crate::vault::Vault,
-    approval: crate::credentials::Approval,
-) -> anyhow::Result<crate::keys::ApproverKey> {
+/// Signs a credential's policy (an approval looser than `each`) with the approver key and has the
+/// vault store the signature. The passphrase comes from `VAULT_PASSPHRASE_FILE` or the terminal
+/// (stdin may already carry the secret); on a locked vault the keys are already at hand.
+fn sign_policy(
+    backend: &mut backend::Backend,
+    paths: &VaultPaths,
+    cred: &crate::credentials::Credential,
+) -> anyhow::Result<crate::credentials::Credential> {
     use anyhow::Context;
-    let source = crate::keys::PassphraseSource::choose(false);
-    let prompt = format!(
-        "Approval `{}` is signed by the approver. Vault passphrase: ",
-        approval.as_str()
-    );
-    let passphrase = source
-        .read(&prompt)
-        .context("a policy looser than `each` needs the passphrase")?;
-    let bytes = std::fs::read(vault.paths.key_file())?;
-    let keys = crate::keys::unwrap_key_file(&bytes, &passphrase)
-        .map_err(crate::vault::VaultError::from)?;
-    let public = crate::approvals::signing::approver_public_key(vault.store.conn())?;
-    anyhow::ensure!(
-        public == keys.approver.public(),
-        crate::approvals::ApprovalError::WrongApprover
-    );
-    Ok(keys.approver)
+    let vault_id = backend.vault_id().to_owned();
+    let signature = match backend {
+        backend::Backend::Direct { keys, .. } => {
+            crate::credentials::policy_signature(&keys.approver, &vault_id, cred)
+        }
+        backend::Backend::Agent(_) => {
+            let prompt = format!(
+                "Approval `{}` is signed by the approver. Vault passphrase: ",
+                cred.approval.as_str()
+            );
+            let passphrase = crate::keys::PassphraseSource::choose(false)
+                .read(&prompt)
+                .context("a policy looser than `each` needs the passphrase")?;
+            let keys = crate::vault::Vault::keys(paths, &passphrase)?;
+            crate::credentials::policy_signature(&keys.approver, &vault_id, cred)
+        }
+    };
+    match backend.call(crate::agent::protocol::Request::SignPolicy {
+        credential_id: cred.id.clone(),
+        signature,
+    })? {
+        crate::agent::protocol::Reply::Credential(c) => Ok(c),
+        other => Err(backend::unexpected(other)),
+    }
+}
+
+/// Parses `--for` durations such as 30m or 8h.
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let d: jiff::SignedDuration = s
+        .parse()
+        .map_err(|e| format!("{s:?} is not a duration like 30m or 8h: {e}"))?;
+    std::time::Duration::try_from(d)
+        .ok()
+        .filter(|d| d.as_secs() >= 1 && d.as_secs() <= 31 * 86400)
+        .ok_or_else(|| "the duration must be between one second and 31 days".to_owned())
 }

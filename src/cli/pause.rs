@@ -1,8 +1,9 @@
 //! `vault pause [--reason R]`: the kill switch. Every tool call fails at once and every waiting
 //! action is denied. Anyone may pull it; lifting it (`vault resume`) needs the passphrase.
-use crate::approvals;
+use super::backend::{unexpected, Backend};
+use crate::agent::protocol::{Reply, Request};
+use crate::keys::PassphraseSource;
 use crate::paths::VaultPaths;
-use crate::vault::Vault;
 use crate::Exit;
 
 #[derive(Debug, clap::Args)]
@@ -13,8 +14,13 @@ pub struct Args {
 }
 
 pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
-    let mut vault = Vault::open(paths)?;
-    let denied = approvals::pause(&mut vault.store, &args.reason)?;
+    let mut backend = Backend::open(&paths, PassphraseSource::choose(false))?;
+    let denied = match backend.call(Request::Pause {
+        reason: args.reason,
+    })? {
+        Reply::Count(n) => n,
+        other => return Err(unexpected(other)),
+    };
     println!("Paused: every tool call now fails; {denied} waiting action(s) denied. `vault resume` lifts it.");
     Ok(Exit::Ok)
 }

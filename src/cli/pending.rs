@@ -1,7 +1,8 @@
-//! `vault pending [--json]`: what waits for a decision. Needs the keyring key, not the passphrase.
-use crate::approvals;
+//! `vault pending [--json]`: what waits for a decision. Through the agent, no passphrase needed.
+use super::backend::{unexpected, Backend};
+use crate::agent::protocol::{Reply, Request};
+use crate::keys::PassphraseSource;
 use crate::paths::VaultPaths;
-use crate::vault::Vault;
 use crate::Exit;
 use serde_json::{json, Value};
 
@@ -13,13 +14,15 @@ pub struct Args {
 }
 
 pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
-    let mut vault = Vault::open(paths)?;
-    let _ = approvals::reap_orphans(&mut vault.store);
-    let _ = approvals::expire_due(&mut vault.store);
-    let pending = approvals::list_pending(&vault.store)?;
+    let mut backend = Backend::open(&paths, PassphraseSource::choose(false))?;
+    let pending = match backend.call(Request::Pending)? {
+        Reply::Pending(p) => p,
+        other => return Err(unexpected(other)),
+    };
     if args.json {
         let items: Vec<Value> = pending
             .iter()
+            .map(|v| &v.action)
             .map(|a| json!({
                 "action_id": a.id, "tool": a.tool, "credential": a.credential_name, "profile": a.profile,
                 "client": a.client, "summary": a.summary, "hash": a.action_hash,
@@ -33,12 +36,12 @@ pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         println!("Nothing waits for a decision.");
         return Ok(Exit::Ok);
     }
-    for a in &pending {
+    for a in pending.iter().map(|v| &v.action) {
         println!(
             "{}  {}  {}  hash {}  expires {}",
             a.id,
-            a.client,
-            a.summary,
+            a.client.escape_debug(),
+            a.summary.escape_debug(),
             &a.action_hash[..12],
             a.expires_at
         );

@@ -1,5 +1,7 @@
-//! `vault resume`: lift the pause switch (needs the passphrase, so an agent cannot).
-use crate::approvals;
+//! `vault resume`: lift the pause switch. It needs the approver's signature, so the passphrase:
+//! an agent cannot lift it.
+use super::backend::{unexpected, Backend};
+use crate::agent::protocol::{Reply, Request};
 use crate::keys::PassphraseSource;
 use crate::paths::VaultPaths;
 use crate::vault::Vault;
@@ -13,12 +15,19 @@ pub struct Args {
 }
 
 pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
+    let vault_id = Vault::id_of(&paths)?;
     let passphrase = PassphraseSource::choose(args.passphrase_stdin).read("Vault passphrase: ")?;
-    let (mut vault, keys) = Vault::open_with_passphrase(paths, &passphrase)?;
-    if approvals::resume(&mut vault.store, &keys.approver)? {
-        println!("Resumed: tool calls work again.");
-    } else {
-        println!("The vault was not paused.");
+    let keys = Vault::keys(&paths, &passphrase)?;
+    let resume = crate::approvals::sign_resume(&keys.approver, &vault_id);
+    let role = crate::agent::protocol::Role::Cli;
+    let mut backend = match crate::agent::client::Client::connect(&paths, role)? {
+        Some(c) => Backend::Agent(c),
+        None => Backend::with_keys(&paths, keys)?,
+    };
+    match backend.call(Request::Resume { resume })? {
+        Reply::Flag(true) => println!("Resumed: tool calls work again."),
+        Reply::Flag(false) => println!("The vault was not paused."),
+        other => return Err(unexpected(other)),
     }
     Ok(Exit::Ok)
 }

@@ -1,7 +1,8 @@
 //! `vault rm NAME`: remove a credential and its secret.
-use crate::credentials;
+use super::backend::{unexpected, Backend};
+use crate::agent::protocol::{Reply, Request};
+use crate::keys::PassphraseSource;
 use crate::paths::VaultPaths;
-use crate::vault::Vault;
 use crate::Exit;
 
 #[derive(Debug, clap::Args)]
@@ -12,8 +13,14 @@ pub struct Args {
 }
 
 pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
-    let mut vault = Vault::open(paths)?;
-    let cred = credentials::remove(&mut vault.store, &args.profile, &args.name)?;
+    let mut backend = Backend::open(&paths, PassphraseSource::choose(false))?;
+    let cred = match backend.call(Request::RemoveCredential {
+        profile: args.profile,
+        name: args.name,
+    })? {
+        Reply::Credential(c) => c,
+        other => return Err(unexpected(other)),
+    };
     println!("Removed {} from profile {}.", cred.name, cred.profile);
     Ok(Exit::Ok)
 }

@@ -1,8 +1,10 @@
 //! `vault sessions [--json]`: each MCP session (client name and version, parent process, start
 //! and end, actions by state), as a projection of the journal.
+use super::backend::Backend;
+use super::mirror::Mirror;
 use crate::audit::{Activity, SessionSummary};
+use crate::keys::PassphraseSource;
 use crate::paths::VaultPaths;
-use crate::vault::Vault;
 use crate::Exit;
 use serde_json::{json, Value};
 
@@ -28,8 +30,9 @@ fn session_json(s: &SessionSummary) -> Value {
 }
 
 pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
-    let vault = Vault::open(paths)?;
-    let activity = Activity::load(vault.store.conn())?;
+    let mut backend = Backend::open(&paths, PassphraseSource::choose(false))?;
+    let mirror = Mirror::load(&mut backend)?;
+    let activity = Activity::load(&mirror.conn)?;
     if args.json {
         println!(
             "{}",

@@ -1,5 +1,7 @@
-//! `vault unlock`: check the passphrase and put the master key in the keyring.
-use crate::keys::{PassphraseSource, DEFAULT_KERNEL_TTL};
+//! `vault unlock`: check the passphrase and start the vault agent, which holds the key (and
+//! replaces an agent already running).
+use crate::agent::{handoff, DEFAULT_LIFETIME};
+use crate::keys::{remember, PassphraseSource};
 use crate::paths::VaultPaths;
 use crate::vault::Vault;
 use crate::Exit;
@@ -10,32 +12,38 @@ pub struct Args {
     /// Read the passphrase from the first line of stdin (else VAULT_PASSPHRASE_FILE, else the terminal).
     #[arg(long)]
     passphrase_stdin: bool,
-    /// How long the kernel keyring keeps the key, e.g. 30m, 8h (OS keyrings keep it until `vault lock`).
-    #[arg(long = "for", value_name = "DURATION", value_parser = parse_duration)]
+    /// How long the agent keeps the key, e.g. 30m, 8h (default 8h); `vault lock` ends it sooner.
+    #[arg(long = "for", value_name = "DURATION", value_parser = super::parse_duration)]
     ttl: Option<Duration>,
-}
-
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let d: jiff::SignedDuration = s
-        .parse()
-        .map_err(|e| format!("{s:?} is not a duration like 30m or 8h: {e}"))?;
-    Duration::try_from(d)
-        .ok()
-        .filter(|d| d.as_secs() >= 1)
-        .ok_or_else(|| "the duration must be at least one second".to_owned())
+    /// Also keep the key in the OS keyring, so a login unit can start the agent without asking
+    /// (any process of yours that can reach that keyring can read it; `vault lock --forget`
+    /// removes it).
+    #[arg(long)]
+    remember: bool,
 }
 
 pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
+    let vault_id = Vault::id_of(&paths)?;
     let passphrase = PassphraseSource::choose(args.passphrase_stdin).read("Vault passphrase: ")?;
-    let ttl = args.ttl.unwrap_or(DEFAULT_KERNEL_TTL);
-    let (vault, backend) = Vault::unlock(paths, &passphrase, ttl)?;
-    match backend {
-        crate::keys::Backend::Kernel => println!(
-            "Unlocked vault {}: the key is in the {backend} for {}s; `vault lock` removes it sooner.",
-            vault.vault_id,
-            ttl.as_secs()
-        ),
-        _ => println!("Unlocked vault {}: the key is in the {backend}; `vault lock` removes it.", vault.vault_id),
+    let keys = Vault::keys(&paths, &passphrase)?;
+    if remember::remove_legacy(&vault_id) {
+        println!("Removed the key an earlier version left in the kernel keyring.");
     }
+    let ttl = args.ttl.unwrap_or(DEFAULT_LIFETIME);
+    let status = handoff::start_agent(&paths, &vault_id, &keys, ttl)?;
+    if args.remember {
+        remember::remember(&vault_id, &keys.master, &keys.approver.public())?;
+        println!(
+            "The key is also in the {} (`vault lock --forget` removes it).",
+            remember::keyring_name()
+        );
+    }
+    println!(
+        "Unlocked vault {vault_id}: agent pid {} listens on {}; it locks at {} (or after {} idle minutes). `vault lock` locks now.",
+        status.pid,
+        status.socket,
+        status.locks_at,
+        status.idle_seconds / 60
+    );
     Ok(Exit::Ok)
 }

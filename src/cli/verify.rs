@@ -1,10 +1,13 @@
 //! `vault verify [--json] [--anchor SEQ:HASH]... [--file FILE]`: recompute the journal's chain
-//! (in the vault, or in an export with no key at all), check the anchors, print the verdict and
-//! the head. Exit 0 intact, 3 not.
-use crate::audit::{self, Anchor, Report};
+//! (in the vault, through its agent or with the passphrase, or in an export with no key at all),
+//! check the anchors, print the verdict and the head. Exit 0 intact, 3 not.
+use super::backend::{unexpected, Backend};
+use crate::agent::protocol::{Reply, Request};
+use crate::audit::{self, Anchor};
+use crate::keys::PassphraseSource;
 use crate::paths::VaultPaths;
-use crate::vault::Vault;
 use crate::Exit;
+use serde_json::Value;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -23,69 +26,67 @@ pub struct Args {
 }
 
 pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
-    let mut anchors: Vec<Anchor> = args
+    let anchors: Vec<Anchor> = args
         .anchor
         .iter()
         .map(|a| audit::parse_anchor(a))
         .collect::<Result<_, _>>()?;
     let given = anchors.len();
-    let (report, what) = match &args.file {
+    let (line, from_file, what) = match &args.file {
         Some(file) => (
-            audit::verify_file(file, &anchors)?,
+            audit::verify_file(file, &anchors)?.to_json_line(),
+            0,
             format!("export {}", file.display()),
         ),
         None => {
-            let vault = Vault::open(paths)?;
-            anchors.extend(audit::read_anchors(&vault.paths)?);
-            let report = audit::verify_store(vault.store.conn(), &vault.vault_id, &anchors)?;
-            (report, format!("vault.db of vault {}", vault.vault_id))
+            let mut backend = Backend::open(&paths, PassphraseSource::choose(false))?;
+            let what = format!("vault.db of vault {}", backend.vault_id());
+            let anchors = anchors
+                .iter()
+                .map(|a| (a.seq, hex::encode(a.hash)))
+                .collect();
+            match backend.call(Request::Verify { anchors })? {
+                Reply::Verify { report, from_file } => (report.to_string(), from_file, what),
+                other => return Err(unexpected(other)),
+            }
         }
     };
+    let report: Value = serde_json::from_str(&line)?;
+    let ok = report["ok"] == true;
     if args.json {
-        println!("{}", report.to_json_line());
+        println!("{line}");
     } else {
-        print_human(&report, &what, given, anchors.len() - given);
+        print_human(&report, &what, given, from_file);
     }
-    Ok(if report.ok() {
-        Exit::Ok
-    } else {
-        Exit::VerificationFailed
-    })
+    Ok(if ok { Exit::Ok } else { Exit::VerificationFailed })
 }
 
-fn print_human(report: &Report, what: &str, given: usize, from_file: usize) {
+fn print_human(report: &Value, what: &str, given: usize, from_file: usize) {
+    let ok = report["ok"] == true;
+    let rows = &report["rows"];
     let anchors = match (given, from_file) {
         (0, 0) => "no anchor to check".to_owned(),
         (g, 0) => format!("{g} anchor(s) given, all matched"),
         (0, f) => format!("{f} anchor(s) from anchors.jsonl, all matched"),
         (g, f) => format!("{g} anchor(s) given and {f} from anchors.jsonl, all matched"),
     };
-    match &report.failure {
-        None => println!(
-            "OK: the journal of {what} is intact: {} rows chained from the genesis; {anchors}.",
-            report.rows
-        ),
-        Some(f) => {
-            let at = f.seq.map_or(String::new(), |s| format!(" at seq {s}"));
-            println!("FAILED{at}: {}", f.message());
-            println!(
-                "Rows verified before it: {}. Keep the {what} as evidence (copy it, do not repair it) and compare it with your backups and exports.",
-                report.rows
-            );
-        }
+    if ok {
+        println!("OK: the journal of {what} is intact: {rows} rows chained from the genesis; {anchors}.");
+    } else {
+        let at = report["first_bad_seq"]
+            .as_i64()
+            .map_or(String::new(), |s| format!(" at seq {s}"));
+        println!("FAILED{at}: {}", report["reason"].as_str().unwrap_or("?"));
+        println!(
+            "Rows verified before it: {rows}. Keep the {what} as evidence (copy it, do not repair it) and compare it with your backups and exports."
+        );
     }
-    if let Some(h) = &report.head {
-        let label = if report.ok() {
-            "head"
-        } else {
-            "last intact row"
-        };
-        println!("{label}: seq {} hash {}", h.seq, hex::encode(h.hash));
-        if report.ok() {
+    if let (Some(seq), Some(hash)) = (report["head"]["seq"].as_i64(), report["head"]["hash"].as_str()) {
+        let label = if ok { "head" } else { "last intact row" };
+        println!("{label}: seq {seq} hash {hash}");
+        if ok {
             println!(
-                "Keep this line somewhere else; later, `vault verify --anchor {}:{}` proves nothing up to it changed.",
-                h.seq,
-                hex::encode(h.hash)
+                "Keep this line somewhere else; later, `vault verify --anchor {seq}:{hash}` proves nothing up to it changed."
             );
         }
     }

@@ -9,7 +9,8 @@ pub use http::{
     check_path_prefix, is_loopback, normalize_host, parse_host, parse_methods, HttpAuth, HttpTarget,
 };
 pub use service::{
-    add, edit, get, get_by_id, list, policy_payload, remove, sign_policy, Edit, NewCredential,
+    add, edit, get, get_by_id, list, policy_payload, policy_signature, remove, sign_policy, Edit,
+    NewCredential,
 };
 pub use ssh::{check_host_key, fetch_host_key, load_private_key, HostKeyError, SshAuth, SshTarget};
 
@@ -107,7 +108,7 @@ impl Target {
 }
 
 /// A stored credential, without its secret.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Credential {
     pub id: String,
     pub profile: String,
@@ -154,6 +155,24 @@ impl Secret {
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Secret(<redacted>)")
+    }
+}
+
+/// On the agent's socket only (a person's `vault add` handing the secret to the custody agent):
+/// hex, decoded straight into zeroizing memory.
+impl Serialize for Secret {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&zeroize::Zeroizing::new(hex::encode(self.expose())))
+    }
+}
+
+impl<'de> Deserialize<'de> for Secret {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = zeroize::Zeroizing::new(String::deserialize(d)?);
+        let mut bytes = zeroize::Zeroizing::new(vec![0u8; text.len() / 2]);
+        hex::decode_to_slice(text.as_bytes(), &mut bytes)
+            .map_err(|_| serde::de::Error::custom("a secret must be hex"))?;
+        Ok(Secret::new(std::mem::take(&mut *bytes)))
     }
 }
 

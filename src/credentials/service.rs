@@ -6,7 +6,8 @@ use crate::store::{CredentialRow, Store};
 use serde_json::json;
 
 /// A credential to add.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct NewCredential {
     pub profile: String,
     pub name: String,
@@ -16,15 +17,28 @@ pub struct NewCredential {
 }
 
 /// What `vault edit` may change; `None` leaves a field as it is.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Edit {
     pub approval: Option<Approval>,
     pub path_prefix: Option<String>,
     /// `Some(None)`: any method again.
+    #[serde(
+        deserialize_with = "some_option",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub methods: Option<Option<Vec<String>>>,
     pub host_key: Option<String>,
     pub allow_commands: Option<Vec<String>>,
     pub secret: Option<Secret>,
+}
+
+/// A present field (even `null`) is `Some`: `null` means "any method again".
+fn some_option<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Option<Vec<String>>>, D::Error> {
+    use serde::Deserialize;
+    Option::<Vec<String>>::deserialize(d).map(Some)
 }
 
 fn check_target(target: &Target, secret: Option<&Secret>) -> Result<(), CredentialError> {
@@ -116,7 +130,7 @@ pub fn add(store: &mut Store, new: NewCredential) -> Result<Credential, Credenti
     }
     to_row(&cred).insert(&tx, new.secret.expose())?;
     audit::append(&tx, "credential.add", None, None, &audit_body(&cred))?;
-    tx.commit().map_err(crate::store::StoreError::from)?;
+    tx.commit()?;
     Ok(cred)
 }
 
@@ -143,30 +157,52 @@ pub fn get_by_id(
     Ok(Some((to_credential(row)?, sig)))
 }
 
-/// Signs the credential's approval and target with the approver key (needed for any approval
-/// other than `each` to take effect) and stores the signature.
-pub fn sign_policy(
-    store: &mut Store,
+/// The approver's side: the signature over the credential's id, version, approval and target
+/// that lets an approval other than `each` take effect.
+pub fn policy_signature(
     key: &crate::keys::ApproverKey,
-    profile: &str,
-    name: &str,
-) -> Result<Credential, CredentialError> {
-    let vault_id = crate::store::get_meta(store.conn(), "vault_id")?.unwrap_or_default();
-    let tx = store.write()?;
-    let row =
-        CredentialRow::find(&tx, profile, name)?.ok_or_else(|| CredentialError::NotFound {
-            profile: profile.to_owned(),
-            name: name.to_owned(),
-        })?;
-    let cred = to_credential(row)?;
-    let (_, sig) = crate::approvals::signing::sign(
+    vault_id: &str,
+    cred: &Credential,
+) -> String {
+    crate::approvals::signing::sign(
         key,
         crate::approvals::signing::POLICY,
-        &policy_payload(&vault_id, &cred),
-    );
-    CredentialRow::set_policy_sig(&tx, &cred.id, Some(&sig))?;
+        &policy_payload(vault_id, cred),
+    )
+    .1
+}
+
+/// Stores a policy signature after checking it is the trusted approver's over the credential as
+/// it is now (this id at this version); journals `credential.sign`.
+pub fn sign_policy(
+    store: &mut Store,
+    trust: &crate::approvals::Trust,
+    credential_id: &str,
+    signature: &str,
+) -> Result<Credential, CredentialError> {
+    let tx = store.write()?;
+    let row = CredentialRow::find_by_id(&tx, credential_id)?.ok_or_else(|| {
+        CredentialError::NotFound {
+            profile: "?".into(),
+            name: credential_id.to_owned(),
+        }
+    })?;
+    let cred = to_credential(row)?;
+    let payload = crate::canonical::to_string(&policy_payload(&trust.vault_id, &cred));
+    if !crate::approvals::signing::verify(
+        &trust.approver,
+        crate::approvals::signing::POLICY,
+        &payload,
+        signature,
+    ) {
+        return Err(invalid(
+            "signature",
+            "it is not the approver's signature over this credential's current version; run the command again",
+        ));
+    }
+    CredentialRow::set_policy_sig(&tx, &cred.id, Some(signature))?;
     audit::append(&tx, "credential.sign", None, None, &audit_body(&cred))?;
-    tx.commit().map_err(crate::store::StoreError::from)?;
+    tx.commit()?;
     Ok(cred)
 }
 
@@ -201,7 +237,7 @@ pub fn remove(store: &mut Store, profile: &str, name: &str) -> Result<Credential
     row.delete(&tx)?;
     let cred = to_credential(row)?;
     audit::append(&tx, "credential.rm", None, None, &audit_body(&cred))?;
-    tx.commit().map_err(crate::store::StoreError::from)?;
+    tx.commit()?;
     Ok(cred)
 }
 
@@ -272,6 +308,6 @@ pub fn edit(
     let mut body = audit_body(&cred);
     body["changed"] = json!(changed);
     audit::append(&tx, "credential.edit", None, None, &body)?;
-    tx.commit().map_err(crate::store::StoreError::from)?;
+    tx.commit()?;
     Ok(cred)
 }

@@ -1,15 +1,16 @@
 //! `vault demo`: the whole flow on a throwaway vault against a loopback target, through the real
-//! `vault mcp` process: a request waits, a person (or, without a terminal, the scripted path)
-//! approves it, the vault injects the secret, the target answers, the secret is scrubbed from the
-//! result, and the journal verifies. Progress is reported through a callback; nothing prints here.
+//! processes: `vault init` starts a custody agent, the real `vault mcp` asks for a request, it
+//! waits, a person (or, without a terminal, the scripted path) approves it, the agent injects the
+//! secret, the target answers, the secret is scrubbed from the result, and the journal verifies.
+//! Progress is reported through a callback; nothing prints here.
 mod target;
 
-use crate::approvals::{self, Verdict};
+use crate::agent::client::{approver_client, Client};
+use crate::agent::protocol::{ApprovalView, Reply, Request, Role};
+use crate::approvals::Verdict;
 use crate::audit;
-use crate::credentials::{
-    self, Approval, HttpAuth, HttpTarget, NewCredential, Secret, Target as CredTarget,
-};
-use crate::keys::{Passphrase, DEFAULT_KERNEL_TTL};
+use crate::credentials::{Approval, HttpAuth, HttpTarget, NewCredential, Secret, Target as CredTarget};
+use crate::keys::Passphrase;
 use crate::paths::VaultPaths;
 use crate::vault::Vault;
 use serde_json::{json, Value};
@@ -43,7 +44,9 @@ pub fn run(say: &mut dyn FnMut(&str), approver: Approver<'_>, keep: bool) -> Res
     let _ = std::fs::remove_dir_all(&dir);
     let paths = VaultPaths::new(&dir);
     let result = flow(&paths, say, approver);
-    let _ = Vault::lock(paths.clone());
+    if let Some(socket) = crate::agent::client::socket_of(&paths) {
+        crate::agent::client::stop_running(&paths, &socket);
+    }
     if keep {
         say(&format!(
             "Kept the demo vault in {} (its passphrase was printed above).",
@@ -75,20 +78,22 @@ fn flow(
         target.port
     ));
 
-    let (mut vault, backend) = Vault::init(
-        paths.clone(),
-        &Passphrase::from_string(passphrase.clone()),
-        DEFAULT_KERNEL_TTL,
-    )
-    .map_err(|e| step(format!("vault init: {e}")))?;
-    let backend = backend.ok_or_else(|| step("no keyring could hold the key, so `vault mcp` could not open the vault; see `vault doctor`"))?;
+    let (vault, keys) = Vault::init(paths.clone(), &Passphrase::from_string(passphrase.clone()))
+        .map_err(|e| step(format!("vault init: {e}")))?;
+    let vault_id = vault.vault_id.clone();
+    drop(vault);
+    let agent = crate::agent::handoff::start_agent(paths, &vault_id, &keys, Duration::from_secs(600))
+        .map_err(|e| step(format!("starting the vault agent: {e}")))?;
     say(&format!(
-        "2. Throwaway vault in {} (key cached in the {backend}; passphrase {passphrase})",
-        paths.dir().display()
+        "2. Throwaway vault in {} (passphrase {passphrase}); its key is held only by the vault agent, pid {} (not dumpable, no core, not readable by other processes)",
+        paths.dir().display(),
+        agent.pid
     ));
-    credentials::add(
-        &mut vault.store,
-        NewCredential {
+    let mut cli = Client::connect(paths, Role::Cli)
+        .map_err(|e| step(e.to_string()))?
+        .ok_or_else(|| step("the vault agent is not reachable"))?;
+    cli.call(Request::AddCredential {
+        new: NewCredential {
             profile: "default".into(),
             name: "demo-api".into(),
             approval: Approval::Each,
@@ -103,7 +108,7 @@ fn flow(
             }),
             secret: Secret::new(secret.clone().into_bytes()),
         },
-    )
+    })
     .map_err(|e| step(format!("vault add: {e}")))?;
     say("3. Credential demo-api added: bearer token bound to that host, port and /v1/, approval each");
 
@@ -124,18 +129,18 @@ fn flow(
     let url = format!("http://127.0.0.1:{}/v1/items", target.port);
     mcp.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "http_request", "arguments": {"credential": "demo-api", "method": "POST", "url": url, "json": {"name": "demo item"}, "wait_s": 60}}}))?;
 
-    let action = wait_pending(&mut vault)?;
+    let mut approver_conn = approver_client(paths, &keys).map_err(|e| step(e.to_string()))?;
+    let view = wait_pending(&mut approver_conn)?;
+    let action = view.action.clone();
+    view.verified_request().map_err(step)?;
     say(&format!(
-        "5. The agent asked: {} (hash {}…); it waits for a decision",
+        "5. The agent asked: {} (hash {}…, re-derived by the approver); it waits for a decision",
         action.summary,
         &action.action_hash[..12]
     ));
     if !target.requests().is_empty() {
         return Err(step("the target was contacted before any approval"));
     }
-    let (_, keys) =
-        Vault::open_with_passphrase(paths.clone(), &Passphrase::from_string(passphrase.clone()))
-            .map_err(|e| step(format!("passphrase: {e}")))?;
     let approved = match approver {
         Approver::Person(ask) => ask(&action.summary, &action.action_hash[..12]),
         Approver::Scripted => {
@@ -148,14 +153,9 @@ fn flow(
     } else {
         Verdict::Deny(Some("declined in the demo".into()))
     };
-    approvals::decide(
-        &mut vault.store,
-        &keys.approver,
-        &action.id,
-        verdict,
-        Duration::from_secs(60),
-    )
-    .map_err(|e| step(format!("decide: {e}")))?;
+    approver_conn
+        .decide(&keys, &view, &verdict, Duration::from_secs(60))
+        .map_err(|e| step(format!("decide: {e}")))?;
     say(&format!(
         "6. Decision signed with the approver key: {}",
         if approved { "approved" } else { "denied" }
@@ -197,20 +197,18 @@ fn flow(
     }
     mcp.finish()?;
 
-    let report = audit::verify_store(
-        vault.store.conn(),
-        &vault.vault_id,
-        &audit::read_anchors(paths).unwrap_or_default(),
-    )
-    .map_err(|e| step(format!("verify: {e}")))?;
-    if !report.ok() {
-        return Err(step(format!(
-            "the journal does not verify: {}",
-            report.to_json_line()
-        )));
+    let report = match cli.call(Request::Verify { anchors: vec![] }) {
+        Ok(Reply::Verify { report, .. }) => report,
+        other => return Err(step(format!("verify: {other:?}"))),
+    };
+    if report["ok"] != true {
+        return Err(step(format!("the journal does not verify: {report}")));
     }
     let export = paths.dir().join("journal.jsonl");
-    audit::export(vault.store.conn(), &export).map_err(|e| step(format!("export: {e}")))?;
+    cli.call(Request::Export {
+        path: export.display().to_string(),
+    })
+    .map_err(|e| step(format!("export: {e}")))?;
     let offline =
         audit::verify_file(&export, &[]).map_err(|e| step(format!("verify --file: {e}")))?;
     if !offline.ok()
@@ -222,20 +220,18 @@ fn flow(
             "the exported journal does not verify, or holds the secret",
         ));
     }
-    say(&format!("8. Journal verified: {} rows, hash chain intact (also offline from the export, with no key); no secret in it", report.rows));
+    say(&format!("8. Journal verified: {} rows, hash chain intact (also offline from the export, with no key); no secret in it", report["rows"]));
     say("Demo complete: the agent acted without ever holding the secret.");
     Ok(())
 }
 
-fn wait_pending(vault: &mut Vault) -> Result<approvals::Action, DemoError> {
+fn wait_pending(approver: &mut Client) -> Result<ApprovalView, DemoError> {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        if let Some(a) = approvals::list_pending(&vault.store)
-            .map_err(|e| step(e.to_string()))?
-            .into_iter()
-            .next()
-        {
-            return Ok(a);
+        if let Ok(Reply::Pending(p)) = approver.call(Request::Pending) {
+            if let Some(v) = p.into_iter().next() {
+                return Ok(v);
+            }
         }
         if Instant::now() > deadline {
             return Err(step("the request never reached the approval queue"));

@@ -1,12 +1,13 @@
 //! Key material: the master key that opens `vault.db`, the approver's ed25519 key, the age file
-//! that keeps both behind the passphrase, the OS/kernel keyring cache, and passphrase input.
+//! that keeps both behind the passphrase, the opt-in OS keyring (`--remember`), and passphrase
+//! input.
 //!
 //! Nothing here prints; every key type zeroizes on drop and shows `<redacted>` in `Debug`.
-mod cache;
 mod keyfile;
 mod passphrase;
+pub mod remember;
 
-pub use cache::{Backend, CacheError, KeyCache, DEFAULT_KERNEL_TTL};
+pub use remember::CacheError;
 pub use keyfile::{unwrap_key_file, wrap_key_file, KeyFileError};
 pub use passphrase::{
     read_file_line, read_stdin_line, read_terminal, Passphrase, PassphraseError, PassphraseSource,
@@ -54,8 +55,8 @@ impl fmt::Debug for MasterKey {
     }
 }
 
-/// The approver's ed25519 signing key. Only `vault approve` ever holds it; `vault mcp` keeps the
-/// public half, read from the database.
+/// The approver's ed25519 signing key. Only `vault approve`, `vault resume` and a person's
+/// `add`/`edit` ever hold it; the agent trusts its public half, handed over at unlock.
 pub struct ApproverKey(ed25519_dalek::SigningKey);
 
 impl ApproverKey {

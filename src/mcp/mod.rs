@@ -1,12 +1,13 @@
-//! `vault mcp`: the stdio MCP server. Bytes → frames (`framing`) → JSON-RPC (`jsonrpc`) → MCP
-//! method and era (`protocol`) → tool arguments (`tools`) → the same services the CLI uses
-//! (credentials, policy, approvals). stdout carries JSON-RPC only, written by one task; every
-//! diagnostic goes to stderr through `tracing`. No SQL and no network here.
+//! `vault mcp`: the stdio MCP server, an adapter with no key, no secret and no store. Bytes →
+//! frames (`framing`) → JSON-RPC (`jsonrpc`) → MCP method and era (`protocol`) → the tool catalog
+//! (`tools`) → one typed request per `tools/call` to the custody agent (`link`). stdout carries
+//! JSON-RPC only, written by one task; every diagnostic goes to stderr through `tracing`.
 pub mod framing;
 pub mod jsonrpc;
-mod protocol;
+mod link;
+pub mod protocol;
 mod server;
-mod tools;
+pub mod tools;
 
 pub use server::{serve, ServeError, ServeOptions};
 pub use tools::catalog_json;

@@ -27,8 +27,9 @@ pub enum Era {
     Modern,
 }
 
-/// The client, as it introduced itself.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// The client, as it introduced itself (self-reported: a label, never an identity).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ClientInfo {
     pub name: String,
     pub version: String,

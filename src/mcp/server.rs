@@ -1,14 +1,15 @@
-//! One MCP session over stdio: the read loop (frames → classification → lifecycle → dispatch),
-//! the single writer task that owns stdout, concurrent tool calls with cancellation, and an
-//! orderly shutdown on EOF or SIGTERM (in-flight calls cancelled within the grace period,
-//! pending actions withdrawn, `session.end` journaled).
+//! One MCP session over stdio: the read loop (frames → classification → lifecycle → a request to
+//! the custody agent), the single writer task that owns stdout, concurrent tool calls with
+//! cancellation, and an orderly shutdown on EOF or SIGTERM (in-flight calls cancelled within the
+//! grace period; the agent withdraws what waits and journals `session.end`).
 use super::framing::{Frame, LineSplitter};
 use super::jsonrpc::{
     self, classify, error_response, response, Message, RpcError, INVALID_PARAMS, INVALID_REQUEST,
     METHOD_NOT_FOUND, PARSE_ERROR,
 };
+use super::link::{Link, Progress};
 use super::protocol::{self, Era};
-use super::tools::{self, Ctx};
+use super::tools;
 use crate::paths::VaultPaths;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
@@ -32,7 +33,7 @@ enum Flow {
 }
 
 struct Session {
-    ctx: Arc<Ctx>,
+    link: Arc<Link>,
     era: Era,
     out: mpsc::Sender<String>,
     inflight: Arc<Mutex<HashMap<String, watch::Sender<bool>>>>,
@@ -66,10 +67,10 @@ pub enum ServeError {
 async fn run(opts: ServeOptions, config: crate::config::Config) -> std::io::Result<()> {
     let (out, rx) = mpsc::channel::<String>(256);
     let writer = tokio::spawn(write_lines(rx));
-    let ctx = Arc::new(Ctx::new(opts.paths, opts.profile, &config));
-    tracing::info!(session = %ctx.session_id, profile = %ctx.profile, "mcp session started");
+    let link = Arc::new(Link::new(opts.paths, opts.profile.clone()));
+    tracing::info!(profile = %opts.profile, "mcp session started");
     let mut session = Session {
-        ctx: ctx.clone(),
+        link: link.clone(),
         era: Era::Unset,
         out,
         inflight: Arc::default(),
@@ -114,8 +115,7 @@ async fn run(opts: ServeOptions, config: crate::config::Config) -> std::io::Resu
     };
     tracing::info!(reason, "mcp session ending");
     session.shutdown().await;
-    let ctx2 = ctx.clone();
-    let _ = tokio::task::spawn_blocking(move || ctx2.finish(reason)).await;
+    link.end(reason).await;
     drop(session);
     let _ = writer.await;
     Ok(())
@@ -238,9 +238,7 @@ impl Session {
                 let answer = match self.era {
                     Era::Unset => protocol::initialize(params.as_ref()).map(|(result, info)| {
                         self.era = Era::Legacy { initialized: false };
-                        if let Ok(mut c) = self.ctx.client.lock() {
-                            *c = info;
-                        }
+                        self.link.set_client(info);
                         self.open_session_journal();
                         result
                     }),
@@ -265,9 +263,7 @@ impl Session {
                 Ok(info) => {
                     if self.era == Era::Unset {
                         self.era = Era::Modern;
-                        if let Ok(mut c) = self.ctx.client.lock() {
-                            *c = info;
-                        }
+                        self.link.set_client(info);
                         self.open_session_journal();
                     }
                     true
@@ -395,14 +391,14 @@ impl Session {
         if let Ok(mut m) = self.inflight.lock() {
             m.insert(key.clone(), cancel_tx);
         }
-        let (ctx, out, inflight) = (self.ctx.clone(), self.out.clone(), self.inflight.clone());
-        let raw = raw.to_vec();
+        let (link, out, inflight) = (self.link.clone(), self.out.clone(), self.inflight.clone());
+        let name = tool["name"].as_str().unwrap_or_default().to_owned();
         self.tasks.spawn(async move {
-            let progress = tools::Progress {
+            let progress = Progress {
                 token,
                 out: out.clone(),
             };
-            let result = tools::call(ctx, tool, args, raw, progress, cancel_rx).await;
+            let result = link.tool(&name, args, &progress, cancel_rx).await;
             if let Ok(mut m) = inflight.lock() {
                 m.remove(&key);
             }
@@ -412,31 +408,16 @@ impl Session {
         });
     }
 
-    /// Journals `session.start` as soon as the vault can be opened (not at all while locked).
+    /// Connects to the agent, which journals `session.start` (not at all while locked).
     fn open_session_journal(&self) {
-        let ctx = self.ctx.clone();
-        self.tasks_spawn_blocking(move || {
-            let _ = ctx.with_vault(|_| Ok(()));
-        });
-    }
-
-    fn tasks_spawn_blocking(&self, f: impl FnOnce() + Send + 'static) {
-        drop(tokio::task::spawn_blocking(f));
+        let link = self.link.clone();
+        drop(tokio::spawn(async move { link.connect_early().await }));
     }
 
     /// A rejected request: journaled (`call.rejected`) with a fingerprint of its bytes, never the
     /// bytes, before the answer goes out.
     async fn rejected(&self, e: &RpcError, raw: &[u8], tool: Option<&str>) {
-        let (ctx, code, reason, raw, tool) = (
-            self.ctx.clone(),
-            e.code,
-            e.message.clone(),
-            raw.to_vec(),
-            tool.map(str::to_owned),
-        );
-        let _ =
-            tokio::task::spawn_blocking(move || ctx.reject(code, &reason, &raw, tool.as_deref()))
-                .await;
+        self.link.reject(e.code, &e.message, raw, tool).await;
     }
 
     async fn shutdown(&mut self) {

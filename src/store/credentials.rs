@@ -1,6 +1,6 @@
 //! Rows of the `credentials` table. The secret column is only ever read by `secret()`.
 use super::StoreError;
-use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
+use rusqlite::{params, Connection, OptionalExtension, Row};
 use zeroize::Zeroizing;
 
 /// A credential as stored, without its secret.
@@ -36,7 +36,7 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<CredentialRow> {
 
 impl CredentialRow {
     /// Inserts a new credential with its secret.
-    pub fn insert(&self, tx: &Transaction<'_>, secret: &[u8]) -> Result<(), StoreError> {
+    pub fn insert(&self, tx: &Connection, secret: &[u8]) -> Result<(), StoreError> {
         tx.execute(
             &format!("INSERT INTO credentials ({COLUMNS}, secret) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
             params![
@@ -56,7 +56,7 @@ impl CredentialRow {
     }
 
     /// Writes the row's approval, target, version and timestamp; the secret too when given.
-    pub fn update(&self, tx: &Transaction<'_>, secret: Option<&[u8]>) -> Result<(), StoreError> {
+    pub fn update(&self, tx: &Connection, secret: Option<&[u8]>) -> Result<(), StoreError> {
         tx.execute(
             "UPDATE credentials SET version = ?2, approval = ?3, target = ?4, updated_at = ?5, policy_sig = NULL WHERE id = ?1",
             params![self.id, self.version, self.approval, self.target, self.updated_at],
@@ -71,7 +71,7 @@ impl CredentialRow {
     }
 
     /// Deletes the row (and its secret).
-    pub fn delete(&self, tx: &Transaction<'_>) -> Result<(), StoreError> {
+    pub fn delete(&self, tx: &Connection) -> Result<(), StoreError> {
         tx.execute("DELETE FROM credentials WHERE id = ?1", [&self.id])?;
         Ok(())
     }
@@ -112,7 +112,7 @@ impl CredentialRow {
 
     /// Stores (or clears) the policy signature.
     pub fn set_policy_sig(
-        tx: &Transaction<'_>,
+        tx: &Connection,
         id: &str,
         sig: Option<&str>,
     ) -> Result<(), StoreError> {

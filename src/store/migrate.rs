@@ -15,6 +15,11 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
         "0003_decisions",
         include_str!("../../schema/0003_decisions.sql"),
     ),
+    (
+        4,
+        "0004_journal_indexes",
+        include_str!("../../schema/0004_journal_indexes.sql"),
+    ),
 ];
 
 /// The schema version this binary writes.

@@ -7,7 +7,7 @@ pub use credentials::CredentialRow;
 pub use migrate::{LATEST_SCHEMA, MIGRATIONS};
 
 use crate::keys::MasterKey;
-use rusqlite::{Connection, ErrorCode, OpenFlags, Transaction, TransactionBehavior};
+use rusqlite::{Connection, ErrorCode, OpenFlags, Savepoint, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -48,6 +48,37 @@ impl StoreError {
 pub struct Store {
     conn: Connection,
     path: PathBuf,
+    /// Inside `begin_batch` … `commit_batch`: `write` hands out savepoints of the batch's one
+    /// transaction (group commit: one fsync for the rows of many callers).
+    in_batch: bool,
+}
+
+/// A write transaction: a real `BEGIN IMMEDIATE` transaction, or, inside a group-commit batch, a
+/// savepoint of the batch's transaction (its `commit` releases the savepoint; the batch's
+/// commit makes it durable). Dropped without `commit`, either rolls back.
+pub enum Tx<'a> {
+    Top(Transaction<'a>),
+    Nested(Savepoint<'a>),
+}
+
+impl std::ops::Deref for Tx<'_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        match self {
+            Tx::Top(t) => t,
+            Tx::Nested(s) => s,
+        }
+    }
+}
+
+impl Tx<'_> {
+    pub fn commit(self) -> Result<(), StoreError> {
+        match self {
+            Tx::Top(t) => t.commit(),
+            Tx::Nested(s) => s.commit(),
+        }
+        .map_err(StoreError::from)
+    }
 }
 
 impl Store {
@@ -101,16 +132,42 @@ impl Store {
         Ok(Self {
             conn,
             path: path.to_owned(),
+            in_batch: false,
         })
     }
 
     /// A write transaction that takes the write lock up front (`BEGIN IMMEDIATE`), so concurrent
-    /// writers queue on the busy timeout instead of failing at commit.
-    pub fn write(&mut self) -> Result<Transaction<'_>, StoreError> {
+    /// writers queue on the busy timeout instead of failing at commit. Inside a batch, a
+    /// savepoint of the batch's transaction.
+    pub fn write(&mut self) -> Result<Tx<'_>, StoreError> {
+        if self.in_batch {
+            return Ok(Tx::Nested(self.conn.savepoint()?));
+        }
         let path = self.path.clone();
         self.conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map(Tx::Top)
             .map_err(|e| StoreError::from_sql(e, &path))
+    }
+
+    /// Starts a group-commit batch: until `commit_batch` or `rollback_batch`, every `write` is a
+    /// savepoint of this one transaction.
+    pub fn begin_batch(&mut self) -> Result<(), StoreError> {
+        self.conn
+            .execute_batch("BEGIN IMMEDIATE")
+            .map_err(|e| StoreError::from_sql(e, &self.path))?;
+        self.in_batch = true;
+        Ok(())
+    }
+
+    /// Commits the batch: every savepoint released inside it becomes durable at once.
+    pub fn commit_batch(&mut self) -> Result<(), StoreError> {
+        self.in_batch = false;
+        if let Err(e) = self.conn.execute_batch("COMMIT") {
+            let _ = self.conn.execute_batch("ROLLBACK");
+            return Err(StoreError::from_sql(e, &self.path));
+        }
+        Ok(())
     }
 
     /// Read access.
@@ -153,7 +210,7 @@ pub fn get_meta(conn: &Connection, key: &str) -> Result<Option<String>, StoreErr
 }
 
 /// Sets a `meta` value inside the caller's transaction.
-pub fn set_meta(tx: &Transaction<'_>, key: &str, value: &str) -> Result<(), StoreError> {
+pub fn set_meta(tx: &Connection, key: &str, value: &str) -> Result<(), StoreError> {
     tx.execute(
         "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
         [key, value],

@@ -1,9 +1,13 @@
 //! `vault approve`: the human gate. Interactive (passphrase once, then a card per action, see
-//! `screen.rs`) or scripted (`--id ACT --approve|--deny --passphrase-stdin`). Decisions are
-//! signed with the approver key from `vault.key.age`; nothing here runs an action.
+//! `screen.rs`) or scripted (`--id ACT --approve|--deny --passphrase-stdin`). It talks only to an
+//! agent that proves it holds the vault's key (starting one if none does), re-derives every
+//! action's hash from the request it shows, and signs exactly that hash with the approver key
+//! from `vault.key.age`; nothing here runs an action.
 mod screen;
 
-use crate::approvals::{self, ApprovalError, Verdict};
+use crate::agent::client::{approver_client, ClientError};
+use crate::agent::protocol::{Reply, Request};
+use crate::approvals::Verdict;
 use crate::keys::PassphraseSource;
 use crate::paths::VaultPaths;
 use crate::vault::Vault;
@@ -43,8 +47,10 @@ pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
             &config,
         );
     };
+    Vault::id_of(&paths)?;
     let passphrase = PassphraseSource::choose(args.passphrase_stdin).read("Vault passphrase: ")?;
-    let (mut vault, keys) = Vault::open_with_passphrase(paths, &passphrase)?;
+    let keys = Vault::keys(&paths, &passphrase)?;
+    let mut client = approver_client(&paths, &keys)?;
     let verdict = if args.approve {
         Verdict::Approve
     } else if args.approve_session {
@@ -52,20 +58,22 @@ pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     } else {
         Verdict::Deny(args.reason.clone())
     };
-    let _ = approvals::reap_orphans(&mut vault.store);
-    let decided = match approvals::decide(
-        &mut vault.store,
-        &keys.approver,
-        &id,
-        verdict,
-        config.session_grant(),
-    ) {
-        Ok(a) => a,
-        Err(ApprovalError::NotFound(_)) => {
+    let view = match client.call(Request::ForApproval { action_id: id.clone() }) {
+        Ok(Reply::View(v)) => v,
+        Ok(other) => return Err(super::backend::unexpected(other)),
+        Err(ClientError::Refused { .. }) => {
             anyhow::bail!("no action {id}; `vault pending` lists what waits")
         }
-        Err(ApprovalError::NotPending { state, .. }) => {
-            anyhow::bail!("action {id} is {state}, not pending; nothing was decided")
+        Err(e) => return Err(e.into()),
+    };
+    let decided = match client.decide(&keys, &view, &verdict, config.session_grant()) {
+        Ok(a) => a,
+        Err(ClientError::Refused { code, message }) => {
+            return Err(super::backend::Refused {
+                code,
+                message: format!("{message}; nothing was decided"),
+            }
+            .into())
         }
         Err(e) => return Err(e.into()),
     };
@@ -74,7 +82,7 @@ pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
             &serde_json::json!({"action_id": decided.id, "state": decided.state.as_str(), "summary": decided.summary}),
         );
     } else {
-        println!("{} {}: {}", decided.state, decided.id, decided.summary);
+        println!("{} {}: {}", decided.state, decided.id, decided.summary.escape_debug());
     }
     Ok(Exit::Ok)
 }

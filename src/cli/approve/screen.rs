@@ -4,22 +4,24 @@
 //! [v] view in full, [q] quit. A bell (and a desktop notification where `notify-send` exists)
 //! marks a new card; the screen is redrawn only when the queue changes or a key is pressed; after
 //! 15 idle minutes the passphrase is asked again.
-use crate::approvals::{self, Action, Verdict};
+use crate::agent::client::Client;
+use crate::agent::protocol::{ApprovalView, Event, Reply, Request};
+use crate::approvals::Verdict;
 use crate::keys::{KeyMaterial, PassphraseSource};
 use crate::paths::VaultPaths;
 use crate::vault::Vault;
 use crate::Exit;
+use std::time::Duration;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
-use std::os::fd::AsRawFd;
 use std::time::Instant;
 
-const TICK_MS: i32 = 250;
+const TICK_MS: i64 = 250;
 
 /// The terminal in no-echo, one-key-at-a-time mode; restored on drop.
 struct Tty {
     file: File,
-    saved: libc::termios,
+    saved: rustix::termios::Termios,
 }
 
 impl Tty {
@@ -29,36 +31,33 @@ impl Tty {
             .write(true)
             .open("/dev/tty")
             .map_err(|_| anyhow::anyhow!("`vault approve` needs a terminal; without one use `vault approve --id ACT --approve|--deny --passphrase-stdin`"))?;
-        // SAFETY: termios is plain data; tcgetattr fills it for a valid fd.
-        let mut saved: libc::termios = unsafe { std::mem::zeroed() };
-        if unsafe { libc::tcgetattr(file.as_raw_fd(), &mut saved) } != 0 {
-            anyhow::bail!("cannot read the terminal's settings");
-        }
+        let saved = rustix::termios::tcgetattr(&file)
+            .map_err(|_| anyhow::anyhow!("cannot read the terminal's settings"))?;
         let tty = Self { file, saved };
         tty.raw(true);
         Ok(tty)
     }
 
     fn raw(&self, on: bool) {
-        let mut t = self.saved;
+        use rustix::termios::{LocalModes, OptionalActions, SpecialCodeIndex};
+        let mut t = self.saved.clone();
         if on {
-            t.c_lflag &= !(libc::ICANON | libc::ECHO);
-            t.c_cc[libc::VMIN] = 0;
-            t.c_cc[libc::VTIME] = 0;
+            t.local_modes &= !(LocalModes::ICANON | LocalModes::ECHO);
+            t.special_codes[SpecialCodeIndex::VMIN] = 0;
+            t.special_codes[SpecialCodeIndex::VTIME] = 0;
         }
-        // SAFETY: valid fd and a termios derived from the one the terminal gave us.
-        unsafe { libc::tcsetattr(self.file.as_raw_fd(), libc::TCSANOW, &t) };
+        let _ = rustix::termios::tcsetattr(&self.file, OptionalActions::Now, &t);
     }
 
     /// One key, or None after `TICK_MS`.
     fn key(&mut self) -> Option<u8> {
-        let mut pfd = libc::pollfd {
-            fd: self.file.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
+        use rustix::event::{poll, PollFd, PollFlags, Timespec};
+        let mut fds = [PollFd::new(&self.file, PollFlags::IN)];
+        let tick = Timespec {
+            tv_sec: 0,
+            tv_nsec: TICK_MS * 1_000_000,
         };
-        // SAFETY: one valid pollfd.
-        if unsafe { libc::poll(&mut pfd, 1, TICK_MS) } <= 0 {
+        if poll(&mut fds, Some(&tick)).unwrap_or(0) == 0 {
             return None;
         }
         let mut b = [0u8; 1];
@@ -96,20 +95,40 @@ impl Tty {
 
 impl Drop for Tty {
     fn drop(&mut self) {
-        // SAFETY: restores the settings read in `open`.
-        unsafe { libc::tcsetattr(self.file.as_raw_fd(), libc::TCSANOW, &self.saved) };
+        let _ = rustix::termios::tcsetattr(
+            &self.file,
+            rustix::termios::OptionalActions::Now,
+            &self.saved,
+        );
     }
 }
 
+/// Asks the passphrase, then connects to the vault's real agent and subscribes to the queue.
 fn unlock(
     paths: &VaultPaths,
     source: &PassphraseSource,
     tty: &mut Tty,
-) -> anyhow::Result<(Vault, KeyMaterial)> {
+) -> anyhow::Result<(Client, KeyMaterial)> {
     tty.raw(false);
     let passphrase = source.read("Vault passphrase: ");
     tty.raw(true);
-    Ok(Vault::open_with_passphrase(paths.clone(), &passphrase?)?)
+    let keys = Vault::keys(paths, &passphrase?)?;
+    let mut client = crate::agent::client::approver_client(paths, &keys)?;
+    match client.call(Request::WatchPending)? {
+        Reply::Ok => Ok((client, keys)),
+        other => Err(super::super::backend::unexpected(other)),
+    }
+}
+
+/// The newest queue the agent pushed, if one arrived.
+fn latest_queue(client: &mut Client) -> anyhow::Result<Option<Vec<ApprovalView>>> {
+    let mut latest = None;
+    while let Some((_, event)) = client.next_event(Duration::ZERO)? {
+        if let Event::Queue { actions } = event {
+            latest = Some(actions);
+        }
+    }
+    Ok(latest)
 }
 
 pub fn run(
@@ -119,17 +138,18 @@ pub fn run(
 ) -> anyhow::Result<Exit> {
     let idle = config.approver_idle();
     let mut tty = Tty::open()?;
-    let (mut vault, mut keys) = unlock(&paths, &source, &mut tty)?;
+    let (mut client, mut keys) = unlock(&paths, &source, &mut tty)?;
     let color = std::env::var_os("NO_COLOR").is_none();
+    let mut queue: Vec<ApprovalView> = Vec::new();
     let mut last_ids: Vec<String> = Vec::new();
     let mut last_key = Instant::now();
     let mut dirty = true;
     let mut note = String::from("Unlocked. Waiting for actions.");
     loop {
-        let _ = approvals::reap_orphans(&mut vault.store);
-        let _ = approvals::expire_due(&mut vault.store);
-        let queue = approvals::list_pending(&vault.store)?;
-        let ids: Vec<String> = queue.iter().map(|a| a.id.clone()).collect();
+        if let Some(q) = latest_queue(&mut client)? {
+            queue = q;
+        }
+        let ids: Vec<String> = queue.iter().map(|v| v.action.id.clone()).collect();
         if ids.iter().any(|id| !last_ids.contains(id)) {
             tty.show("\x07");
             notify(&queue[0]);
@@ -141,7 +161,7 @@ pub fn run(
         }
         if dirty {
             let screen = match queue.first() {
-                Some(a) => card(&vault, a, queue.len(), color, &note),
+                Some(v) => card(v, queue.len(), color, &note),
                 None => format!("\x1b[2J\x1b[H{note}\nNo action waits. [q] quit\n"),
             };
             tty.show(&screen);
@@ -153,7 +173,7 @@ pub fn run(
                 "\x1b[2J\x1b[HIdle for {} minutes: the passphrase is needed again.\n",
                 idle.as_secs() / 60
             ));
-            (vault, keys) = unlock(&paths, &source, &mut tty)?;
+            (client, keys) = unlock(&paths, &source, &mut tty)?;
             last_key = Instant::now();
             dirty = true;
             continue;
@@ -171,22 +191,16 @@ pub fn run(
                 let reason = tty.line("Reason for the agent (Enter for none): ");
                 Some(Verdict::Deny((!reason.is_empty()).then_some(reason)))
             }
-            (b'v', Some(a)) => {
-                tty.show(&full_view(&vault, a));
+            (b'v', Some(v)) => {
+                tty.show(&full_view(v));
                 while tty.key().is_none() {}
                 dirty = true;
                 None
             }
             _ => None,
         };
-        if let (Some(v), Some(a)) = (verdict, current) {
-            note = match approvals::decide(
-                &mut vault.store,
-                &keys.approver,
-                &a.id,
-                v,
-                config.session_grant(),
-            ) {
+        if let (Some(verdict), Some(v)) = (verdict, current) {
+            note = match client.decide(&keys, v, &verdict, config.session_grant()) {
                 Ok(d) => format!("{} {}: {}", capital(d.state.as_str()), d.id, d.summary),
                 Err(e) => format!("Not decided: {e}"),
             };
@@ -202,48 +216,27 @@ fn capital(s: &str) -> String {
         .unwrap_or_default()
 }
 
-fn client_of(vault: &Vault, a: &Action) -> (String, String) {
-    let body: Option<String> = vault
-        .store
-        .conn()
-        .query_row(
-            "SELECT body FROM audit WHERE kind = 'session.start' AND session_id = ?1 LIMIT 1",
-            [&a.session_id],
-            |r| r.get(0),
-        )
-        .ok();
-    let v: serde_json::Value = body
-        .and_then(|b| serde_json::from_str(&b).ok())
-        .unwrap_or_default();
+fn client_of(v: &ApprovalView) -> (String, String) {
     let client = format!(
         "{} {}",
-        v["client"]["name"].as_str().unwrap_or(&a.client),
-        v["client"]["version"].as_str().unwrap_or("")
+        v.client["name"].as_str().unwrap_or(&v.action.client),
+        v.client["version"].as_str().unwrap_or("")
     );
     (
         client.trim().to_owned(),
-        v["parent"]["exe"].as_str().unwrap_or("?").to_owned(),
+        v.peer["parent"]["exe"].as_str().unwrap_or("?").to_owned(),
     )
 }
 
-fn body_preview(vault: &Vault, a: &Action, limit: usize) -> Option<String> {
-    let body: Option<Vec<u8>> = vault
-        .store
-        .conn()
-        .query_row("SELECT body FROM actions WHERE id = ?1", [&a.id], |r| {
-            r.get(0)
-        })
-        .ok()
-        .flatten();
-    body.map(|b| {
-        let shown: String = String::from_utf8_lossy(&b[..b.len().min(limit)])
-            .escape_debug()
-            .collect();
-        if b.len() > limit {
-            format!("{shown} … ({} bytes in all; [v] shows more)", b.len())
-        } else {
-            shown
-        }
+fn body_preview(v: &ApprovalView, limit: usize) -> Option<String> {
+    let b = hex::decode(v.body_hex.as_deref()?).ok()?;
+    let shown: String = String::from_utf8_lossy(&b[..b.len().min(limit)])
+        .escape_debug()
+        .collect();
+    Some(if b.len() > limit {
+        format!("{shown} … ({} bytes in all; [v] shows more)", b.len())
+    } else {
+        shown
     })
 }
 
@@ -259,13 +252,14 @@ fn until(ts: &str) -> String {
     }
 }
 
-fn card(vault: &Vault, a: &Action, waiting: usize, color: bool, note: &str) -> String {
+fn card(v: &ApprovalView, waiting: usize, color: bool, note: &str) -> String {
+    let a = &v.action;
     let (bold, dim, reset) = if color {
         ("\x1b[1m", "\x1b[2m", "\x1b[0m")
     } else {
         ("", "", "")
     };
-    let (client, parent) = client_of(vault, a);
+    let (client, parent) = client_of(v);
     let mut s =
         format!("\x1b[2J\x1b[H{dim}{note}{reset}\n\n{bold}Action 1 of {waiting} waiting{reset}\n");
     s += &format!("  client      {client}  ({parent})\n");
@@ -274,7 +268,7 @@ fn card(vault: &Vault, a: &Action, waiting: usize, color: bool, note: &str) -> S
         a.tool, a.credential_name
     );
     s += &format!("  {bold}{}{reset}\n", a.summary.escape_debug());
-    if let Some(b) = body_preview(vault, a, 512) {
+    if let Some(b) = body_preview(v, 512) {
         s += &format!("  body        {b}\n");
     }
     s += &format!("  hash        {}…\n", &a.action_hash[..16]);
@@ -287,30 +281,29 @@ fn card(vault: &Vault, a: &Action, waiting: usize, color: bool, note: &str) -> S
     s
 }
 
-fn full_view(vault: &Vault, a: &Action) -> String {
-    let normalized: String = vault
-        .store
-        .conn()
-        .query_row(
-            "SELECT normalized FROM actions WHERE id = ?1",
-            [&a.id],
-            |r| r.get(0),
-        )
-        .unwrap_or_default();
-    let pretty = serde_json::from_str::<serde_json::Value>(&normalized)
-        .and_then(|v| serde_json::to_string_pretty(&v))
-        .unwrap_or(normalized);
-    let body = body_preview(vault, a, 16 * 1024).unwrap_or_else(|| "(none)".into());
+fn full_view(v: &ApprovalView) -> String {
+    let a = &v.action;
+    let pretty = serde_json::from_str::<serde_json::Value>(&v.normalized)
+        .and_then(|n| serde_json::to_string_pretty(&n))
+        .unwrap_or_else(|_| v.normalized.clone());
+    let body = body_preview(v, 16 * 1024).unwrap_or_else(|| "(none)".into());
     format!(
         "\x1b[2J\x1b[H{}\n\naction hash {}\n{}\n\nbody:\n{}\n\n(any key to go back)\n",
-        a.summary, a.action_hash, pretty, body
+        a.summary.escape_debug(),
+        a.action_hash,
+        pretty,
+        body
     )
 }
 
 /// A desktop notification where one is available; failures are silent.
-fn notify(a: &Action) {
+fn notify(v: &ApprovalView) {
+    let a = &v.action;
     if let Ok(mut child) = std::process::Command::new("notify-send")
-        .args(["agent-vault: approval needed", &a.summary])
+        .args([
+            "agent-vault: approval needed",
+            &a.summary.escape_debug().to_string(),
+        ])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

@@ -1,16 +1,5 @@
-//! The tool catalog (schemas from `schema/tools/*.json`, embedded at build time), `tools/list`
-//! paging, argument checks against each tool's input schema (unknown names refused with the list
-//! of allowed ones), and dispatch to the handlers.
-mod ctx;
-mod errors;
-mod handlers;
-mod result;
-mod wait;
-
-pub use ctx::Ctx;
-pub use handlers::call;
-pub use wait::Progress;
-
+//! The tool catalog (schemas from `schema/tools/*.json`, embedded at build time) and `tools/list`
+//! paging. The agent's tool services check arguments against the same schemas.
 use super::jsonrpc::{RpcError, INVALID_PARAMS};
 use serde_json::{Map, Value};
 use std::sync::OnceLock;

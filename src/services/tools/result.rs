@@ -4,8 +4,9 @@
 use crate::approvals::{Action, State};
 use serde_json::{json, Map, Value};
 
-/// One tool call's outcome.
-#[derive(Debug, Clone, PartialEq)]
+/// One tool call's outcome (it crosses the agent's socket whole: the adapter only wraps it).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ToolResult {
     pub structured: Value,
     pub is_error: bool,

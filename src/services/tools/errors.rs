@@ -1,14 +1,12 @@
 //! Service errors as tool error results: what went wrong, the fix, and the tool to use, in the
 //! shape of `result::ToolResult::error`.
-use super::ctx::Ctx;
 use super::result::ToolResult;
-use crate::approvals::{self, ApprovalError};
+use crate::approvals::ApprovalError;
 use crate::credentials::CredentialError;
 use crate::policy::PolicyError;
-use crate::vault::VaultError;
 use serde_json::{json, Map, Value};
 
-pub(super) fn internal(msg: &str) -> ToolResult {
+pub fn internal(msg: &str) -> ToolResult {
     ToolResult::error(
         "internal",
         msg,
@@ -18,26 +16,23 @@ pub(super) fn internal(msg: &str) -> ToolResult {
     )
 }
 
-pub(super) fn vault_error(e: &VaultError) -> ToolResult {
-    match e {
-        VaultError::Locked(_) => ToolResult::error(
-            "locked",
-            "the vault is locked: its key is in no keyring",
-            "ask the person to run `vault unlock` in a terminal, then call the tool again",
-            json!({}),
-            Map::new(),
-        ),
-        VaultError::NotInitialized(dir) => ToolResult::error(
+/// No custody agent holds the key (or there is no vault): say what the person must run.
+pub fn locked(not_initialized: Option<&str>) -> ToolResult {
+    match not_initialized {
+        Some(dir) => ToolResult::error(
             "not_initialized",
             &format!("there is no vault in {dir}"),
             "ask the person to run `vault init` in a terminal, then call the tool again",
             json!({}),
             Map::new(),
         ),
-        other => {
-            tracing::error!("cannot open the vault: {other}");
-            internal("the vault cannot be opened; the person should run `vault doctor`")
-        }
+        None => ToolResult::error(
+            "locked",
+            "the vault is locked: no vault agent holds its key",
+            "ask the person to run `vault unlock` in a terminal, then call the tool again",
+            json!({}),
+            Map::new(),
+        ),
     }
 }
 
@@ -45,19 +40,14 @@ pub(super) fn invalid(message: String, fix: String, details: Value) -> ToolResul
     ToolResult::error("invalid_argument", &message, &fix, details, Map::new())
 }
 
-pub(super) fn paused_error(ctx: &Ctx) -> Option<ToolResult> {
-    ctx.with_vault(|v| Ok(approvals::paused(v.store.conn()).ok().flatten()))
-        .ok()
-        .flatten()
-        .map(|why| {
-            ToolResult::error(
-                "paused",
-                &format!("the vault is paused ({why}); no action runs until the person resumes it"),
-                "tell the person; they lift it with `vault resume` in a terminal",
-                json!({}),
-                Map::new(),
-            )
-        })
+pub(super) fn paused_error(why: &str) -> ToolResult {
+    ToolResult::error(
+        "paused",
+        &format!("the vault is paused ({why}); no action runs until the person resumes it"),
+        "tell the person; they lift it with `vault resume` in a terminal",
+        json!({}),
+        Map::new(),
+    )
 }
 
 pub(super) fn credential_error(e: &CredentialError) -> ToolResult {
@@ -88,8 +78,8 @@ pub(super) fn approval_error(e: &ApprovalError) -> ToolResult {
     match e {
         ApprovalError::NotFound(id) => ToolResult::error(
             "not_found",
-            &format!("no action {id} in this session's profile"),
-            "call list_recent_actions to see the action ids of this client",
+            &format!("no action {id} in this session"),
+            "call list_recent_actions to see the action ids of this session",
             json!({"action_id": id}),
             Map::new(),
         ),

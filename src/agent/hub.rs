@@ -1,0 +1,59 @@
+//! Where committed changes are announced inside the agent: each watched action's latest row, a
+//! counter of approval-queue changes, and the journal head. The writer thread publishes after
+//! every commit; waiting tool calls, `vault approve` and `vault log --follow` subscribe.
+use crate::approvals::Action;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use tokio::sync::watch;
+
+pub struct Hub {
+    actions: Mutex<HashMap<String, watch::Sender<Action>>>,
+    queue: watch::Sender<u64>,
+    head: watch::Sender<i64>,
+}
+
+impl Default for Hub {
+    fn default() -> Self {
+        Self {
+            actions: Mutex::default(),
+            queue: watch::channel(0).0,
+            head: watch::channel(0).0,
+        }
+    }
+}
+
+impl Hub {
+    /// Follows one action, starting from `current`. Subscribe before reading the state you act on,
+    /// so no change in between is missed.
+    pub fn watch_action(&self, current: &Action) -> watch::Receiver<Action> {
+        let mut map = self.actions.lock().unwrap_or_else(|p| p.into_inner());
+        map.entry(current.id.clone())
+            .or_insert_with(|| watch::channel(current.clone()).0)
+            .subscribe()
+    }
+
+    /// Changes of the approval queue (any action changed).
+    pub fn watch_queue(&self) -> watch::Receiver<u64> {
+        self.queue.subscribe()
+    }
+
+    /// The journal head seq after each commit.
+    pub fn watch_head(&self) -> watch::Receiver<i64> {
+        self.head.subscribe()
+    }
+
+    pub(super) fn publish(&self, changed: Vec<Action>, head: i64) {
+        if !changed.is_empty() {
+            let mut map = self.actions.lock().unwrap_or_else(|p| p.into_inner());
+            for a in changed {
+                if let Some(tx) = map.get(&a.id) {
+                    tx.send_replace(a);
+                }
+            }
+            map.retain(|_, tx| tx.receiver_count() > 0);
+            drop(map);
+            self.queue.send_modify(|n| *n += 1);
+        }
+        self.head.send_replace(head);
+    }
+}

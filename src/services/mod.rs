@@ -1,0 +1,54 @@
+//! The services the custody agent runs and the adapters (`mcp`, `cli`) only call: the MCP tools
+//! (`tools`), the person's requests (`ops`), and an MCP session's journal rows (start, end).
+//! A check that protects data lives here or below, so every adapter inherits it.
+pub mod ops;
+pub mod tools;
+
+use crate::agent::socket::Peer;
+use crate::approvals;
+use crate::mcp::protocol::ClientInfo;
+use crate::store::{Store, StoreError};
+use serde_json::json;
+
+/// Journals `session.start`: the client's self-reported name, and the processes the agent saw
+/// (the peer, `vault mcp`, and its parent, the AI client), which identify who asked.
+pub fn session_start(
+    store: &mut Store,
+    session_id: &str,
+    client: &ClientInfo,
+    profile: &str,
+    peer: &Peer,
+) -> Result<(), StoreError> {
+    let body = json!({
+        "client": {"name": client.name, "version": client.version},
+        "peer": peer.to_json(),
+        "parent": peer.parent_json(),
+        "profile": profile,
+        "protocol_version": client.protocol_version,
+    });
+    let tx = store.write()?;
+    crate::audit::append(&tx, "session.start", Some(session_id), None, &body)
+        .map_err(|_| StoreError::Damaged("the journal could not be appended to"))?;
+    tx.commit()
+}
+
+/// At the end of a session: withdraw what still waits and journal `session.end`. Returns the
+/// new head, which the caller anchors (in `anchors.jsonl`, outside the database) once committed.
+pub fn session_end(
+    store: &mut Store,
+    session_id: &str,
+    reason: &str,
+) -> Result<crate::audit::Appended, StoreError> {
+    let n = approvals::withdraw_session(store, session_id, "the client went away").unwrap_or(0);
+    let tx = store.write()?;
+    let end = crate::audit::append(
+        &tx,
+        "session.end",
+        Some(session_id),
+        None,
+        &json!({"reason": reason, "withdrawn": n}),
+    )
+    .map_err(|_| StoreError::Damaged("the journal could not be appended to"))?;
+    tx.commit()?;
+    Ok(end)
+}

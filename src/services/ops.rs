@@ -1,0 +1,192 @@
+//! The person's requests (credentials, the approval queue, decisions, pause and resume, the
+//! journal) as one function over a store: the custody agent runs it for its CLI and approver
+//! connections, and a CLI command run on a locked vault with the passphrase runs the same
+//! function on its own short-lived store. Every check that protects data lives here or below.
+use crate::agent::protocol::{ApprovalView, ErrorCode, JournalRow, Reply, Request};
+use crate::approvals::{self, Action, ApprovalError, Trust};
+use crate::audit;
+use crate::credentials::{self, CredentialError};
+use crate::paths::VaultPaths;
+use crate::store::{Store, StoreError};
+use serde_json::Value;
+
+/// Runs one person's request. Requests that belong to a live agent (hello, tools, lock, status,
+/// watching) are not handled here.
+pub fn handle(store: &mut Store, trust: &Trust, paths: &VaultPaths, req: Request) -> Reply {
+    match req {
+        Request::Credentials { profile } => {
+            credential(credentials::list(store, profile.as_deref()).map(Reply::Credentials))
+        }
+        Request::AddCredential { new } => {
+            credential(credentials::add(store, new).map(Reply::Credential))
+        }
+        Request::EditCredential {
+            profile,
+            name,
+            edit,
+        } => credential(credentials::edit(store, &profile, &name, edit).map(Reply::Credential)),
+        Request::RemoveCredential { profile, name } => {
+            credential(credentials::remove(store, &profile, &name).map(Reply::Credential))
+        }
+        Request::SignPolicy {
+            credential_id,
+            signature,
+        } => credential(
+            credentials::sign_policy(store, trust, &credential_id, &signature)
+                .map(Reply::Credential),
+        ),
+        Request::Pending => approval(pending(store).map(Reply::Pending)),
+        Request::ForApproval { action_id } => approval(
+            approvals::find(store, &action_id).and_then(|a| view(store, &a).map(Reply::View)),
+        ),
+        Request::Decide { decision } => {
+            approval(approvals::decide(store, trust, &decision).map(Reply::Action))
+        }
+        Request::Pause { reason } => approval(approvals::pause(store, &reason).map(Reply::Count)),
+        Request::Resume { resume } => {
+            approval(approvals::resume(store, trust, &resume).map(Reply::Flag))
+        }
+        Request::Journal { after, limit, .. } => match journal_rows(store, after, limit) {
+            Ok(rows) => Reply::Rows(rows),
+            Err(e) => internal(e),
+        },
+        Request::Verify { anchors } => verify(store, trust, paths, anchors),
+        Request::Export { path } => match audit::export(store.conn(), std::path::Path::new(&path))
+        {
+            Ok(x) => Reply::Exported {
+                rows: x.rows,
+                head: x.head.map(|h| (h.seq, hex::encode(h.hash))),
+            },
+            Err(e) => error(ErrorCode::Invalid, e.to_string()),
+        },
+        other => error(
+            ErrorCode::Protocol,
+            format!("{other:?} is not a request this end handles"),
+        ),
+    }
+}
+
+pub fn error(code: ErrorCode, message: String) -> Reply {
+    Reply::Error { code, message }
+}
+
+fn internal(e: impl std::fmt::Display) -> Reply {
+    error(ErrorCode::Internal, e.to_string())
+}
+
+fn credential(r: Result<Reply, CredentialError>) -> Reply {
+    r.unwrap_or_else(|e| {
+        let code = match &e {
+            CredentialError::NotFound { .. } => ErrorCode::NotFound,
+            CredentialError::Invalid { .. }
+            | CredentialError::Exists { .. }
+            | CredentialError::NothingToChange => ErrorCode::Invalid,
+            _ => ErrorCode::Internal,
+        };
+        error(code, e.to_string())
+    })
+}
+
+fn approval(r: Result<Reply, ApprovalError>) -> Reply {
+    r.unwrap_or_else(|e| {
+        let code = match &e {
+            ApprovalError::NotFound(_) => ErrorCode::NotFound,
+            ApprovalError::NotPending { .. } | ApprovalError::BadDecision(_) => ErrorCode::Invalid,
+            ApprovalError::WrongApprover => ErrorCode::WrongApprover,
+            _ => ErrorCode::Internal,
+        };
+        error(code, e.to_string())
+    })
+}
+
+/// Every pending action as the approver must see it (expired ones expired first).
+pub fn pending(store: &mut Store) -> Result<Vec<ApprovalView>, ApprovalError> {
+    approvals::expire_due(store)?;
+    approvals::list_pending(store)?
+        .iter()
+        .map(|a| view(store, a))
+        .collect()
+}
+
+/// What the approver needs to show an action and re-derive its hash.
+pub fn view(store: &Store, a: &Action) -> Result<ApprovalView, ApprovalError> {
+    let (normalized, body) = approvals::stored_request(store, &a.id)?;
+    let start: Option<String> = store
+        .conn()
+        .query_row(
+            "SELECT body FROM audit WHERE kind = 'session.start' AND session_id = ?1 ORDER BY seq LIMIT 1",
+            [&a.session_id],
+            |r| r.get(0),
+        )
+        .ok();
+    let start: Value = start
+        .and_then(|b| serde_json::from_str(&b).ok())
+        .unwrap_or_default();
+    Ok(ApprovalView {
+        action: a.clone(),
+        normalized,
+        body_hex: body.map(hex::encode),
+        client: start["client"].clone(),
+        peer: serde_json::json!({"vault_mcp": start["peer"], "parent": start["parent"]}),
+    })
+}
+
+/// The store's versions, journal size, pause switch and queue, for `vault doctor`.
+pub fn store_status(store: &Store) -> Result<crate::agent::protocol::StoreStatus, StoreError> {
+    let (journal_rows, journal_head): (i64, i64) = store.conn().query_row(
+        "SELECT count(*), coalesce(max(seq), 0) FROM audit",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    Ok(crate::agent::protocol::StoreStatus {
+        schema_version: store.schema_version()?,
+        cipher_version: store.cipher_version()?,
+        journal_rows,
+        journal_head,
+        paused: approvals::paused(store.conn())?,
+        pending: approvals::list_pending(store).map(|p| p.len()).unwrap_or(0),
+    })
+}
+
+/// Journal rows after `after`, oldest first.
+pub fn journal_rows(store: &Store, after: i64, limit: u32) -> Result<Vec<JournalRow>, StoreError> {
+    let mut stmt = store.conn().prepare_cached(
+        "SELECT seq, ts, kind, session_id, action_id, body, prev, hash FROM audit WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+    )?;
+    let rows = stmt.query_map(rusqlite::params![after, limit.min(10_000)], |r| {
+        Ok(JournalRow {
+            seq: r.get(0)?,
+            ts: r.get(1)?,
+            kind: r.get(2)?,
+            session: r.get(3)?,
+            action: r.get(4)?,
+            body: r.get(5)?,
+            prev: hex::encode(r.get::<_, Vec<u8>>(6)?),
+            hash: hex::encode(r.get::<_, Vec<u8>>(7)?),
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+fn verify(store: &Store, trust: &Trust, paths: &VaultPaths, given: Vec<(i64, String)>) -> Reply {
+    let mut anchors = Vec::new();
+    for (seq, hash) in &given {
+        match audit::parse_anchor(&format!("{seq}:{hash}")) {
+            Ok(a) => anchors.push(a),
+            Err(e) => return error(ErrorCode::Invalid, e.to_string()),
+        }
+    }
+    let from_file = match audit::read_anchors(paths) {
+        Ok(a) => a,
+        Err(e) => return error(ErrorCode::Invalid, e.to_string()),
+    };
+    let n = from_file.len();
+    anchors.extend(from_file);
+    match audit::verify_store(store.conn(), &trust.vault_id, &anchors) {
+        Ok(report) => Reply::Verify {
+            report: serde_json::from_str(&report.to_json_line()).unwrap_or_default(),
+            from_file: n,
+        },
+        Err(e) => internal(e),
+    }
+}

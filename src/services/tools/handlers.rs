@@ -1,0 +1,388 @@
+//! The tool handlers, as the agent runs them: each checks its arguments against the catalog,
+//! fails closed when the pause switch cannot be read, and calls the approvals and credential
+//! services inside the agent's writer. Refused calls are journaled as `call.rejected`.
+use super::errors::{
+    approval_error, credential_error, internal, invalid, paused_error, policy_error,
+};
+use super::result::{action_result, time_obj, ToolResult};
+use super::wait::wait_for;
+use super::{Env, EventSink, Session, MAX_WAITING_PER_SESSION};
+use crate::approvals::{self, Submission, Submitted};
+use crate::credentials::{self, Target};
+use crate::policy::{self, HttpArgs, SshArgs, ValidatedRequest};
+use crate::store::Store;
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Checks argument names against the tool's input schema, then parses them into `T`.
+fn parse_args<T: for<'de> Deserialize<'de>>(
+    tool: &Value,
+    args: &Map<String, Value>,
+) -> Result<T, ToolResult> {
+    let allowed = crate::mcp::tools::allowed_args(tool);
+    let unknown: Vec<&str> = args
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !allowed.contains(k))
+        .collect();
+    let name = tool["name"].as_str().unwrap_or("");
+    if !unknown.is_empty() {
+        return Err(invalid(
+            format!(
+                "{name} does not take {}",
+                unknown
+                    .iter()
+                    .map(|u| format!("`{u}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            if allowed.is_empty() {
+                format!("call {name} with no arguments: {{}}")
+            } else {
+                format!("use only these arguments: {}", allowed.join(", "))
+            },
+            json!({"unknown": unknown, "allowed": allowed}),
+        ));
+    }
+    serde_json::from_value(Value::Object(args.clone())).map_err(|e| {
+        invalid(
+            format!("{name}: {e}"),
+            format!("fix the argument; see the input schema of {name} in tools/list"),
+            json!({"allowed": allowed}),
+        )
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NoArgs {}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GetArgs {
+    action_id: String,
+    wait_s: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RecentArgs {
+    limit: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CancelArgs {
+    action_id: String,
+}
+
+/// Runs one `tools/call` and journals it as `call.rejected` when it was refused before it could
+/// become an action (bad arguments, unknown credential, policy). `None`: cancelled, no response.
+pub async fn call(
+    env: Arc<Env>,
+    ses: Arc<Session>,
+    name: &str,
+    args: Map<String, Value>,
+    events: Arc<dyn EventSink>,
+    cancel: watch::Receiver<bool>,
+) -> Option<ToolResult> {
+    let Some(tool) = crate::mcp::tools::find(name) else {
+        return Some(invalid(
+            format!("there is no tool {name:?}"),
+            "call tools/list to see the tools".into(),
+            json!({}),
+        ));
+    };
+    let fingerprint = blake3::hash(
+        crate::canonical::to_string(&json!({"name": name, "arguments": args})).as_bytes(),
+    )
+    .to_hex()
+    .to_string();
+    let result = run_call(&env, &ses, tool, args, events, cancel).await;
+    if let Some(r) = &result {
+        let code = r.structured["error"]["code"].as_str().unwrap_or("");
+        if r.is_error
+            && r.structured.get("action_id").is_none()
+            && matches!(code, "invalid_argument" | "policy_denied" | "not_found")
+        {
+            // The category and the argument at fault, never text derived from the request.
+            let reason = match r.structured["error"]["details"]["field"].as_str() {
+                Some(field) => format!("{code} ({field})"),
+                None => code.to_owned(),
+            };
+            reject(&env, &ses.id, 0, &reason, &fingerprint, Some(name)).await;
+        }
+    }
+    result
+}
+
+/// Journals a refused call (`call.rejected`: a category and a fingerprint, never the bytes).
+pub async fn reject(
+    env: &Env,
+    session: &str,
+    code: i64,
+    reason: &str,
+    fingerprint: &str,
+    tool: Option<&str>,
+) {
+    let reason: String = reason
+        .split(':')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .chars()
+        .take(80)
+        .collect();
+    let tool = tool
+        .filter(|t| crate::mcp::tools::find(t).is_some())
+        .map(str::to_owned);
+    let (session, fingerprint) = (session.to_owned(), fingerprint.to_owned());
+    tracing::info!(code, reason, %fingerprint, ?tool, "rejected request");
+    let done = env
+        .db
+        .run(move |s: &mut Store| -> Result<(), crate::store::StoreError> {
+            let tx = s.write()?;
+            crate::audit::record_rejection(
+                &tx,
+                Some(&session),
+                code,
+                &reason,
+                &fingerprint,
+                tool.as_deref(),
+            )
+            .map_err(|e| crate::store::StoreError::Damaged(audit_damage(&e)))?;
+            tx.commit()
+        })
+        .await;
+    if !matches!(done, Ok(Ok(()))) {
+        tracing::warn!("could not journal a rejected call");
+    }
+}
+
+fn audit_damage(e: &crate::audit::AuditError) -> &'static str {
+    tracing::error!("journal append failed: {e}");
+    "the journal could not be appended to"
+}
+
+async fn run_call(
+    env: &Arc<Env>,
+    ses: &Arc<Session>,
+    tool: &'static Value,
+    args: Map<String, Value>,
+    events: Arc<dyn EventSink>,
+    cancel: watch::Receiver<bool>,
+) -> Option<ToolResult> {
+    let name = tool["name"].as_str().unwrap_or("");
+    // Fail closed: a pause switch that cannot be read refuses the call.
+    match env.db.run(|s| approvals::paused(s.conn())).await {
+        Ok(Ok(None)) => {}
+        Ok(Ok(Some(why))) => return Some(paused_error(&why)),
+        _ => return Some(internal("the pause switch cannot be read; nothing runs")),
+    }
+    let (session, profile) = (ses.id.clone(), ses.profile.clone());
+    let db = |f: Box<dyn FnOnce(&mut Store) -> ToolResult + Send>| async {
+        env.db
+            .run(f)
+            .await
+            .unwrap_or_else(|_| internal("the vault agent is stopping"))
+    };
+    match name {
+        "list_credentials" => Some(match parse_args::<NoArgs>(tool, &args) {
+            Err(e) => e,
+            Ok(_) => db(Box::new(move |s| list_credentials(s, &profile))).await,
+        }),
+        "list_recent_actions" => Some(match parse_args::<RecentArgs>(tool, &args) {
+            Err(e) => e,
+            Ok(a) => db(Box::new(move |s| list_recent(s, &session, a.limit.unwrap_or(10)))).await,
+        }),
+        "cancel_action" => Some(match parse_args::<CancelArgs>(tool, &args) {
+            Err(e) => e,
+            Ok(a) => db(Box::new(move |s| cancel_action(s, &session, &a.action_id))).await,
+        }),
+        "get_action" => {
+            let a = match parse_args::<GetArgs>(tool, &args) {
+                Err(e) => return Some(e),
+                Ok(a) => a,
+            };
+            let id = a.action_id.clone();
+            let first = env
+                .db
+                .run(move |s| approvals::get(s, &session, &id).map_err(|e| approval_error(&e)))
+                .await
+                .unwrap_or_else(|_| Err(internal("the vault agent is stopping")));
+            match first {
+                Err(e) => Some(e),
+                Ok(action) => {
+                    let wait = Duration::from_secs(a.wait_s.unwrap_or(0).min(120));
+                    wait_for(env, ses, action, wait, events, cancel, false)
+                        .await
+                        .map(|a| action_result(&a, false))
+                }
+            }
+        }
+        "http_request" | "ssh_exec" => {
+            let req = if name == "http_request" {
+                parse_args::<HttpArgs>(tool, &args).map(Request::Http)
+            } else {
+                parse_args::<SshArgs>(tool, &args).map(Request::Ssh)
+            };
+            let req = match req {
+                Err(e) => return Some(e),
+                Ok(r) => r,
+            };
+            let wait_default = env.config.approvals.wait_seconds;
+            let wait = Duration::from_secs(req.wait_s().unwrap_or(wait_default).min(120));
+            let submitted = submit(env, ses, req).await;
+            match submitted {
+                Err(e) => Some(e),
+                Ok(Submitted::Replayed(a)) => Some(action_result(&a, true)),
+                Ok(Submitted::Created(a) | Submitted::Existing(a)) => {
+                    wait_for(env, ses, a, wait, events, cancel, true)
+                        .await
+                        .map(|a| action_result(&a, false))
+                }
+            }
+        }
+        _ => Some(internal("unknown tool")),
+    }
+}
+
+enum Request {
+    Http(HttpArgs),
+    Ssh(SshArgs),
+}
+
+impl Request {
+    fn wait_s(&self) -> Option<u64> {
+        match self {
+            Request::Http(a) => a.wait_s,
+            Request::Ssh(a) => a.wait_s,
+        }
+    }
+}
+
+fn list_credentials(s: &mut Store, profile: &str) -> ToolResult {
+    let creds = match credentials::list(s, Some(profile)) {
+        Ok(c) => c,
+        Err(e) => return credential_error(&e),
+    };
+    let items: Vec<Value> = creds
+        .iter()
+        .map(|c| {
+            let mut item = json!({"name": c.name, "kind": c.target.kind(), "target": c.target.summary(), "approval": c.approval.as_str()});
+            match &c.target {
+                Target::Http(h) => {
+                    item["methods"] = json!(h.methods);
+                    item["path_prefix"] = json!(h.path_prefix);
+                }
+                Target::Ssh(s) => item["allow_commands"] = json!(s.allow_commands),
+            }
+            item
+        })
+        .collect();
+    ToolResult::ok(json!({"profile": profile, "credentials": items}))
+}
+
+fn list_recent(s: &mut Store, session: &str, limit: u32) -> ToolResult {
+    if !(1..=50).contains(&limit) {
+        return invalid(
+            format!("limit {limit} is outside 1..=50"),
+            "pass a limit between 1 and 50".into(),
+            json!({}),
+        );
+    }
+    match approvals::list_recent(s, session, limit) {
+        Err(e) => approval_error(&e),
+        Ok(actions) => {
+            let items: Vec<Value> = actions
+                .iter()
+                .map(|a| json!({"action_id": a.id, "state": a.state.as_str(), "tool": a.tool, "credential": a.credential_name, "summary": a.summary, "created": time_obj(&a.created_at)}))
+                .collect();
+            ToolResult::ok(json!({"actions": items}))
+        }
+    }
+}
+
+fn cancel_action(s: &mut Store, session: &str, id: &str) -> ToolResult {
+    match approvals::withdraw(s, session, id, "cancelled by the client") {
+        Err(e) => approval_error(&e),
+        Ok(a) => {
+            let mut r = action_result(&a, false);
+            // Cancelling succeeded: report the withdrawn action without flagging an error.
+            if let Value::Object(m) = &mut r.structured {
+                m.remove("error");
+            }
+            ToolResult::ok(r.structured)
+        }
+    }
+}
+
+fn check_idempotency_key(key: Option<&str>) -> Result<(), ToolResult> {
+    let ok = key.is_none_or(|k| {
+        !k.is_empty()
+            && k.len() <= 128
+            && k.bytes()
+                .all(|c| c.is_ascii_alphanumeric() || b"._:-".contains(&c))
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid(
+            "idempotency_key must be 1-128 of A-Z a-z 0-9 . _ : -".into(),
+            "fix the key".into(),
+            json!({"field": "idempotency_key"}),
+        ))
+    }
+}
+
+async fn submit(env: &Arc<Env>, ses: &Arc<Session>, req: Request) -> Result<Submitted, ToolResult> {
+    let (cred_name, key) = match &req {
+        Request::Http(a) => (a.credential.clone(), a.idempotency_key.clone()),
+        Request::Ssh(a) => (a.credential.clone(), a.idempotency_key.clone()),
+    };
+    check_idempotency_key(key.as_deref())?;
+    if ses.waiting.load(Ordering::SeqCst) >= MAX_WAITING_PER_SESSION {
+        return Err(ToolResult::error(
+            "limit",
+            &format!(
+                "this session already has {MAX_WAITING_PER_SESSION} actions waiting for a person"
+            ),
+            "wait for them with get_action, or withdraw some with cancel_action, then ask again",
+            json!({}),
+            Map::new(),
+        ));
+    }
+    let (trust, ses2) = (env.trust.clone(), ses.clone());
+    let (expiry, replay) = (env.config.expiry(), env.config.replay_window());
+    env.db
+        .run(move |s| {
+            let cred = credentials::get(s, &ses2.profile, &cred_name)
+                .map_err(|e| credential_error(&e))?;
+            let validated: ValidatedRequest = match req {
+                Request::Http(a) => policy::validate_http(&cred, a),
+                Request::Ssh(a) => policy::validate_ssh(&cred, a),
+            }
+            .map_err(|e| policy_error(&e))?;
+            approvals::submit(
+                s,
+                &trust,
+                Submission {
+                    session_id: &ses2.id,
+                    client: &ses2.client.name,
+                    profile: &ses2.profile,
+                    credential: &cred,
+                    request: &validated,
+                    idempotency_key: key.as_deref(),
+                    expiry,
+                    replay_window: replay,
+                },
+            )
+            .map_err(|e| approval_error(&e))
+        })
+        .await
+        .unwrap_or_else(|_| Err(internal("the vault agent is stopping")))
+}

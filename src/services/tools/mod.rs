@@ -1,0 +1,55 @@
+//! The MCP tools as the custody agent runs them: argument checks against the catalog's schemas,
+//! credential lookup in the session's profile, policy, submission, waiting for the decision
+//! (pushed, never polled), dispatch on the executors, and the result shapes. Every action and
+//! every lookup is scoped to the session (one agent connection of `vault mcp`) that asked.
+mod errors;
+mod handlers;
+mod result;
+mod wait;
+
+pub use errors::{internal, locked};
+pub use handlers::{call, reject};
+pub use result::{action_result, time_obj, ToolResult};
+
+use crate::agent::db::Db;
+use crate::agent::hub::Hub;
+use crate::agent::protocol::Event;
+use crate::approvals::Trust;
+use crate::config::Config;
+use crate::exec::Executor;
+use crate::mcp::protocol::ClientInfo;
+use crate::paths::VaultPaths;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
+
+/// What every tool call in the agent shares.
+pub struct Env {
+    pub db: Db,
+    pub hub: Arc<Hub>,
+    pub trust: Trust,
+    pub paths: VaultPaths,
+    pub config: Config,
+    pub http: Arc<dyn Executor>,
+    pub ssh: Option<Arc<dyn Executor>>,
+}
+
+/// One MCP session: a connection of `vault mcp` to the agent.
+pub struct Session {
+    pub id: String,
+    pub profile: String,
+    /// The client's self-reported name and version: a label for people, never used to scope.
+    pub client: ClientInfo,
+    /// Actions of this session now waiting for a person (bounded per session).
+    pub waiting: AtomicUsize,
+}
+
+/// Most actions one session may have waiting for a person at once.
+pub const MAX_WAITING_PER_SESSION: usize = 16;
+
+/// Where a tool call's events go (the connection that submitted it). `send` resolves once the
+/// event is written, so a `dispatched` state is on its way before the executor starts.
+pub trait EventSink: Send + Sync {
+    fn send(&self, event: Event) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
+}

@@ -1,0 +1,181 @@
+//! Waiting for a decision, and dispatch. A call subscribes to its action on the agent's hub (the
+//! writer publishes every committed change: no polling), sends progress while it waits, withdraws
+//! on cancellation, and runs an approved (or policy-allowed) action once `approvals::claim`
+//! authorizes it. The run itself is a task of its own: a client that goes away mid-dispatch does
+//! not stop the executor from finishing and recording what it observed.
+use super::{Env, EventSink, Session};
+use crate::agent::protocol::Event;
+use crate::approvals::{self, Action, State};
+use crate::exec::Outcome;
+use crate::policy::ValidatedRequest;
+use serde_json::json;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+/// How often a waiting call sends progress (the client gave a token).
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+fn runnable(s: State) -> bool {
+    matches!(s, State::Approved | State::Received)
+}
+
+/// Claims an approved (or policy-allowed) action and runs it; returns the action in its new state
+/// (dispatched → completed / failed_before_send / indeterminate, or refused).
+async fn dispatch(env: &Arc<Env>, action: Action, events: &Arc<dyn EventSink>) -> Action {
+    let (trust, id) = (env.trust.clone(), action.id.clone());
+    let claimed = env
+        .db
+        .run(move |s| approvals::claim(s, &trust, &id))
+        .await;
+    let authorized = match claimed {
+        Ok(Ok(approvals::Claim::Go(a))) => a,
+        Ok(Ok(approvals::Claim::Refused(a) | approvals::Claim::NotReady(a))) => return a,
+        _ => return action,
+    };
+    // The intent row is committed; tell the client before the first byte goes out.
+    events
+        .send(Event::State {
+            action_id: action.id.clone(),
+            state: State::Dispatched,
+        })
+        .await;
+    let (env2, fallback) = (env.clone(), action.clone());
+    let run = tokio::spawn(async move {
+        let exec = match authorized.request() {
+            ValidatedRequest::Http(_) => Some(env2.http.clone()),
+            ValidatedRequest::Ssh(_) => env2.ssh.clone(),
+        };
+        let outcome = tokio::task::spawn_blocking(move || match exec {
+            Some(e) => e.execute(&authorized),
+            None => Outcome {
+                state: State::FailedBeforeSend,
+                result: json!({}),
+                reason: Some("this build has no SSH executor yet; nothing was sent".into()),
+            },
+        })
+        .await
+        .unwrap_or_else(|_| Outcome {
+            state: State::Indeterminate,
+            result: json!({}),
+            reason: Some("the executor failed while running; the target may have acted".into()),
+        });
+        let id = action.id.clone();
+        env2.db
+            .run(move |s| approvals::finish(s, &id, &outcome).unwrap_or(action))
+            .await
+    });
+    match run.await {
+        Ok(Ok(done)) => done,
+        _ => {
+            let id = fallback.id.clone();
+            env.db
+                .run(move |s| approvals::find(s, &id))
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .unwrap_or(fallback)
+        }
+    }
+}
+
+/// Waits up to `wait` for the action to leave its waiting states. On client cancellation,
+/// withdraws it when `withdraw_on_cancel` and returns `None`.
+pub(super) async fn wait_for(
+    env: &Arc<Env>,
+    ses: &Arc<Session>,
+    action: Action,
+    wait: Duration,
+    events: Arc<dyn EventSink>,
+    mut cancel: watch::Receiver<bool>,
+    withdraw_on_cancel: bool,
+) -> Option<Action> {
+    let mut rx = env.hub.watch_action(&action);
+    // Re-read after subscribing, so a decision committed in between is not missed.
+    let (sid, id) = (ses.id.clone(), action.id.clone());
+    let mut action = env
+        .db
+        .run(move |s| approvals::get(s, &sid, &id))
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or(action);
+    let counted = action.state == State::Pending;
+    if counted {
+        ses.waiting.fetch_add(1, Ordering::SeqCst);
+    }
+    let result = wait_loop(env, ses, &mut action, &mut rx, wait, &events, &mut cancel, withdraw_on_cancel).await;
+    if counted {
+        ses.waiting.fetch_sub(1, Ordering::SeqCst);
+    }
+    result.then_some(action)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn wait_loop(
+    env: &Arc<Env>,
+    ses: &Arc<Session>,
+    action: &mut Action,
+    rx: &mut watch::Receiver<Action>,
+    wait: Duration,
+    events: &Arc<dyn EventSink>,
+    cancel: &mut watch::Receiver<bool>,
+    withdraw_on_cancel: bool,
+) -> bool {
+    let deadline = Instant::now() + wait;
+    let mut next_progress = Instant::now();
+    let mut tick = 0u64;
+    let mut last_state: Option<State> = None;
+    loop {
+        if runnable(action.state) {
+            *action = dispatch(env, action.clone(), events).await;
+            if !runnable(action.state) {
+                continue;
+            }
+        }
+        if last_state != Some(action.state) {
+            last_state = Some(action.state);
+            events
+                .send(Event::State {
+                    action_id: action.id.clone(),
+                    state: action.state,
+                })
+                .await;
+        }
+        if action.state.is_terminal() || Instant::now() >= deadline {
+            return true;
+        }
+        if Instant::now() >= next_progress {
+            tick += 1;
+            let message = format!(
+                "{}: waiting for approval in `vault approve` ({})",
+                action.id, action.state
+            );
+            events.send(Event::Progress { n: tick, message }).await;
+            next_progress += PROGRESS_EVERY;
+        }
+        tokio::select! {
+            changed = rx.changed() => {
+                if changed.is_err() {
+                    return true;
+                }
+                let fresh = rx.borrow_and_update().clone();
+                *action = fresh;
+            }
+            _ = tokio::time::sleep_until(next_progress.min(deadline)) => {}
+            changed = cancel.changed() => {
+                if changed.is_ok() && *cancel.borrow() {
+                    if withdraw_on_cancel && action.state == State::Pending {
+                        let (sid, id) = (ses.id.clone(), action.id.clone());
+                        let _ = env.db.run(move |s| {
+                            approvals::withdraw(s, &sid, &id, "the client cancelled the request")
+                        }).await;
+                    }
+                    return false;
+                }
+            }
+        }
+    }
+}

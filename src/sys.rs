@@ -1,0 +1,137 @@
+//! The operating-system calls behind process hardening, file modes and terminals: the only module
+//! that may use `unsafe` (closing inherited descriptors, locking key pages, macOS
+//! `PT_DENY_ATTACH`); everything else goes through `rustix`'s safe wrappers from here.
+#![allow(unsafe_code)]
+
+use rustix::process::{Resource, Rlimit};
+use std::io;
+
+/// Sets the process umask to 077 so nothing we (or SQLite) create is readable by others.
+pub fn restrict_umask() {
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
+}
+
+/// What hardening the custody agent got, for `vault doctor` and its startup row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Hardening {
+    /// Linux `PR_SET_DUMPABLE` is 0 (no same-uid ptrace attach, no `/proc/PID/mem`), or macOS
+    /// `PT_DENY_ATTACH` succeeded.
+    pub undumpable: bool,
+    /// The core-dump size limit is 0.
+    pub no_core: bool,
+    /// The master key's page is locked in memory (never swapped).
+    pub key_locked: bool,
+}
+
+/// Makes this process unreadable by other processes of the same user: no ptrace attach, no
+/// `/proc/PID/mem`, `environ` or core dump. Call before any key is read.
+pub fn deny_inspection() -> Hardening {
+    let no_core = rustix::process::setrlimit(
+        Resource::Core,
+        Rlimit {
+            current: Some(0),
+            maximum: Some(0),
+        },
+    )
+    .is_ok();
+    Hardening {
+        undumpable: set_undumpable(),
+        no_core,
+        key_locked: false,
+    }
+}
+
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn set_undumpable() -> bool {
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable).is_ok()
+}
+
+#[cfg(target_os = "macos")]
+fn set_undumpable() -> bool {
+    // PT_DENY_ATTACH: a debugger attaching later is refused and this process is not traceable.
+    const PT_DENY_ATTACH: libc::c_int = 31;
+    // SAFETY: ptrace(PT_DENY_ATTACH) takes no pointers; it only flags the calling process.
+    unsafe { libc::ptrace(PT_DENY_ATTACH, 0, std::ptr::null_mut(), 0) == 0 }
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android", target_os = "macos")))]
+fn set_undumpable() -> bool {
+    false
+}
+
+/// Whether this process is currently undumpable (Linux; else what `deny_inspection` reported).
+pub fn is_undumpable() -> Option<bool> {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        rustix::process::dumpable_behavior()
+            .ok()
+            .map(|d| d == rustix::process::DumpableBehavior::NotDumpable)
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    {
+        None
+    }
+}
+
+/// The current core-dump size limit (None: unlimited).
+pub fn core_limit() -> Option<u64> {
+    rustix::process::getrlimit(Resource::Core).current
+}
+
+/// Closes every descriptor above stderr that this process inherited (a custody process keeps
+/// nothing its parent's parent left open). Returns how many were closed.
+pub fn close_inherited_fds(keep: &[i32]) -> io::Result<usize> {
+    let dir = if cfg!(target_os = "macos") {
+        "/dev/fd"
+    } else {
+        "/proc/self/fd"
+    };
+    let fds: Vec<i32> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|fd| *fd > 2 && !keep.contains(fd))
+        .collect();
+    let mut closed = 0;
+    for fd in fds {
+        // The directory handle used above is among them, already closed: skip what is not open.
+        if rustix::io::fcntl_getfd(unsafe { rustix::fd::BorrowedFd::borrow_raw(fd) }).is_err() {
+            continue;
+        }
+        // SAFETY: `fd` is open, was inherited, and nothing in this process owns it (this runs
+        // before the agent opens anything of its own).
+        unsafe { rustix::io::close(fd) };
+        closed += 1;
+    }
+    Ok(closed)
+}
+
+/// Locks the pages holding `bytes` in memory so they are never written to swap. Best effort:
+/// `RLIMIT_MEMLOCK` may forbid it.
+pub fn lock_in_memory(bytes: &[u8]) -> bool {
+    if bytes.is_empty() {
+        return true;
+    }
+    // SAFETY: mlock only pins the pages containing this live, borrowed range; it does not read
+    // or write them, and the range stays valid for the duration of the call.
+    unsafe { rustix::mm::mlock(bytes.as_ptr() as *mut std::ffi::c_void, bytes.len()).is_ok() }
+}
+
+/// Whether a process with this pid exists (signal 0). Only for diagnostics, never for deciding
+/// that an action is orphaned: a zombie or a reused pid looks alive.
+pub fn process_exists(pid: u32) -> bool {
+    let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else {
+        return false;
+    };
+    match rustix::process::test_kill_process(pid) {
+        Ok(()) => true,
+        Err(e) => e == rustix::io::Errno::PERM,
+    }
+}
+
+/// The yama `ptrace_scope` setting (Linux), for `vault doctor`.
+pub fn ptrace_scope() -> Option<u8> {
+    std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
