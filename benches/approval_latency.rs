@@ -1,15 +1,16 @@
-//! Benchmark: decision committed → request at the target. A `vault mcp` process waits on
-//! `http_request` (approval `each`); this process finds the pending action, decides it through
-//! the library (`approvals::decide` with the approver key) and notes the instant after the commit;
-//! the in-bench target notes when the request head arrives. Latency = arrival − commit: the
-//! waiting call noticing the commit (PRAGMA data_version polling), the dispatch claim and the
-//! connection. Peer in the same run, as the floor of any dispatch: a direct ureq GET, measured
-//! from its start to the same arrival instant.
+//! Benchmark: decision → request at the target. A `vault mcp` process waits on `http_request`
+//! (approval `each`); this process, as `vault approve` does, finds the pending action through the
+//! agent, signs the decision with the approver key and sends it; the in-bench target notes when
+//! the request head arrives. Latency = arrival − the instant the signed decision was sent (so it
+//! includes the decision's own commit): the agent verifying and committing it, pushing it to the
+//! waiting call (no polling), the dispatch claim (a second commit) and the connection. Peer in
+//! the same run, as the floor of any dispatch: a direct ureq GET, start → arrival.
 //!
-//! Run: `cargo bench --bench approval_latency` (prints a table; the goal is p95 ≤ 50 ms).
+//! Run: `cargo bench --bench approval_latency` (prints a table; the goal is p95 ≤ 3 ms).
 mod common;
 
-use agent_vault::approvals::{self, Verdict};
+use agent_vault::agent::protocol::{Reply, Request};
+use agent_vault::approvals::Verdict;
 use agent_vault::credentials::Approval;
 use common::{stats, BenchVault, FastTarget, Mcp};
 use std::time::{Duration, Instant};
@@ -42,10 +43,16 @@ fn main() {
         let asked = Instant::now();
         mcp.http_request(i as i64, &url, 60);
         let deadline = Instant::now() + Duration::from_secs(10);
-        let action = loop {
-            let pending = approvals::list_pending(&bv.vault.store).expect("list pending");
-            if let Some(a) = pending.into_iter().find(|a| a.summary.contains(&url)) {
-                break a;
+        let view = loop {
+            let Reply::Pending(pending) = bv.approver.call(Request::Pending).expect("pending")
+            else {
+                panic!("pending")
+            };
+            if let Some(v) = pending
+                .into_iter()
+                .find(|v| v.action.summary.contains(&url))
+            {
+                break v;
             }
             assert!(
                 Instant::now() < deadline,
@@ -55,15 +62,15 @@ fn main() {
         };
         find.push(asked.elapsed());
         assert_eq!(target.count(), N + i, "nothing is sent while pending");
-        approvals::decide(
-            &mut bv.vault.store,
-            &bv.keys.approver,
-            &action.id,
-            Verdict::Approve,
-            Duration::from_secs(3600),
-        )
-        .expect("decide");
         let committed = Instant::now();
+        bv.approver
+            .decide(
+                &bv.keys,
+                &view,
+                &Verdict::Approve,
+                Duration::from_secs(3600),
+            )
+            .expect("decide");
         let sc = mcp.completed(i as i64);
         assert_eq!(sc["http"]["status"], 200);
         latency.push(target.arrival(&tag) - committed);
@@ -84,10 +91,10 @@ fn main() {
     );
     println!(
         "{:<52} {:>9.3} {:>9.3} {:>9.3}",
-        "decision committed -> request arrived (vault mcp)", l50, l95, lmean
+        "signed decision sent -> request arrived (agent)", l50, l95, lmean
     );
     println!("ratio vault / direct at p50: {:.1}x", l50 / d50);
-    let goal = 50.0;
+    let goal = 3.0;
     println!(
         "p95 {l95:.3} ms, goal <= {goal} ms: {}",
         if l95 <= goal { "met" } else { "NOT met" }

@@ -187,10 +187,7 @@ fn main() {
     let _ = std::fs::remove_dir_all(&dir);
     let vault_dir = dir.join("vault");
     let bin = env!("CARGO_BIN_EXE_vault");
-    let env = vec![
-        ("VAULT_DIR".to_string(), vault_dir.display().to_string()),
-        ("VAULT_KEYRING".to_string(), "kernel".to_string()),
-    ];
+    let env = vec![("VAULT_DIR".to_string(), vault_dir.display().to_string())];
     let mut init = Command::new(bin)
         .args(["init", "--passphrase-stdin"])
         .envs(env.iter().cloned())

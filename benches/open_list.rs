@@ -6,7 +6,7 @@
 use agent_vault::credentials::{
     self, Approval, HttpAuth, HttpTarget, NewCredential, Secret, Target,
 };
-use agent_vault::keys::{Passphrase, DEFAULT_KERNEL_TTL};
+use agent_vault::keys::Passphrase;
 use agent_vault::paths::VaultPaths;
 use agent_vault::store::{Store, MIGRATIONS};
 use agent_vault::vault::Vault;
@@ -47,26 +47,27 @@ fn main() {
     let dir = std::env::temp_dir().join(format!("av-bench-open-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let paths = VaultPaths::new(dir.join("vault"));
-    std::env::set_var("VAULT_KEYRING", "kernel");
     let pass = Passphrase::from_string("bench passphrase, not secret".into());
-    let (mut vault, _) = Vault::init(paths.clone(), &pass, DEFAULT_KERNEL_TTL).expect("init");
+    let (mut vault, keys) = Vault::init(paths.clone(), &pass).expect("init");
     for i in 0..CREDENTIALS {
         credentials::add(&mut vault.store, cred(i)).unwrap();
     }
     drop(vault);
-
-    // The master key, as `vault mcp` gets it from the keyring.
-    let key = {
-        let v = Vault::open(paths.clone()).expect("open via keyring");
-        let id = v.vault_id.clone();
-        drop(v);
-        agent_vault::keys::KeyCache::new(&id)
-            .unwrap()
-            .load()
-            .unwrap()
-            .unwrap()
-            .0
-    };
+    // The whole-process case goes through the agent, as `vault list` does when unlocked.
+    let mut unlock = std::process::Command::new(env!("CARGO_BIN_EXE_vault"))
+        .args(["unlock", "--passphrase-stdin"])
+        .env("VAULT_DIR", paths.dir())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        writeln!(unlock.stdin.take().unwrap(), "bench passphrase, not secret").unwrap();
+    }
+    assert!(unlock.wait().unwrap().success());
+    // The master key, as the agent holds it.
+    let key = keys.master;
 
     // 1. Raw key: new connection, key, first read, schema check, list.
     let n = 300;
@@ -118,7 +119,7 @@ fn main() {
         kdf.push(t.elapsed());
     }
 
-    // 3. The whole process: spawn `vault list --json` (keyring read, open, list, print).
+    // 3. The whole process: spawn `vault list --json` (connect to the agent, list, print).
     let p = 60;
     let mut proc_times = Vec::with_capacity(p);
     for _ in 0..p {
@@ -126,7 +127,6 @@ fn main() {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_vault"))
             .args(["list", "--json"])
             .env("VAULT_DIR", paths.dir())
-            .env("VAULT_KEYRING", "kernel")
             .output()
             .unwrap();
         assert!(
@@ -169,6 +169,9 @@ fn main() {
         if r50 <= 5.0 { "met" } else { "MISSED" }
     );
 
-    let _ = agent_vault::vault::Vault::lock(paths);
+    let _ = std::process::Command::new(env!("CARGO_BIN_EXE_vault"))
+        .arg("lock")
+        .env("VAULT_DIR", paths.dir())
+        .output();
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -118,7 +118,10 @@ pub fn lock_in_memory(bytes: &[u8]) -> bool {
 /// Whether a process with this pid exists (signal 0). Only for diagnostics, never for deciding
 /// that an action is orphaned: a zombie or a reused pid looks alive.
 pub fn process_exists(pid: u32) -> bool {
-    let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else {
+    let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
         return false;
     };
     match rustix::process::test_kill_process(pid) {

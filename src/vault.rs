@@ -3,7 +3,9 @@
 //! agent, recovery, tests). Both check that `vault.id` and the database agree.
 use crate::approvals::Trust;
 use crate::audit;
-use crate::keys::{unwrap_key_file, wrap_key_file, KeyFileError, KeyMaterial, MasterKey, Passphrase};
+use crate::keys::{
+    unwrap_key_file, wrap_key_file, KeyFileError, KeyMaterial, MasterKey, Passphrase,
+};
 use crate::paths::{self, PathError, VaultPaths};
 use crate::store::{self, Store, StoreError};
 use crate::Exit;

@@ -162,12 +162,15 @@ fn a_forged_decision_row_and_a_changed_action_are_refused_at_dispatch() {
     let (mut v, target) = setup("forged");
     let mut p = McpProc::spawn(v.command(&["mcp"]));
     p.initialize();
-    let act = ask(&mut p, &mut v, 1, &format!("{}/forged", target.base()), 30);
+    let act = ask(&mut p, &mut v, 1, &format!("{}/forged", target.base()), 1);
+    assert_eq!(
+        result_of(&mut p, 1)["structuredContent"]["state"],
+        "pending"
+    );
     {
         // Someone with the database key (no passphrase) writes an approval straight into it.
-        let vault =
-            agent_vault::vault::Vault::open(agent_vault::paths::VaultPaths::new(v.vault_dir()))
-                .unwrap();
+        // (Only the agent holds that key now; this proves the claim does not trust the rows.)
+        let vault = v.open_db();
         let (hash, vid): (String, String) = vault
             .store
             .conn()
@@ -189,7 +192,8 @@ fn a_forged_decision_row_and_a_changed_action_are_refused_at_dispatch() {
             )
             .unwrap();
     }
-    let res = result_of(&mut p, 1);
+    // The agent acts on the row the next time the session asks about the action.
+    let res = p.call(9, "get_action", json!({"action_id": act, "wait_s": 5}))["result"].clone();
     assert_eq!(
         res["structuredContent"]["state"], "failed_before_send",
         "{res}"
@@ -197,7 +201,7 @@ fn a_forged_decision_row_and_a_changed_action_are_refused_at_dispatch() {
     assert!(res["content"][0]["text"]
         .as_str()
         .unwrap()
-        .contains("no valid signed approval"));
+        .contains("the journal does not show this action waiting for dispatch"));
     assert!(
         target.requests().is_empty(),
         "a forged approval sent nothing"
@@ -212,9 +216,7 @@ fn a_forged_decision_row_and_a_changed_action_are_refused_at_dispatch() {
     )
     .ok();
     {
-        let vault =
-            agent_vault::vault::Vault::open(agent_vault::paths::VaultPaths::new(v.vault_dir()))
-                .unwrap();
+        let vault = v.open_db();
         vault.store.conn().execute("UPDATE actions SET normalized = replace(normalized, '/original', '/evil') WHERE id = ?1", [&act2]).unwrap();
     }
     let g = p.call(3, "get_action", json!({"action_id": act2, "wait_s": 5}));

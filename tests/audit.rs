@@ -411,7 +411,22 @@ fn log_and_sessions_show_what_each_agent_did() {
 
 #[test]
 fn log_follow_prints_new_transitions_as_they_are_journaled() {
-    let v = TestVault::init("follow");
+    let mut v = TestVault::init("follow");
+    v.add_bearer("api", "127.0.0.1:9", "follow-decoy");
+    let mut mcp = support::mcp::McpProc::spawn(v.command(&["mcp"]));
+    mcp.initialize();
+    let ask = |mcp: &mut support::mcp::McpProc, id: i64, path: &str| {
+        let r = mcp.call(
+            id,
+            "http_request",
+            json!({"credential": "api", "method": "GET", "url": format!("https://127.0.0.1:9{path}"), "wait_s": 0}),
+        );
+        r["result"]["structuredContent"]["action_id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let first = ask(&mut mcp, 1, "/first");
     let mut child = v
         .command(&["log", "--follow", "--json"])
         .stdout(Stdio::piped())
@@ -429,32 +444,22 @@ fn log_follow_prints_new_transitions_as_they_are_journaled() {
             let _ = tx.send(line);
         }
     });
-    std::thread::sleep(Duration::from_millis(300));
-    {
-        let mut vault = open(&v);
-        let t = vault.store.write().unwrap();
-        audit::append(
-            &t,
-            "action.pending",
-            Some("ses_f"),
-            Some("act_f"),
-            &json!({"state": "pending", "tool": "ssh_exec"}),
-        )
-        .unwrap();
-        t.commit().unwrap();
-    }
-    let line = rx
-        .recv_timeout(Duration::from_secs(10))
-        .expect("--follow printed the new action");
+    let line = |rx: &std::sync::mpsc::Receiver<String>| -> Value {
+        serde_json::from_str(&rx.recv_timeout(Duration::from_secs(10)).expect("a line")).unwrap()
+    };
+    // The first action comes from the initial load: once it is printed, follow is following.
+    assert_eq!(line(&rx)["action_id"].as_str(), Some(first.as_str()));
+    let second = ask(&mut mcp, 2, "/second");
+    let e = line(&rx);
     let _ = child.kill();
     let _ = child.wait();
-    let e: Value = serde_json::from_str(&line).unwrap();
     assert_eq!(
         (
             e["action_id"].as_str(),
             e["state"].as_str(),
             e["tool"].as_str()
         ),
-        (Some("act_f"), Some("pending"), Some("ssh_exec"))
+        (Some(second.as_str()), Some("pending"), Some("http_request"))
     );
+    mcp.finish(Duration::from_secs(10));
 }

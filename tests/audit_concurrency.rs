@@ -22,7 +22,10 @@ fn run_child_role() -> bool {
         return false;
     };
     let (mode, dir) = role.split_once(':').unwrap();
-    let mut vault = Vault::open(VaultPaths::new(dir)).expect("child opens the vault");
+    let key =
+        agent_vault::keys::MasterKey::from_hex(&std::env::var("AV_TEST_KEY").unwrap()).unwrap();
+    let mut vault =
+        Vault::open_with_key(VaultPaths::new(dir), &key).expect("child opens the vault");
     let pid = std::process::id();
     let rows = if mode == "append" { 1000 } else { usize::MAX };
     let deadline = Instant::now() + Duration::from_secs(50);
@@ -64,11 +67,11 @@ fn run_child_role() -> bool {
 /// The two multi-process tests run one at a time: together they would measure the disk, not us.
 static MULTI_PROCESS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-fn spawn_child(test: &str, role: &str) -> std::process::Child {
+fn spawn_child(v: &TestVault, test: &str, role: &str) -> std::process::Child {
     Command::new(std::env::current_exe().unwrap())
         .args(["--exact", test, "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, role)
-        .env("VAULT_KEYRING", "kernel")
+        .env("AV_TEST_KEY", v.master_hex())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -85,7 +88,13 @@ fn eight_processes_appending_at_once_make_one_chain() {
     let role = format!("append:{}", v.vault_dir().display());
     let started = Instant::now();
     let children: Vec<_> = (0..8)
-        .map(|_| spawn_child("eight_processes_appending_at_once_make_one_chain", &role))
+        .map(|_| {
+            spawn_child(
+                &v,
+                "eight_processes_appending_at_once_make_one_chain",
+                &role,
+            )
+        })
         .collect();
     for c in children {
         let out = c.wait_with_output().unwrap();
@@ -134,6 +143,7 @@ fn a_process_killed_in_the_middle_of_appends_leaves_a_chain_that_verifies() {
     let _serial = MULTI_PROCESS.lock().unwrap_or_else(|e| e.into_inner());
     let mut v = TestVault::init("kill9");
     let mut child = spawn_child(
+        &v,
         "a_process_killed_in_the_middle_of_appends_leaves_a_chain_that_verifies",
         &format!("forever:{}", v.vault_dir().display()),
     );

@@ -393,8 +393,7 @@ fn the_journal_records_init_unlock_lock_and_credential_changes() {
         Some(&format!("{PASSPHRASE}\n")),
     )
     .ok();
-    let vault = agent_vault::vault::Vault::open(agent_vault::paths::VaultPaths::new(v.vault_dir()))
-        .unwrap();
+    let vault = v.open_db();
     let rows: Vec<(i64, String, String)> = vault
         .store
         .conn()

@@ -16,8 +16,7 @@ fn vault_with_api(tag: &str) -> TestVault {
 }
 
 fn journal_kinds(v: &TestVault) -> Vec<(String, Option<String>, String)> {
-    let vault = agent_vault::vault::Vault::open(agent_vault::paths::VaultPaths::new(v.vault_dir()))
-        .unwrap();
+    let vault = v.open_db();
     let mut stmt = vault
         .store
         .conn()
@@ -345,6 +344,12 @@ fn config_toml_sets_the_timings_and_a_broken_one_stops_the_server_cleanly() {
         "[approvals]\nexpiry_seconds = 1\n",
     )
     .unwrap();
+    // The agent reads config.toml when it starts: unlocking again applies a change.
+    v.run(
+        &["unlock", "--passphrase-stdin"],
+        Some(&format!("{PASSPHRASE}\n")),
+    )
+    .ok();
     let mut p = McpProc::spawn(v.command(&["mcp"]));
     p.initialize();
     let r = p.call(1, "http_request", json!({"credential": "api", "method": "GET", "url": "https://api.example.com/x", "wait_s": 3}));

@@ -1,11 +1,13 @@
 //! Shared by the HTTP benchmarks: a minimal loopback HTTP/1.1 target on a std::net thread (so the
-//! target's own time is a few microseconds), a throwaway vault, and a `vault mcp` session driven
-//! over its stdio.
+//! target's own time is a few microseconds), a throwaway vault with its custody agent, and a
+//! `vault mcp` session driven over its stdio.
 #![allow(dead_code)]
+use agent_vault::agent::client::{approver_client, stop_running, Client};
+use agent_vault::agent::protocol::{Reply, Request, Role};
 use agent_vault::credentials::{
     self, Approval, HttpAuth, HttpTarget, NewCredential, Secret, Target,
 };
-use agent_vault::keys::{KeyMaterial, Passphrase, DEFAULT_KERNEL_TTL};
+use agent_vault::keys::{KeyMaterial, Passphrase};
 use agent_vault::paths::VaultPaths;
 use agent_vault::vault::Vault;
 use serde_json::{json, Value};
@@ -112,13 +114,15 @@ impl FastTarget {
     }
 }
 
-/// A vault in a temp dir (kernel keyring, so `vault mcp` opens it without a passphrase) with one
-/// bearer credential `api` bound to `base`; `Approval::Never` is signed with the approver key.
+/// A vault in a temp dir with its agent running (started as `vault unlock` does), one bearer
+/// credential `api` bound to `base` (an approval other than `each` is signed with the approver
+/// key), a CLI connection and an approver connection to the agent.
 pub struct BenchVault {
     pub dir: PathBuf,
     pub paths: VaultPaths,
-    pub vault: Vault,
     pub keys: KeyMaterial,
+    pub cli: Client,
+    pub approver: Client,
 }
 
 impl BenchVault {
@@ -126,46 +130,70 @@ impl BenchVault {
         let dir = std::env::temp_dir().join(format!("av-bench-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let paths = VaultPaths::new(dir.join("vault"));
-        std::env::set_var("VAULT_KEYRING", "kernel");
         let pass = Passphrase::from_string(PASSPHRASE.into());
-        drop(Vault::init(paths.clone(), &pass, DEFAULT_KERNEL_TTL).expect("init"));
-        let (mut vault, keys) =
-            Vault::open_with_passphrase(paths.clone(), &pass).expect("open with passphrase");
-        credentials::add(
-            &mut vault.store,
-            NewCredential {
-                profile: "default".into(),
-                name: "api".into(),
-                approval,
-                target: Target::Http(HttpTarget {
-                    scheme: "http".into(),
-                    host: "127.0.0.1".into(),
-                    port,
-                    path_prefix: "/".into(),
-                    methods: None,
-                    auth: HttpAuth::Bearer,
-                    ca_file: None,
-                }),
-                secret: Secret::new(SECRET.as_bytes().to_vec()),
-            },
-        )
-        .expect("add credential");
+        let (vault, keys) = Vault::init(paths.clone(), &pass).expect("init");
+        let vault_id = vault.vault_id.clone();
+        drop(vault);
+        start_agent(&paths, &vault_id, &keys);
+        let mut cli = Client::connect(&paths, Role::Cli).unwrap().expect("agent");
+        let new = NewCredential {
+            profile: "default".into(),
+            name: "api".into(),
+            approval,
+            target: Target::Http(HttpTarget {
+                scheme: "http".into(),
+                host: "127.0.0.1".into(),
+                port,
+                path_prefix: "/".into(),
+                methods: None,
+                auth: HttpAuth::Bearer,
+                ca_file: None,
+            }),
+            secret: Secret::new(SECRET.as_bytes().to_vec()),
+        };
+        let Reply::Credential(cred) = cli.call(Request::AddCredential { new }).expect("add") else {
+            panic!("add credential")
+        };
         if approval != Approval::Each {
-            credentials::sign_policy(&mut vault.store, &keys.approver, "default", "api")
-                .expect("sign policy");
+            let signature = credentials::policy_signature(&keys.approver, &vault_id, &cred);
+            cli.call(Request::SignPolicy {
+                credential_id: cred.id,
+                signature,
+            })
+            .expect("sign policy");
         }
+        let approver = approver_client(&paths, &keys).expect("approver connection");
         Self {
             dir,
             paths,
-            vault,
             keys,
+            cli,
+            approver,
         }
     }
 }
 
+/// Starts the vault's agent the way `vault unlock` does: the `vault` binary, key on a channel.
+/// (`handoff::start_agent` spawns the current executable, which in a bench is the bench.)
+pub fn start_agent(paths: &VaultPaths, vault_id: &str, keys: &KeyMaterial) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vault"))
+        .args(["unlock", "--passphrase-stdin", "--for", "2h"])
+        .env("VAULT_DIR", paths.dir())
+        .env_remove("VAULT_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("vault unlock");
+    writeln!(child.stdin.take().unwrap(), "{PASSPHRASE}").unwrap();
+    assert!(child.wait().unwrap().success(), "vault unlock failed");
+    let _ = (vault_id, keys);
+}
+
 impl Drop for BenchVault {
     fn drop(&mut self) {
-        let _ = Vault::lock(self.paths.clone());
+        if let Some(socket) = agent_vault::agent::client::socket_of(&self.paths) {
+            stop_running(&self.paths, &socket);
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -182,7 +210,6 @@ impl Mcp {
         let mut child = Command::new(env!("CARGO_BIN_EXE_vault"))
             .arg("mcp")
             .env("VAULT_DIR", paths.dir())
-            .env("VAULT_KEYRING", "kernel")
             .env_remove("VAULT_LOG")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

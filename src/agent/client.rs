@@ -141,7 +141,7 @@ impl Client {
         loop {
             match self.read_frame(None)? {
                 Some(AgentFrame::Reply { id: rid, reply }) if rid == id || rid == 0 => {
-                    return match reply {
+                    return match *reply {
                         Reply::Error { code, message } => {
                             Err(ClientError::Refused { code, message })
                         }
@@ -176,7 +176,8 @@ impl Client {
 
     /// One frame; `None` at end of stream, or when `timeout` passed first.
     fn read_frame(&mut self, timeout: Option<Duration>) -> Result<Option<AgentFrame>, ClientError> {
-        self.stream.set_read_timeout(timeout.map(|t| t.max(Duration::from_millis(1))))?;
+        self.stream
+            .set_read_timeout(timeout.map(|t| t.max(Duration::from_millis(1))))?;
         let mut buf = [0u8; 64 * 1024];
         loop {
             if let Some(line) = self
@@ -189,7 +190,13 @@ impl Client {
                     .map_err(|e| ClientError::Protocol(e.to_string()));
             }
             match self.stream.read(&mut buf) {
-                Ok(0) => return if timeout.is_some() { Err(ClientError::Gone) } else { Ok(None) },
+                Ok(0) => {
+                    return if timeout.is_some() {
+                        Err(ClientError::Gone)
+                    } else {
+                        Ok(None)
+                    }
+                }
                 Ok(n) => self.splitter.push(&buf[..n]),
                 Err(e)
                     if timeout.is_some()
@@ -240,7 +247,9 @@ pub fn approver_client(paths: &VaultPaths, keys: &KeyMaterial) -> Result<Client,
         }
         Err(e) => return Err(e),
     }
-    let vault_id = paths.read_id().map_err(|e| ClientError::Protocol(e.to_string()))?;
+    let vault_id = paths
+        .read_id()
+        .map_err(|e| ClientError::Protocol(e.to_string()))?;
     super::handoff::start_agent(paths, &vault_id, keys, super::DEFAULT_LIFETIME)
         .map_err(|e| ClientError::Protocol(e.to_string()))?;
     Client::connect_verified(paths, &proof_key)?.ok_or(ClientError::Gone)

@@ -16,7 +16,13 @@ use std::time::Duration;
 use zeroize::Zeroizing;
 
 /// The environment an agent keeps: nothing a loader or a proxy reads.
-const KEPT_ENV: &[&str] = &["VAULT_LOG", "SSL_CERT_FILE", "SSL_CERT_DIR", "TZ", "NO_COLOR"];
+const KEPT_ENV: &[&str] = &[
+    "VAULT_LOG",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "TZ",
+    "NO_COLOR",
+];
 
 /// How large the agent's log may grow before a new agent starts it afresh.
 const LOG_LIMIT: u64 = 1 << 20;

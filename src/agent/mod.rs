@@ -100,7 +100,9 @@ pub fn take_lock(paths: &VaultPaths, wait: Duration) -> Result<std::fs::File, Ag
     loop {
         match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
             Ok(()) => return Ok(file),
-            Err(e) if e == rustix::io::Errno::WOULDBLOCK && std::time::Instant::now() < deadline => {
+            Err(e)
+                if e == rustix::io::Errno::WOULDBLOCK && std::time::Instant::now() < deadline =>
+            {
                 std::thread::sleep(Duration::from_millis(20));
             }
             Err(e) if e == rustix::io::Errno::WOULDBLOCK => {

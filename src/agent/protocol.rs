@@ -157,7 +157,9 @@ impl ApprovalView {
             Some(Err(_)) => return Err(format!("action {}'s body is malformed", a.id)),
         };
         let body_hash = body.as_ref().map(|b| blake3::hash(b).to_hex().to_string());
-        if normalized["kind"] == "http" && normalized["body_blake3"].as_str() != body_hash.as_deref() {
+        if normalized["kind"] == "http"
+            && normalized["body_blake3"].as_str() != body_hash.as_deref()
+        {
             return Err(format!(
                 "action {}'s body is not the one its hash covers",
                 a.id
@@ -243,9 +245,10 @@ pub enum Reply {
     Count(usize),
     Flag(bool),
     Rows(Vec<JournalRow>),
-    /// `vault verify`'s report as its `--json` line, and how many anchors came from the file.
+    /// `vault verify`'s report as its `--json` line (keys in their documented order), and how
+    /// many anchors came from `anchors.jsonl`.
     Verify {
-        report: Value,
+        report: String,
         from_file: usize,
     },
     Exported {
@@ -292,7 +295,7 @@ pub enum Event {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "t", rename_all = "snake_case", deny_unknown_fields)]
 pub enum AgentFrame {
-    Reply { id: u64, reply: Reply },
+    Reply { id: u64, reply: Box<Reply> },
     Event { id: u64, event: Event },
 }
 
@@ -364,9 +367,7 @@ mod tests {
     fn requests_round_trip_and_unknown_fields_are_refused() {
         let f = ClientFrame {
             id: 7,
-            req: Request::Pause {
-                reason: "x".into(),
-            },
+            req: Request::Pause { reason: "x".into() },
         };
         let line = encode(&f);
         let back: ClientFrame = decode(&line[..line.len() - 1]).unwrap();

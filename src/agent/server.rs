@@ -34,6 +34,9 @@ const MAX_CONNECTIONS: usize = 256;
 /// What the whole agent shares.
 struct Agent {
     env: Arc<Env>,
+    /// The master key (locked in RAM where allowed): long reads (verify, export) open a
+    /// connection of their own instead of holding up the writer.
+    master: crate::keys::MasterKey,
     proof_key: Zeroizing<[u8; 32]>,
     status: Mutex<AgentStatus>,
     last_activity: Mutex<Instant>,
@@ -68,13 +71,14 @@ pub(super) fn serve(
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let config = crate::config::Config::load(&start.paths)
-        .map_err(|e| AgentError::Start(e.to_string()))?;
+    let config =
+        crate::config::Config::load(&start.paths).map_err(|e| AgentError::Start(e.to_string()))?;
     let hub = Arc::new(Hub::default());
     let (db, db_thread) = Db::start(store, hub.clone(), start.paths.clone());
     let mut proof_key = super::proof_key(&start.master);
-    let key_locked = crate::sys::lock_in_memory(&proof_key[..]);
-    drop(start.master);
+    let key_locked = crate::sys::lock_in_memory(&proof_key[..])
+        && crate::sys::lock_in_memory(&start.master.expose()[..]);
+    // (The key's bytes are on the heap: moving `start.master` below moves only the pointer.)
     let now = jiff::Timestamp::now();
     let status = AgentStatus {
         pid: std::process::id(),
@@ -112,6 +116,7 @@ pub(super) fn serve(
     let (stop, _) = watch::channel(None);
     let agent = Arc::new(Agent {
         env,
+        master: start.master,
         proof_key: std::mem::take(&mut proof_key),
         status: Mutex::new(status),
         last_activity: Mutex::new(Instant::now()),
@@ -152,9 +157,14 @@ async fn run(agent: Arc<Agent>, listener: UnixListener, lifetime: Duration) -> &
         0 => Duration::from_secs(100 * 365 * 86400),
         s => Duration::from_secs(s),
     };
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    let mut sigterm =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     loop {
-        let idle_at = *agent.last_activity.lock().unwrap_or_else(|p| p.into_inner()) + idle;
+        let idle_at = *agent
+            .last_activity
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            + idle;
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
@@ -217,8 +227,14 @@ async fn shutdown(agent: &Arc<Agent>, why: &'static str) {
         .db
         .run(move |s| {
             let tx = s.write()?;
-            crate::audit::append(&tx, "vault.lock", None, None, &serde_json::json!({"reason": why}))
-                .map_err(|_| crate::store::StoreError::Damaged("journal append failed"))?;
+            crate::audit::append(
+                &tx,
+                "vault.lock",
+                None,
+                None,
+                &serde_json::json!({"reason": why}),
+            )
+            .map_err(|_| crate::store::StoreError::Damaged("journal append failed"))?;
             tx.commit()
         })
         .await;
@@ -234,7 +250,11 @@ impl Writer {
         let _ = w.write_all(&line).await;
     }
     async fn reply(&self, id: u64, reply: Reply) {
-        self.frame(&AgentFrame::Reply { id, reply }).await;
+        self.frame(&AgentFrame::Reply {
+            id,
+            reply: Box::new(reply),
+        })
+        .await;
     }
 }
 
@@ -339,8 +359,20 @@ impl Conn {
             .reply(0, ops::error(ErrorCode::Protocol, why.clone()))
             .await;
         let fp = blake3::hash(line).to_hex().to_string();
-        let session = self.session.as_ref().map(|s| s.id.clone()).unwrap_or_default();
-        tools::reject(&self.agent.env, &session, -32600, "agent frame refused", &fp, None).await;
+        let session = self
+            .session
+            .as_ref()
+            .map(|s| s.id.clone())
+            .unwrap_or_default();
+        tools::reject(
+            &self.agent.env,
+            &session,
+            -32600,
+            "agent frame refused",
+            &fp,
+            None,
+        )
+        .await;
     }
 
     async fn frame(&mut self, line: &[u8]) -> Result<(), String> {
@@ -358,7 +390,15 @@ impl Conn {
         let inflight = self.tasks.len() + self.watchers.len();
         if inflight >= MAX_INFLIGHT {
             self.writer
-                .reply(id, ops::error(ErrorCode::Limit, format!("at most {MAX_INFLIGHT} requests may be in flight on one connection")))
+                .reply(
+                    id,
+                    ops::error(
+                        ErrorCode::Limit,
+                        format!(
+                            "at most {MAX_INFLIGHT} requests may be in flight on one connection"
+                        ),
+                    ),
+                )
                 .await;
             return Ok(());
         }
@@ -422,7 +462,13 @@ impl Conn {
             Request::Tool { name, args } => {
                 let Some(session) = self.session.clone() else {
                     writer
-                        .reply(id, ops::error(ErrorCode::Protocol, "tool calls need a hello with role mcp".into()))
+                        .reply(
+                            id,
+                            ops::error(
+                                ErrorCode::Protocol,
+                                "tool calls need a hello with role mcp".into(),
+                            ),
+                        )
                         .await;
                     return;
                 };
@@ -433,8 +479,12 @@ impl Conn {
                 let inflight = self.inflight.clone();
                 self.tasks.spawn(async move {
                     agent.busy.fetch_add(1, Ordering::SeqCst);
-                    let sink = Arc::new(Sink { writer: writer.clone(), id });
-                    let result = tools::call(agent.env.clone(), session, &name, args, sink, rx).await;
+                    let sink = Arc::new(Sink {
+                        writer: writer.clone(),
+                        id,
+                    });
+                    let result =
+                        tools::call(agent.env.clone(), session, &name, args, sink, rx).await;
                     if let Ok(mut m) = inflight.lock() {
                         m.remove(&id);
                     }
@@ -445,7 +495,12 @@ impl Conn {
                 });
             }
             Request::Cancel { call } => {
-                if let Some(tx) = self.inflight.lock().ok().and_then(|m| m.get(&call).cloned()) {
+                if let Some(tx) = self
+                    .inflight
+                    .lock()
+                    .ok()
+                    .and_then(|m| m.get(&call).cloned())
+                {
                     let _ = tx.send(true);
                 }
                 writer.reply(id, Reply::Ok).await;
@@ -456,8 +511,20 @@ impl Conn {
                 fingerprint,
                 tool,
             } => {
-                let session = self.session.as_ref().map(|s| s.id.clone()).unwrap_or_default();
-                tools::reject(&agent.env, &session, code, &reason, &fingerprint, tool.as_deref()).await;
+                let session = self
+                    .session
+                    .as_ref()
+                    .map(|s| s.id.clone())
+                    .unwrap_or_default();
+                tools::reject(
+                    &agent.env,
+                    &session,
+                    code,
+                    &reason,
+                    &fingerprint,
+                    tool.as_deref(),
+                )
+                .await;
                 writer.reply(id, Reply::Ok).await;
             }
             Request::End { reason } => {
@@ -467,9 +534,19 @@ impl Conn {
                 writer.reply(id, Reply::Ok).await;
             }
             Request::Status => {
-                let mut status = agent.status.lock().map(|s| s.clone()).unwrap_or_else(|p| p.into_inner().clone());
+                let mut status = agent
+                    .status
+                    .lock()
+                    .map(|s| s.clone())
+                    .unwrap_or_else(|p| p.into_inner().clone());
                 status.connections = agent.connections.load(Ordering::SeqCst);
-                status.store = agent.env.db.run(|s| ops::store_status(s).ok()).await.ok().flatten();
+                status.store = agent
+                    .env
+                    .db
+                    .run(|s| ops::store_status(s).ok())
+                    .await
+                    .ok()
+                    .flatten();
                 writer.reply(id, Reply::Status(status)).await;
             }
             Request::Lock => {
@@ -479,12 +556,20 @@ impl Conn {
             Request::WatchPending => {
                 self.watchers.spawn(watch_pending(agent, writer, id));
             }
-            Request::Journal { after, limit, wait_ms } => {
+            Request::Journal {
+                after,
+                limit,
+                wait_ms,
+            } => {
                 self.watchers.spawn(async move {
                     let mut head = agent.env.hub.watch_head();
                     let deadline = Instant::now() + Duration::from_millis(wait_ms.min(600_000));
                     loop {
-                        let rows = agent.env.db.run(move |s| ops::journal_rows(s, after, limit)).await;
+                        let rows = agent
+                            .env
+                            .db
+                            .run(move |s| ops::journal_rows(s, after, limit))
+                            .await;
                         let reply = match rows {
                             Ok(Ok(r)) if r.is_empty() && Instant::now() < deadline => {
                                 tokio::select! {
@@ -493,11 +578,28 @@ impl Conn {
                                 }
                             }
                             Ok(Ok(r)) => Reply::Rows(r),
-                            _ => ops::error(ErrorCode::Internal, "the journal cannot be read".into()),
+                            _ => {
+                                ops::error(ErrorCode::Internal, "the journal cannot be read".into())
+                            }
                         };
                         writer.reply(id, reply).await;
                         return;
                     }
+                });
+            }
+            long @ (Request::Verify { .. } | Request::Export { .. }) => {
+                self.tasks.spawn(async move {
+                    let a2 = agent.clone();
+                    let reply = tokio::task::spawn_blocking(move || {
+                        let env = &a2.env;
+                        match Store::open(&env.paths.db(), &a2.master) {
+                            Ok(mut s) => ops::handle(&mut s, &env.trust, &env.paths, long),
+                            Err(e) => ops::error(ErrorCode::Internal, e.to_string()),
+                        }
+                    })
+                    .await
+                    .unwrap_or_else(|e| ops::error(ErrorCode::Internal, e.to_string()));
+                    writer.reply(id, reply).await;
                 });
             }
             other => {

@@ -136,7 +136,10 @@ mod tests {
         let d = std::env::temp_dir().join(format!("av-sock-{}", std::process::id()));
         let _ = fs::remove_dir_all(&d);
         prepare_dir(&d).unwrap();
-        assert_eq!(fs::metadata(&d).unwrap().permissions().mode() & 0o777, 0o700);
+        assert_eq!(
+            fs::metadata(&d).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
         fs::set_permissions(&d, fs::Permissions::from_mode(0o755)).unwrap();
         assert!(matches!(check_dir(&d), Err(SocketError::Unsafe { .. })));
         fs::remove_dir_all(&d).unwrap();
@@ -149,6 +152,9 @@ mod tests {
 
     #[test]
     fn parent_pid_parses_names_with_spaces() {
-        assert_eq!(parent_of(std::process::id()), Some(std::os::unix::process::parent_id()));
+        assert_eq!(
+            parent_of(std::process::id()),
+            Some(std::os::unix::process::parent_id())
+        );
     }
 }

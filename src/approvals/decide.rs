@@ -118,7 +118,10 @@ pub fn decide(
         Some(x @ ("approve" | "deny")) => x,
         _ => return Err(refuse("its verdict is neither approve nor deny")),
     };
-    let nonce = d["nonce"].as_str().filter(|n| n.len() >= 16).ok_or_else(|| refuse("no nonce"))?;
+    let nonce = d["nonce"]
+        .as_str()
+        .filter(|n| n.len() >= 16)
+        .ok_or_else(|| refuse("no nonce"))?;
     let reason = d["reason"].as_str().map(str::to_owned);
     tx.execute(
         "INSERT INTO decisions (id, action_id, decision, nonce, payload, signature, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
@@ -130,7 +133,10 @@ pub fn decide(
     } else {
         format!(
             "denied{}",
-            reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default()
+            reason
+                .as_ref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default()
         )
     };
     if let (Some(g), "approve") = (&signed.grant, decision) {
@@ -171,8 +177,7 @@ fn record_grant(
         && v["action_hash"] == action.action_hash.as_str()
         && v["credential_id"] == action.credential_id.as_str()
         && v["credential_version"] == action.credential_version;
-    let (Some(expires), Some(nonce), true) =
-        (v["expires_at"].as_str(), v["nonce"].as_str(), ok)
+    let (Some(expires), Some(nonce), true) = (v["expires_at"].as_str(), v["nonce"].as_str(), ok)
     else {
         return Err(refuse("the session grant does not match this action"));
     };
@@ -251,14 +256,18 @@ pub fn sign_resume(key: &ApproverKey, vault_id: &str) -> Signed {
 /// `vault resume`: needs the approver's signature (fresh, never used before), so an agent cannot
 /// lift the switch. Returns whether the vault was paused.
 pub fn resume(store: &mut Store, trust: &Trust, signed: &Signed) -> Result<bool, ApprovalError> {
-    let v = signed.open(trust, RESUME).ok_or(ApprovalError::WrongApprover)?;
+    let v = signed
+        .open(trust, RESUME)
+        .ok_or(ApprovalError::WrongApprover)?;
     let fresh = v["issued_at"]
         .as_str()
         .and_then(|t| t.parse::<jiff::Timestamp>().ok())
         .is_some_and(|t| jiff::Timestamp::now().duration_since(t).as_secs().abs() <= 300);
     let nonce = v["nonce"].as_str().unwrap_or_default().to_owned();
     if !fresh || nonce.len() < 16 {
-        return Err(refuse("the resume request is stale; run `vault resume` again"));
+        return Err(refuse(
+            "the resume request is stale; run `vault resume` again",
+        ));
     }
     let tx = store.write()?;
     let used: bool = tx.query_row(

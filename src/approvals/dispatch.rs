@@ -17,8 +17,7 @@ pub fn effective_approval(trust: &Trust, cred: &Credential, sig: Option<&str>) -
     if cred.approval == Approval::Each {
         return Approval::Each;
     }
-    let payload =
-        crate::canonical::to_string(&credentials::policy_payload(&trust.vault_id, cred));
+    let payload = crate::canonical::to_string(&credentials::policy_payload(&trust.vault_id, cred));
     match sig {
         Some(s) if signing::verify(&trust.approver, POLICY, &payload, s) => cred.approval,
         _ => Approval::Each,
@@ -84,7 +83,10 @@ fn valid_grant(
             && v["credential_version"] == cred.version
             && v["expires_at"].as_str().is_some_and(|e| e > now.as_str());
         if ok {
-            return Ok(Some((id, v["nonce"].as_str().unwrap_or_default().to_owned())));
+            return Ok(Some((
+                id,
+                v["nonce"].as_str().unwrap_or_default().to_owned(),
+            )));
         }
     }
     Ok(None)
@@ -220,15 +222,15 @@ fn check(
             Approval::Never => json!({"policy": "never"}),
             Approval::Writes if is_read(&request) => json!({"policy": "writes"}),
             Approval::Session => {
-                match valid_grant(tx, trust, &action.session_id, &cred).map_err(|e| e.to_string())? {
+                match valid_grant(tx, trust, &action.session_id, &cred)
+                    .map_err(|e| e.to_string())?
+                {
                     Some((id, nonce)) => json!({"grant": id, "grant_nonce": nonce}),
                     None => return Err("the session grant ended or is not valid".into()),
                 }
             }
             _ => {
-                return Err(
-                    "the credential's policy requires an approval and there is none".into(),
-                )
+                return Err("the credential's policy requires an approval and there is none".into())
             }
         },
     };
@@ -240,7 +242,11 @@ pub(crate) fn is_read(request: &ValidatedRequest) -> bool {
     matches!(request, ValidatedRequest::Http(h) if h.method == "GET" || h.method == "HEAD")
 }
 
-fn valid_decision(tx: &Connection, trust: &Trust, action: &Action) -> Result<(String, String), String> {
+fn valid_decision(
+    tx: &Connection,
+    trust: &Trust,
+    action: &Action,
+) -> Result<(String, String), String> {
     let now = crate::time::now_utc();
     let mut stmt = tx
         .prepare("SELECT id, payload, signature FROM decisions WHERE action_id = ?1 AND decision = 'approve' AND used_at IS NULL")

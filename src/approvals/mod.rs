@@ -160,7 +160,14 @@ pub fn submit(
         }
     }
     let sig = crate::store::CredentialRow::policy_sig(&tx, &s.credential.id)?;
-    let initial = gate(&tx, trust, s.credential, sig.as_deref(), s.request, s.session_id)?;
+    let initial = gate(
+        &tx,
+        trust,
+        s.credential,
+        sig.as_deref(),
+        s.request,
+        s.session_id,
+    )?;
     let id = crate::credentials::new_id("act");
     let created = crate::time::format_utc(now);
     let expires = crate::time::format_utc(now + s.expiry);

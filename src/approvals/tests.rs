@@ -10,6 +10,53 @@ fn setup(tag: &str) -> (Store, Credential) {
     (s, c)
 }
 
+/// What the agent trusts: the approver key of the vault `setup_keyed` made. Tests that need no
+/// signature use a throwaway key (only `each` policies and pending actions are involved).
+fn trust(key: &ApproverKey) -> Trust {
+    Trust::new("vlt_t", key)
+}
+
+thread_local! {
+    static KEY: std::cell::RefCell<Option<ApproverKey>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The trust of the store most recently made by `setup_keyed` in this thread.
+fn current_trust() -> Trust {
+    KEY.with(|k| trust(k.borrow().as_ref().expect("setup_keyed ran")))
+}
+
+/// The approver signs `verdict` for `a` (as `vault approve` does) and the store records it.
+fn approve(
+    s: &mut Store,
+    key: &ApproverKey,
+    a: &Action,
+    verdict: Verdict,
+) -> Result<Action, ApprovalError> {
+    let signed = sign_decision(
+        key,
+        "vlt_t",
+        &a.id,
+        &a.action_hash,
+        (&a.credential_id, a.credential_version),
+        &a.expires_at,
+        &verdict,
+        Duration::from_secs(3600),
+    );
+    decide(s, &trust(key), &signed)
+}
+
+/// What an attacker holding the database key can do without the approver key: move an action to
+/// `approved` with a proper, chained journal row.
+fn force_approved(s: &mut Store, id: &str) {
+    let tx = s.write().unwrap();
+    transition(&tx, id, State::Approved, Change::default()).unwrap();
+    tx.commit().unwrap();
+}
+
+fn claim_now(s: &mut Store, id: &str) -> Claim {
+    claim(s, &current_trust(), id).unwrap()
+}
+
 /// A store initialized like `vault init` does (vault id, approver public key in meta and in the
 /// journal's first row), with one http credential `api`.
 fn setup_keyed(tag: &str) -> (Store, Credential, ApproverKey) {
@@ -27,7 +74,15 @@ fn setup_keyed(tag: &str) -> (Store, Credential, ApproverKey) {
     .unwrap();
     tx.commit().unwrap();
     let c = credentials::add(&mut s, credentials::test_bearer("api", "tok")).unwrap();
+    KEY.with(|k| *k.borrow_mut() = ApproverKey::from_seed_hex(&key.seed_hex()));
     (s, c, key)
+}
+
+/// Signs the `api` credential's current policy as `vault add/edit` does.
+fn sign_api(s: &mut Store, key: &ApproverKey) -> Credential {
+    let c = credentials::get(s, "default", "api").unwrap();
+    let sig = credentials::policy_signature(key, "vlt_t", &c);
+    credentials::sign_policy(s, &trust(key), &c.id, &sig).unwrap()
 }
 
 /// Changes the `api` credential's approval (its version goes up, its policy signature is dropped).
@@ -63,6 +118,7 @@ fn submit_get<'a>(
     .unwrap();
     submit(
         s,
+        &current_trust(),
         Submission {
             session_id: "ses_1",
             client: "test-client",
@@ -113,7 +169,7 @@ fn the_same_call_while_pending_is_the_same_action() {
     assert_ne!(other.id, a.id);
     assert_eq!(list_pending(&s).unwrap().len(), 2);
     assert!(matches!(
-        get(&s, "other-profile", &a.id),
+        get(&mut s, "ses_other", &a.id),
         Err(ApprovalError::NotFound(_))
     ));
 }
@@ -130,10 +186,14 @@ fn withdraw_expire_and_journal() {
     ) else {
         panic!()
     };
-    let w = withdraw(&mut s, "default", &a.id, "client cancelled").unwrap();
+    assert!(matches!(
+        withdraw(&mut s, "ses_other", &a.id, "another session"),
+        Err(ApprovalError::NotFound(_))
+    ));
+    let w = withdraw(&mut s, "ses_1", &a.id, "client cancelled").unwrap();
     assert_eq!(w.state, State::Withdrawn);
     assert!(matches!(
-        withdraw(&mut s, "default", &a.id, "again"),
+        withdraw(&mut s, "ses_1", &a.id, "again"),
         Err(ApprovalError::NotPending { .. })
     ));
     let Submitted::Created(e) = submit_get(
@@ -183,7 +243,7 @@ fn withdraw_expire_and_journal() {
         ]
     );
     // The journal's last transition equals every action's state.
-    for a in list_recent(&s, "default", None, 50).unwrap() {
+    for a in list_recent(&s, "ses_1", 50).unwrap() {
         let last: String = s
             .conn()
             .query_row(
@@ -204,7 +264,7 @@ fn created(s: Submitted) -> Action {
 }
 
 fn must_refuse(s: &mut Store, id: &str, why: &str) {
-    match claim(s, id).unwrap() {
+    match claim_now(s, id) {
         Claim::Go(_) => panic!("{why}: dispatch was authorized"),
         Claim::Refused(a) => assert_eq!(a.state, State::FailedBeforeSend, "{why}"),
         Claim::NotReady(a) => assert!(!matches!(a.state, State::Dispatched), "{why}: {a:?}"),
@@ -224,17 +284,17 @@ fn a_signed_approval_authorizes_exactly_once() {
         HOUR,
     ));
     assert!(
-        matches!(claim(&mut s, &a.id).unwrap(), Claim::NotReady(_)),
+        matches!(claim_now(&mut s, &a.id), Claim::NotReady(_)),
         "pending is not dispatchable"
     );
-    decide(&mut s, &key, &a.id, Verdict::Approve, HOUR).unwrap();
-    let Claim::Go(auth) = claim(&mut s, &a.id).unwrap() else {
+    approve(&mut s, &key, &a, Verdict::Approve).unwrap();
+    let Claim::Go(auth) = claim_now(&mut s, &a.id) else {
         panic!("a valid approval must dispatch")
     };
     assert_eq!(auth.action_id(), a.id);
     assert_eq!(auth.secret().expose(), b"tok");
     assert!(
-        matches!(claim(&mut s, &a.id).unwrap(), Claim::NotReady(_)),
+        matches!(claim_now(&mut s, &a.id), Claim::NotReady(_)),
         "a second claim gets nothing"
     );
     let done = finish(
@@ -266,19 +326,20 @@ fn forged_replayed_misapplied_and_stale_approvals_never_dispatch() {
         None,
         HOUR,
     ));
-    s.conn()
-        .execute(
-            "UPDATE actions SET state = 'approved' WHERE id = ?1",
-            [&a.id],
-        )
-        .unwrap();
+    force_approved(&mut s, &a.id);
     s.conn()
         .execute(
             "INSERT INTO decisions (id, action_id, decision, nonce, payload, signature, created_at) VALUES ('dec_f', ?1, 'approve', 'n1', ?2, ?3, 'x')",
             rusqlite::params![a.id, format!(r#"{{"action_hash":"{}","action_id":"{}","decision":"approve","expires_at":"2999-01-01T00:00:00.000Z","nonce":"n1","v":1,"vault_id":"vlt_t"}}"#, a.action_hash, a.id), "00".repeat(64)],
         )
         .unwrap();
-    must_refuse(&mut s, &a.id, "forged signature");
+    match claim_now(&mut s, &a.id) {
+        Claim::Refused(r) => assert!(r
+            .reason
+            .unwrap()
+            .contains("no valid, unused signed approval")),
+        other => panic!("forged signature: {other:?}"),
+    }
     // 2. A decision signed by another key (someone who made their own key pair).
     let b = created(submit_get(
         &mut s,
@@ -287,17 +348,21 @@ fn forged_replayed_misapplied_and_stale_approvals_never_dispatch() {
         None,
         HOUR,
     ));
+    let forged = sign_decision(
+        &ApproverKey::generate(),
+        "vlt_t",
+        &b.id,
+        &b.action_hash,
+        (&b.credential_id, b.credential_version),
+        &b.expires_at,
+        &Verdict::Approve,
+        HOUR,
+    );
     assert!(matches!(
-        decide(
-            &mut s,
-            &ApproverKey::generate(),
-            &b.id,
-            Verdict::Approve,
-            HOUR
-        ),
-        Err(ApprovalError::WrongApprover)
+        decide(&mut s, &trust(&key), &forged),
+        Err(ApprovalError::BadDecision(_))
     ));
-    assert_eq!(get(&s, "default", &b.id).unwrap().state, State::Pending);
+    assert_eq!(get(&mut s, "ses_1", &b.id).unwrap().state, State::Pending);
     // 3. An old decision replayed for a new action; 4. a decision for A applied to B.
     let c1 = created(submit_get(
         &mut s,
@@ -306,7 +371,7 @@ fn forged_replayed_misapplied_and_stale_approvals_never_dispatch() {
         None,
         HOUR,
     ));
-    decide(&mut s, &key, &c1.id, Verdict::Approve, HOUR).unwrap();
+    approve(&mut s, &key, &c1, Verdict::Approve).unwrap();
     let c2 = created(submit_get(
         &mut s,
         &c,
@@ -320,12 +385,7 @@ fn forged_replayed_misapplied_and_stale_approvals_never_dispatch() {
             [&c2.id, &c1.id],
         )
         .unwrap();
-    s.conn()
-        .execute(
-            "UPDATE actions SET state = 'approved' WHERE id = ?1",
-            [&c2.id],
-        )
-        .unwrap();
+    force_approved(&mut s, &c2.id);
     must_refuse(&mut s, &c2.id, "decision for another action");
     must_refuse(&mut s, &c1.id, "its decision was moved away");
     // 5. The action changed after approval (URL rewritten in the row).
@@ -336,7 +396,7 @@ fn forged_replayed_misapplied_and_stale_approvals_never_dispatch() {
         None,
         HOUR,
     ));
-    decide(&mut s, &key, &d.id, Verdict::Approve, HOUR).unwrap();
+    approve(&mut s, &key, &d, Verdict::Approve).unwrap();
     let tampered: String = s
         .conn()
         .query_row(
@@ -360,7 +420,7 @@ fn forged_replayed_misapplied_and_stale_approvals_never_dispatch() {
         None,
         HOUR,
     ));
-    decide(&mut s, &key, &e.id, Verdict::Approve, HOUR).unwrap();
+    approve(&mut s, &key, &e, Verdict::Approve).unwrap();
     crate::credentials::edit(
         &mut s,
         "default",
@@ -385,7 +445,7 @@ fn expired_denied_and_paused_never_dispatch() {
         Duration::ZERO,
     ));
     assert!(matches!(
-        decide(&mut s, &key, &a.id, Verdict::Approve, HOUR),
+        approve(&mut s, &key, &a, Verdict::Approve),
         Err(ApprovalError::NotPending {
             state: State::Expired,
             ..
@@ -399,14 +459,7 @@ fn expired_denied_and_paused_never_dispatch() {
         None,
         HOUR,
     ));
-    let denied = decide(
-        &mut s,
-        &key,
-        &b.id,
-        Verdict::Deny(Some("not today".into())),
-        HOUR,
-    )
-    .unwrap();
+    let denied = approve(&mut s, &key, &b, Verdict::Deny(Some("not today".into()))).unwrap();
     assert_eq!(
         (denied.state, denied.reason.as_deref()),
         (State::Denied, Some("not today"))
@@ -419,7 +472,7 @@ fn expired_denied_and_paused_never_dispatch() {
         None,
         HOUR,
     ));
-    decide(&mut s, &key, &p.id, Verdict::Approve, HOUR).unwrap();
+    approve(&mut s, &key, &p, Verdict::Approve).unwrap();
     assert_eq!(
         pause(&mut s, "incident").unwrap(),
         1,
@@ -427,10 +480,18 @@ fn expired_denied_and_paused_never_dispatch() {
     );
     must_refuse(&mut s, &p.id, "paused");
     assert!(matches!(
-        resume(&mut s, &ApproverKey::generate()),
+        resume(
+            &mut s,
+            &trust(&key),
+            &sign_resume(&ApproverKey::generate(), "vlt_t")
+        ),
         Err(ApprovalError::WrongApprover)
     ));
-    assert!(resume(&mut s, &key).unwrap());
+    let r = sign_resume(&key, "vlt_t");
+    assert!(resume(&mut s, &trust(&key), &r).unwrap());
+    // A resume request is single use.
+    pause(&mut s, "again").unwrap();
+    assert!(resume(&mut s, &trust(&key), &r).is_err());
 }
 
 #[test]
@@ -446,7 +507,7 @@ fn policies_other_than_each_need_the_approvers_signature() {
         HOUR,
     ));
     assert_eq!(a.state, State::Pending);
-    c = crate::credentials::sign_policy(&mut s, &key, "default", "api").unwrap();
+    c = sign_api(&mut s, &key);
     let b = created(submit_get(
         &mut s,
         &c,
@@ -455,7 +516,7 @@ fn policies_other_than_each_need_the_approvers_signature() {
         HOUR,
     ));
     assert_eq!(b.state, State::Received);
-    assert!(matches!(claim(&mut s, &b.id).unwrap(), Claim::Go(_)));
+    assert!(matches!(claim_now(&mut s, &b.id), Claim::Go(_)));
     // A forged `received` on a credential that needs approval is refused at dispatch.
     set_approval(&mut s, Approval::Each);
     let c3 = crate::credentials::get(&s, "default", "api").unwrap();
@@ -473,13 +534,45 @@ fn policies_other_than_each_need_the_approvers_signature() {
         )
         .unwrap();
     must_refuse(&mut s, &f.id, "forged received");
+    // Even with a chained journal row, `received` without a signed policy is refused.
+    let g = created(submit_get(
+        &mut s,
+        &c3,
+        "https://api.example.com/4",
+        None,
+        HOUR,
+    ));
+    {
+        let tx = s.write().unwrap();
+        tx.execute(
+            "UPDATE actions SET state = 'received' WHERE id = ?1",
+            [&g.id],
+        )
+        .unwrap();
+        crate::audit::append(
+            &tx,
+            "action.received",
+            Some("ses_1"),
+            Some(&g.id),
+            &serde_json::json!({}),
+        )
+        .unwrap();
+        tx.commit().unwrap();
+    }
+    match claim_now(&mut s, &g.id) {
+        Claim::Refused(a) => assert!(
+            a.reason.unwrap().contains("requires an approval"),
+            "forged received"
+        ),
+        other => panic!("forged received with a journal row: {other:?}"),
+    }
 }
 
 #[test]
 fn a_session_grant_covers_only_its_session_and_credential_version() {
     let (mut s, _, key) = setup_keyed("grant");
     set_approval(&mut s, Approval::Session);
-    let c = crate::credentials::sign_policy(&mut s, &key, "default", "api").unwrap();
+    let c = sign_api(&mut s, &key);
     let a = created(submit_get(
         &mut s,
         &c,
@@ -488,7 +581,7 @@ fn a_session_grant_covers_only_its_session_and_credential_version() {
         HOUR,
     ));
     assert_eq!(a.state, State::Pending);
-    decide(&mut s, &key, &a.id, Verdict::ApproveSession, HOUR).unwrap();
+    approve(&mut s, &key, &a, Verdict::ApproveSession).unwrap();
     let b = created(submit_get(
         &mut s,
         &c,
@@ -514,6 +607,7 @@ fn a_session_grant_covers_only_its_session_and_credential_version() {
     .unwrap();
     let other = submit(
         &mut s,
+        &trust(&key),
         Submission {
             session_id: "ses_2",
             client: "x",
@@ -527,4 +621,100 @@ fn a_session_grant_covers_only_its_session_and_credential_version() {
     )
     .unwrap();
     assert_eq!(created(other).state, State::Pending);
+}
+
+#[test]
+fn single_use_and_pause_rest_on_the_journal_not_on_columns() {
+    let (mut s, c, key) = setup_keyed("journal");
+    let a = created(submit_get(
+        &mut s,
+        &c,
+        "https://api.example.com/del",
+        None,
+        HOUR,
+    ));
+    approve(&mut s, &key, &a, Verdict::Approve).unwrap();
+    assert!(matches!(claim_now(&mut s, &a.id), Claim::Go(_)));
+    finish(
+        &mut s,
+        &a.id,
+        &crate::exec::Outcome {
+            state: State::Completed,
+            result: serde_json::json!({}),
+            reason: None,
+        },
+    )
+    .unwrap();
+    // Someone with the database key resets the columns that used to decide single use.
+    s.conn()
+        .execute("UPDATE decisions SET used_at = NULL", [])
+        .unwrap();
+    s.conn()
+        .execute(
+            "UPDATE actions SET state = 'approved' WHERE id = ?1",
+            [&a.id],
+        )
+        .unwrap();
+    must_refuse(&mut s, &a.id, "a completed action reset to approved");
+    // The dispatched row names the decision and its nonce.
+    let basis: String = s
+        .conn()
+        .query_row(
+            "SELECT json_extract(body, '$.basis.nonce') FROM audit WHERE kind = 'action.dispatched' AND action_id = ?1",
+            [&a.id],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(basis.len(), 32);
+    // A pause lifted by deleting the meta row is still a pause: the journal says so.
+    let b = created(submit_get(
+        &mut s,
+        &c,
+        "https://api.example.com/b",
+        None,
+        HOUR,
+    ));
+    pause(&mut s, "incident").unwrap();
+    s.conn()
+        .execute("DELETE FROM meta WHERE key = 'paused'", [])
+        .unwrap();
+    assert_eq!(paused(s.conn()).unwrap().as_deref(), Some("incident"));
+    s.conn()
+        .execute(
+            "UPDATE actions SET state = 'approved' WHERE id = ?1",
+            [&b.id],
+        )
+        .unwrap();
+    must_refuse(&mut s, &b.id, "paused, meta row deleted");
+}
+
+#[test]
+fn transitions_follow_the_lifecycle_table() {
+    let (mut s, c, key) = setup_keyed("table");
+    let a = created(submit_get(
+        &mut s,
+        &c,
+        "https://api.example.com/t",
+        None,
+        HOUR,
+    ));
+    let tx = s.write().unwrap();
+    for illegal in [State::Dispatched, State::Completed, State::Indeterminate] {
+        assert!(
+            matches!(
+                transition(&tx, &a.id, illegal, Change::default()),
+                Err(ApprovalError::NotPending { .. })
+            ),
+            "pending → {illegal} must be refused"
+        );
+    }
+    drop(tx);
+    approve(&mut s, &key, &a, Verdict::Deny(None)).unwrap();
+    assert!(approve(&mut s, &key, &a, Verdict::Approve).is_err());
+    for st in State::ALL {
+        for to in st.successors() {
+            assert!(!st.is_terminal(), "{st} is final but has successors");
+            assert!(!to.is_initial(), "{to} is initial but reachable");
+        }
+    }
 }

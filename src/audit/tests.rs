@@ -219,7 +219,15 @@ fn activity_and_sessions_are_projections_of_the_journal() {
         &action("pending"),
     )
     .unwrap();
-    record_rejection(&tx, Some("ses_1"), -32602, "bad params", &blake3::hash(b"{}").to_hex(), None).unwrap();
+    record_rejection(
+        &tx,
+        Some("ses_1"),
+        -32602,
+        "bad params",
+        &blake3::hash(b"{}").to_hex(),
+        None,
+    )
+    .unwrap();
     tx.commit().unwrap();
 
     let mut a = Activity::load(s.conn()).unwrap();

@@ -116,6 +116,9 @@ pub fn run(paths: VaultPaths, kind: Kind) -> anyhow::Result<Exit> {
         Kind::Http(a) => http(a)?,
         Kind::Ssh(a) => ssh(a)?,
     };
+    // Anything looser than per-action approval is signed by the approver: ask first, so a refusal
+    // leaves nothing behind.
+    let approver = super::approver_for(&backend, &paths, common.approval)?;
     let new = NewCredential {
         profile: common.profile,
         name,
@@ -127,11 +130,9 @@ pub fn run(paths: VaultPaths, kind: Kind) -> anyhow::Result<Exit> {
         Reply::Credential(c) => c,
         other => return Err(unexpected(other)),
     };
-    // Anything looser than per-action approval counts only once the approver signed it; until
-    // then the credential acts as `each`.
-    let cred = match cred.approval {
-        Approval::Each => cred,
-        _ => super::sign_policy(&mut backend, &paths, &cred)?,
+    let cred = match &approver {
+        Some(k) => super::sign_policy(&mut backend, k, &cred)?,
+        None => cred,
     };
     if common.json {
         super::print_json(&super::list::credential_json(&cred));

@@ -40,13 +40,23 @@ fn check(name: impl Into<String>, level: Level, detail: impl Into<String>) -> Ch
 
 fn mode_check(name: &str, path: &std::path::Path, want: u32) -> Check {
     match mode_of(path) {
-        Some(m) if m & 0o077 == 0 => check(name, Level::Ok, format!("{} ({:o})", path.display(), m)),
+        Some(m) if m & 0o077 == 0 => {
+            check(name, Level::Ok, format!("{} ({:o})", path.display(), m))
+        }
         Some(m) => check(
             name,
             Level::Fail,
-            format!("{} is mode {m:o}; run `chmod {want:o} {}`", path.display(), path.display()),
+            format!(
+                "{} is mode {m:o}; run `chmod {want:o} {}`",
+                path.display(),
+                path.display()
+            ),
         ),
-        None => check(name, Level::Fail, format!("{} is missing; run `vault init`", path.display())),
+        None => check(
+            name,
+            Level::Fail,
+            format!("{} is missing; run `vault init`", path.display()),
+        ),
     }
 }
 
@@ -63,34 +73,89 @@ fn binary_check() -> Check {
     if writable {
         check("vault binary", Level::Warn, format!("{} is writable by you: a process of yours could replace it and see your next passphrase; install it root-owned (e.g. /usr/local/bin) for the strongest setup", exe.display()))
     } else {
-        check("vault binary", Level::Ok, format!("{} (not writable by you)", exe.display()))
+        check(
+            "vault binary",
+            Level::Ok,
+            format!("{} (not writable by you)", exe.display()),
+        )
     }
 }
 
 fn agent_checks(paths: &VaultPaths, checks: &mut Vec<Check>) -> anyhow::Result<()> {
     let Some(mut client) = Client::connect(paths, Role::Cli)? else {
-        checks.push(check("vault agent", Level::Fail, "not running: the vault is locked; `vault unlock` starts it"));
+        checks.push(check(
+            "vault agent",
+            Level::Fail,
+            "not running: the vault is locked; `vault unlock` starts it",
+        ));
         return Ok(());
     };
     let status = match client.call(Request::Status)? {
         Reply::Status(s) => s,
         other => return Err(super::backend::unexpected(other)),
     };
-    checks.push(check("vault agent", Level::Ok, format!("pid {}, socket {}, locks at {}, idle limit {} s, {} connection(s)", status.pid, status.socket, status.locks_at, status.idle_seconds, status.connections)));
+    checks.push(check(
+        "vault agent",
+        Level::Ok,
+        format!(
+            "pid {}, socket {}, locks at {}, idle limit {} s, {} connection(s)",
+            status.pid, status.socket, status.locks_at, status.idle_seconds, status.connections
+        ),
+    ));
     let h = status.hardening;
     let level = |b: bool| if b { Level::Ok } else { Level::Fail };
-    checks.push(check("agent: not dumpable", level(h.undumpable), if h.undumpable { "same-user processes cannot ptrace it or read its memory" } else { "a same-user process could read its memory; restart it with `vault unlock`" }));
-    checks.push(check("agent: core dumps", level(h.no_core), if h.no_core { "off" } else { "allowed" }));
-    checks.push(check("agent: key memory", if h.key_locked { Level::Ok } else { Level::Warn }, if h.key_locked { "locked in RAM (never swapped)" } else { "not locked in RAM (RLIMIT_MEMLOCK?)" }));
+    checks.push(check(
+        "agent: not dumpable",
+        level(h.undumpable),
+        if h.undumpable {
+            "same-user processes cannot ptrace it or read its memory"
+        } else {
+            "a same-user process could read its memory; restart it with `vault unlock`"
+        },
+    ));
+    checks.push(check(
+        "agent: core dumps",
+        level(h.no_core),
+        if h.no_core { "off" } else { "allowed" },
+    ));
+    checks.push(check(
+        "agent: key memory",
+        if h.key_locked { Level::Ok } else { Level::Warn },
+        if h.key_locked {
+            "locked in RAM (never swapped)"
+        } else {
+            "not locked in RAM (RLIMIT_MEMLOCK?)"
+        },
+    ));
     if let Some(s) = status.store {
-        checks.push(check("schema", level(s.schema_version == crate::store::LATEST_SCHEMA), format!("version {} (this binary writes {})", s.schema_version, crate::store::LATEST_SCHEMA)));
+        checks.push(check(
+            "schema",
+            level(s.schema_version == crate::store::LATEST_SCHEMA),
+            format!(
+                "version {} (this binary writes {})",
+                s.schema_version,
+                crate::store::LATEST_SCHEMA
+            ),
+        ));
         checks.push(check("sqlcipher", Level::Ok, s.cipher_version));
-        checks.push(check("journal", level(s.journal_rows == s.journal_head), format!("{} rows, head seq {}", s.journal_rows, s.journal_head)));
+        checks.push(check(
+            "journal",
+            level(s.journal_rows == s.journal_head),
+            format!("{} rows, head seq {}", s.journal_rows, s.journal_head),
+        ));
         checks.push(match s.paused {
             None => check("pause switch", Level::Ok, "off"),
-            Some(why) => check("pause switch", Level::Fail, format!("paused ({}); `vault resume` lifts it", why.escape_debug())),
+            Some(why) => check(
+                "pause switch",
+                Level::Fail,
+                format!("paused ({}); `vault resume` lifts it", why.escape_debug()),
+            ),
         });
-        checks.push(check("pending actions", Level::Ok, format!("{} waiting; `vault approve` decides them", s.pending)));
+        checks.push(check(
+            "pending actions",
+            Level::Ok,
+            format!("{} waiting; `vault approve` decides them", s.pending),
+        ));
     }
     Ok(())
 }
@@ -103,8 +168,16 @@ pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         mode_check("vault.id", &paths.id_file(), 0o600),
     ];
     match crate::config::Config::load(&paths) {
-        Ok(_) if paths.config().exists() => checks.push(check("config.toml", Level::Ok, paths.config().display().to_string())),
-        Ok(_) => checks.push(check("config.toml", Level::Ok, "absent: the defaults apply")),
+        Ok(_) if paths.config().exists() => checks.push(check(
+            "config.toml",
+            Level::Ok,
+            paths.config().display().to_string(),
+        )),
+        Ok(_) => checks.push(check(
+            "config.toml",
+            Level::Ok,
+            "absent: the defaults apply",
+        )),
         Err(e) => checks.push(check("config.toml", Level::Fail, e.to_string())),
     }
     checks.push(binary_check());

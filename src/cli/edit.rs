@@ -1,7 +1,9 @@
 //! `vault edit NAME …`: change a credential's rules or secret; its version goes up.
 use super::backend::{unexpected, Backend};
 use crate::agent::protocol::{Reply, Request};
-use crate::credentials::{check_host_key, check_path_prefix, parse_methods, Approval, Edit, Secret};
+use crate::credentials::{
+    check_host_key, check_path_prefix, parse_methods, Approval, Edit, Secret,
+};
 use crate::keys::{read_file_line, read_stdin_line, PassphraseSource};
 use crate::paths::VaultPaths;
 use crate::Exit;
@@ -71,6 +73,19 @@ pub fn run(paths: VaultPaths, a: Args) -> anyhow::Result<Exit> {
         },
         secret: secret.map(|s| Secret::new(s.as_bytes().to_vec())),
     };
+    let approval = match edit.approval {
+        Some(a) => a,
+        None => match backend.call(Request::Credentials {
+            profile: Some(a.profile.clone()),
+        })? {
+            Reply::Credentials(all) => all
+                .into_iter()
+                .find(|c| c.name == a.name)
+                .map_or(Approval::Each, |c| c.approval),
+            other => return Err(unexpected(other)),
+        },
+    };
+    let approver = super::approver_for(&backend, &paths, approval)?;
     let cred = match backend.call(Request::EditCredential {
         profile: a.profile,
         name: a.name,
@@ -80,9 +95,9 @@ pub fn run(paths: VaultPaths, a: Args) -> anyhow::Result<Exit> {
         other => return Err(unexpected(other)),
     };
     // An edit drops the policy signature: sign the new version again.
-    let cred = match cred.approval {
-        Approval::Each => cred,
-        _ => super::sign_policy(&mut backend, &paths, &cred)?,
+    let cred = match &approver {
+        Some(k) => super::sign_policy(&mut backend, k, &cred)?,
+        None => cred,
     };
     println!(
         "Updated {} (version {}): {}, approval {}",

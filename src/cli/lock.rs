@@ -29,7 +29,10 @@ pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     if forgot {
         println!("Removed the key from the {}.", remember::keyring_name());
     } else if args.forget {
-        println!("The {} held no key for this vault.", remember::keyring_name());
+        println!(
+            "The {} held no key for this vault.",
+            remember::keyring_name()
+        );
     }
     Ok(Exit::Ok)
 }

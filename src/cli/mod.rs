@@ -206,32 +206,46 @@ fn confirm_on_terminal(question: &str) -> anyhow::Result<bool> {
     Ok(matches!(line.trim(), "y" | "Y" | "yes" | "YES" | "Yes"))
 }
 
-/// Signs a credential's policy (an approval looser than `each`) with the approver key and has the
-/// vault store the signature. The passphrase comes from `VAULT_PASSPHRASE_FILE` or the terminal
-/// (stdin may already carry the secret); on a locked vault the keys are already at hand.
-fn sign_policy(
-    backend: &mut backend::Backend,
+/// The approver key for signing a policy looser than `each`, asked for before anything changes (so
+/// a refusal leaves nothing behind). The passphrase comes from `VAULT_PASSPHRASE_FILE` or the
+/// terminal (stdin may already carry the secret); on a locked vault the keys are already at hand.
+fn approver_for(
+    backend: &backend::Backend,
     paths: &VaultPaths,
-    cred: &crate::credentials::Credential,
-) -> anyhow::Result<crate::credentials::Credential> {
+    approval: crate::credentials::Approval,
+) -> anyhow::Result<Option<crate::keys::ApproverKey>> {
     use anyhow::Context;
-    let vault_id = backend.vault_id().to_owned();
-    let signature = match backend {
+    if approval == crate::credentials::Approval::Each {
+        return Ok(None);
+    }
+    let keys = match backend {
         backend::Backend::Direct { keys, .. } => {
-            crate::credentials::policy_signature(&keys.approver, &vault_id, cred)
+            return Ok(crate::keys::ApproverKey::from_seed_hex(
+                &keys.approver.seed_hex(),
+            ))
         }
         backend::Backend::Agent(_) => {
             let prompt = format!(
                 "Approval `{}` is signed by the approver. Vault passphrase: ",
-                cred.approval.as_str()
+                approval.as_str()
             );
             let passphrase = crate::keys::PassphraseSource::choose(false)
                 .read(&prompt)
                 .context("a policy looser than `each` needs the passphrase")?;
-            let keys = crate::vault::Vault::keys(paths, &passphrase)?;
-            crate::credentials::policy_signature(&keys.approver, &vault_id, cred)
+            crate::vault::Vault::keys(paths, &passphrase)?
         }
     };
+    Ok(Some(keys.approver))
+}
+
+/// Has the vault store the approver's signature over the credential's policy as it is now.
+fn sign_policy(
+    backend: &mut backend::Backend,
+    key: &crate::keys::ApproverKey,
+    cred: &crate::credentials::Credential,
+) -> anyhow::Result<crate::credentials::Credential> {
+    let vault_id = backend.vault_id().to_owned();
+    let signature = crate::credentials::policy_signature(key, &vault_id, cred);
     match backend.call(crate::agent::protocol::Request::SignPolicy {
         credential_id: cred.id.clone(),
         signature,

@@ -46,7 +46,7 @@ pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
                 .map(|a| (a.seq, hex::encode(a.hash)))
                 .collect();
             match backend.call(Request::Verify { anchors })? {
-                Reply::Verify { report, from_file } => (report.to_string(), from_file, what),
+                Reply::Verify { report, from_file } => (report, from_file, what),
                 other => return Err(unexpected(other)),
             }
         }
@@ -58,7 +58,11 @@ pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     } else {
         print_human(&report, &what, given, from_file);
     }
-    Ok(if ok { Exit::Ok } else { Exit::VerificationFailed })
+    Ok(if ok {
+        Exit::Ok
+    } else {
+        Exit::VerificationFailed
+    })
 }
 
 fn print_human(report: &Value, what: &str, given: usize, from_file: usize) {
@@ -71,7 +75,9 @@ fn print_human(report: &Value, what: &str, given: usize, from_file: usize) {
         (g, f) => format!("{g} anchor(s) given and {f} from anchors.jsonl, all matched"),
     };
     if ok {
-        println!("OK: the journal of {what} is intact: {rows} rows chained from the genesis; {anchors}.");
+        println!(
+            "OK: the journal of {what} is intact: {rows} rows chained from the genesis; {anchors}."
+        );
     } else {
         let at = report["first_bad_seq"]
             .as_i64()
@@ -81,7 +87,10 @@ fn print_human(report: &Value, what: &str, given: usize, from_file: usize) {
             "Rows verified before it: {rows}. Keep the {what} as evidence (copy it, do not repair it) and compare it with your backups and exports."
         );
     }
-    if let (Some(seq), Some(hash)) = (report["head"]["seq"].as_i64(), report["head"]["hash"].as_str()) {
+    if let (Some(seq), Some(hash)) = (
+        report["head"]["seq"].as_i64(),
+        report["head"]["hash"].as_str(),
+    ) {
         let label = if ok { "head" } else { "last intact row" };
         println!("{label}: seq {seq} hash {hash}");
         if ok {

@@ -9,7 +9,9 @@ use crate::agent::client::{approver_client, Client};
 use crate::agent::protocol::{ApprovalView, Reply, Request, Role};
 use crate::approvals::Verdict;
 use crate::audit;
-use crate::credentials::{Approval, HttpAuth, HttpTarget, NewCredential, Secret, Target as CredTarget};
+use crate::credentials::{
+    Approval, HttpAuth, HttpTarget, NewCredential, Secret, Target as CredTarget,
+};
 use crate::keys::Passphrase;
 use crate::paths::VaultPaths;
 use crate::vault::Vault;
@@ -82,8 +84,9 @@ fn flow(
         .map_err(|e| step(format!("vault init: {e}")))?;
     let vault_id = vault.vault_id.clone();
     drop(vault);
-    let agent = crate::agent::handoff::start_agent(paths, &vault_id, &keys, Duration::from_secs(600))
-        .map_err(|e| step(format!("starting the vault agent: {e}")))?;
+    let agent =
+        crate::agent::handoff::start_agent(paths, &vault_id, &keys, Duration::from_secs(600))
+            .map_err(|e| step(format!("starting the vault agent: {e}")))?;
     say(&format!(
         "2. Throwaway vault in {} (passphrase {passphrase}); its key is held only by the vault agent, pid {} (not dumpable, no core, not readable by other processes)",
         paths.dir().display(),
@@ -197,8 +200,8 @@ fn flow(
     }
     mcp.finish()?;
 
-    let report = match cli.call(Request::Verify { anchors: vec![] }) {
-        Ok(Reply::Verify { report, .. }) => report,
+    let report: Value = match cli.call(Request::Verify { anchors: vec![] }) {
+        Ok(Reply::Verify { report, .. }) => serde_json::from_str(&report).unwrap_or_default(),
         other => return Err(step(format!("verify: {other:?}"))),
     };
     if report["ok"] != true {

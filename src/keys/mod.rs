@@ -7,35 +7,40 @@ mod keyfile;
 mod passphrase;
 pub mod remember;
 
-pub use remember::CacheError;
 pub use keyfile::{unwrap_key_file, wrap_key_file, KeyFileError};
 pub use passphrase::{
     read_file_line, read_stdin_line, read_terminal, Passphrase, PassphraseError, PassphraseSource,
 };
+pub use remember::CacheError;
 
 use std::fmt;
 use zeroize::Zeroizing;
 
-/// The 32-byte random key SQLCipher opens the database with (raw key, no KDF).
+/// The 32-byte random key SQLCipher opens the database with (raw key, no KDF). The bytes live on
+/// the heap, so moving the key never leaves a copy behind, and their page can be locked in RAM.
 #[derive(Clone)]
-pub struct MasterKey(Zeroizing<[u8; 32]>);
+pub struct MasterKey(Box<Zeroizing<[u8; 32]>>);
 
 impl MasterKey {
     /// A fresh key from the OS random number generator.
     pub fn generate() -> Self {
-        let mut bytes = Zeroizing::new([0u8; 32]);
-        getrandom::fill(bytes.as_mut()).expect("the OS random number generator failed");
+        let mut bytes = Box::new(Zeroizing::new([0u8; 32]));
+        getrandom::fill(bytes.as_mut().as_mut()).expect("the OS random number generator failed");
         Self(bytes)
     }
 
     pub fn from_bytes(bytes: &[u8]) -> Option<Self> {
-        let arr: [u8; 32] = bytes.try_into().ok()?;
-        Some(Self(Zeroizing::new(arr)))
+        if bytes.len() != 32 {
+            return None;
+        }
+        let mut key = Box::new(Zeroizing::new([0u8; 32]));
+        key.copy_from_slice(bytes);
+        Some(Self(key))
     }
 
     pub fn from_hex(hex_str: &str) -> Option<Self> {
-        let mut bytes = Zeroizing::new([0u8; 32]);
-        hex::decode_to_slice(hex_str.trim(), bytes.as_mut()).ok()?;
+        let mut bytes = Box::new(Zeroizing::new([0u8; 32]));
+        hex::decode_to_slice(hex_str.trim(), bytes.as_mut().as_mut()).ok()?;
         Some(Self(bytes))
     }
 
@@ -45,7 +50,7 @@ impl MasterKey {
 
     /// Lowercase hex, in a buffer that is wiped when dropped.
     pub fn to_hex(&self) -> Zeroizing<String> {
-        Zeroizing::new(hex::encode(self.0.as_ref()))
+        Zeroizing::new(hex::encode(&self.0[..]))
     }
 }
 

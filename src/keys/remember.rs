@@ -198,8 +198,11 @@ mod tests {
         let Ok(ring) = KeyRing::from_special_id(KeyRingIdentifier::User, true) else {
             return; // no kernel keyring in this sandbox: nothing could have been left there
         };
-        ring.add_key(&format!("{SERVICE}:vault:{id}"), b"0123456789abcdef0123456789abcdef")
-            .unwrap();
+        ring.add_key(
+            &format!("{SERVICE}:vault:{id}"),
+            b"0123456789abcdef0123456789abcdef",
+        )
+        .unwrap();
         assert!(remove_legacy(&id));
         assert!(ring.search(&format!("{SERVICE}:vault:{id}")).is_err());
         assert!(!remove_legacy(&id));

@@ -70,7 +70,7 @@ impl AgentConn {
         }
         while let Some(f) = rx.recv().await {
             if let AgentFrame::Reply { reply, .. } = f {
-                return Some(reply);
+                return Some(*reply);
             }
         }
         None
@@ -123,7 +123,9 @@ impl Link {
         if let Some(dir) = socket.parent() {
             crate::agent::socket::check_dir(dir).map_err(|_| Missing::Locked)?;
         }
-        let stream = UnixStream::connect(&socket).await.map_err(|_| Missing::Locked)?;
+        let stream = UnixStream::connect(&socket)
+            .await
+            .map_err(|_| Missing::Locked)?;
         let (mut read, write) = stream.into_split();
         let waiters: Waiters = Arc::default();
         let (closed_tx, closed) = watch::channel(false);
@@ -222,11 +224,15 @@ impl Link {
         loop {
             tokio::select! {
                 frame = rx.recv() => match frame {
-                    Some(AgentFrame::Reply { reply: Reply::Tool(r), .. }) => return Some(r),
-                    Some(AgentFrame::Reply { reply: Reply::Cancelled, .. }) => return None,
                     Some(AgentFrame::Reply { reply, .. }) => {
-                        tracing::warn!("the vault agent answered a tool call with {reply:?}");
-                        return Some(internal("the vault agent refused the call"));
+                        return match *reply {
+                            Reply::Tool(r) => Some(r),
+                            Reply::Cancelled => None,
+                            other => {
+                                tracing::warn!("the vault agent answered a tool call with {other:?}");
+                                Some(internal("the vault agent refused the call"))
+                            }
+                        };
                     }
                     Some(AgentFrame::Event { event: Event::Progress { n, message }, .. }) => {
                         progress.send(n, &message).await;
@@ -270,7 +276,11 @@ impl Link {
         let conn = self.conn.lock().await.take();
         if let Some(conn) = conn {
             if !*conn.closed.borrow() {
-                let _ = conn.call(Request::End { reason: reason.to_owned() }).await;
+                let _ = conn
+                    .call(Request::End {
+                        reason: reason.to_owned(),
+                    })
+                    .await;
             }
         }
     }
@@ -278,7 +288,8 @@ impl Link {
 
 /// The answer when the agent went away during a call: exactly what is known of the action.
 fn gone(last: Option<(String, State)>) -> ToolResult {
-    let fix = "ask the person to run `vault unlock`, then check with a read-only request before retrying";
+    let fix =
+        "ask the person to run `vault unlock`, then check with a read-only request before retrying";
     let Some((id, state)) = last else {
         return ToolResult::error(
             "agent_gone",

@@ -51,14 +51,15 @@ pub fn handle(store: &mut Store, trust: &Trust, paths: &VaultPaths, req: Request
             Err(e) => internal(e),
         },
         Request::Verify { anchors } => verify(store, trust, paths, anchors),
-        Request::Export { path } => match audit::export(store.conn(), std::path::Path::new(&path))
-        {
-            Ok(x) => Reply::Exported {
-                rows: x.rows,
-                head: x.head.map(|h| (h.seq, hex::encode(h.hash))),
-            },
-            Err(e) => error(ErrorCode::Invalid, e.to_string()),
-        },
+        Request::Export { path } => {
+            match audit::export(store.conn(), std::path::Path::new(&path)) {
+                Ok(x) => Reply::Exported {
+                    rows: x.rows,
+                    head: x.head.map(|h| (h.seq, hex::encode(h.hash))),
+                },
+                Err(e) => error(ErrorCode::Invalid, e.to_string()),
+            }
+        }
         other => error(
             ErrorCode::Protocol,
             format!("{other:?} is not a request this end handles"),
@@ -184,7 +185,7 @@ fn verify(store: &Store, trust: &Trust, paths: &VaultPaths, given: Vec<(i64, Str
     anchors.extend(from_file);
     match audit::verify_store(store.conn(), &trust.vault_id, &anchors) {
         Ok(report) => Reply::Verify {
-            report: serde_json::from_str(&report.to_json_line()).unwrap_or_default(),
+            report: report.to_json_line(),
             from_file: n,
         },
         Err(e) => internal(e),

@@ -111,11 +111,7 @@ impl CredentialRow {
     }
 
     /// Stores (or clears) the policy signature.
-    pub fn set_policy_sig(
-        tx: &Connection,
-        id: &str,
-        sig: Option<&str>,
-    ) -> Result<(), StoreError> {
+    pub fn set_policy_sig(tx: &Connection, id: &str, sig: Option<&str>) -> Result<(), StoreError> {
         tx.execute(
             "UPDATE credentials SET policy_sig = ?2 WHERE id = ?1",
             params![id, sig],

@@ -2,13 +2,11 @@
 //! rows as the MCP server does, and read `vault verify --json`.
 use super::TestVault;
 use agent_vault::audit;
-use agent_vault::paths::VaultPaths;
 use agent_vault::vault::Vault;
 use serde_json::{json, Value};
 
 pub fn open(v: &TestVault) -> Vault {
-    std::env::set_var("VAULT_KEYRING", "kernel");
-    Vault::open(VaultPaths::new(v.vault_dir())).expect("open the test vault via the keyring")
+    v.open_db()
 }
 
 /// Appends `n` rows (one transaction each) through the library, as the MCP server will.

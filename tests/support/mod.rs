@@ -101,11 +101,12 @@ impl Run {
     }
 }
 
-/// A vault in its own temp dir; every run's output is kept for leak scans. Locks on drop so the
-/// kernel keyring is left clean.
+/// A vault in its own temp dir; every run's output is kept for leak scans. Locks on drop, which
+/// stops its vault agent.
 pub struct TestVault {
     pub dir: TempDir,
     pub transcript: Vec<String>,
+    master: std::sync::OnceLock<agent_vault::keys::MasterKey>,
 }
 
 impl TestVault {
@@ -114,6 +115,7 @@ impl TestVault {
         Self {
             dir: TempDir::new(tag),
             transcript: Vec::new(),
+            master: std::sync::OnceLock::new(),
         }
     }
 
@@ -132,11 +134,48 @@ impl TestVault {
         self.dir.path().join("vault")
     }
 
+    /// Opens `vault.db` in this test process with the master key (decrypted once from
+    /// `vault.key.age` with the passphrase): how a test inspects or tampers with the store while
+    /// the agent runs.
+    pub fn open_db(&self) -> agent_vault::vault::Vault {
+        use agent_vault::paths::VaultPaths;
+        use agent_vault::vault::Vault;
+        let paths = VaultPaths::new(self.vault_dir());
+        let key = self.master.get_or_init(|| {
+            let pp = agent_vault::keys::Passphrase::from_string(PASSPHRASE.into());
+            Vault::keys(&paths, &pp)
+                .expect("the test passphrase opens vault.key.age")
+                .master
+        });
+        Vault::open_with_key(paths, key).expect("open the test vault with its key")
+    }
+
+    /// The master key in hex (a test handing it to a child process of its own).
+    pub fn master_hex(&self) -> String {
+        drop(self.open_db());
+        self.master.get().unwrap().to_hex().to_string()
+    }
+
+    /// The pid of the vault's agent (from `vault doctor --json`), if one runs.
+    pub fn agent_pid(&mut self) -> Option<u32> {
+        let run = self.run(&["doctor", "--json"], None);
+        let v: serde_json::Value = serde_json::from_str(run.stdout.trim()).ok()?;
+        v["checks"]
+            .as_array()?
+            .iter()
+            .find(|c| c["check"] == "vault agent" && c["ok"] == true)?["detail"]
+            .as_str()?
+            .strip_prefix("pid ")?
+            .split(',')
+            .next()?
+            .parse()
+            .ok()
+    }
+
     pub fn command(&self, args: &[&str]) -> Command {
         let mut c = Command::new(bin());
         c.args(args)
             .env("VAULT_DIR", self.vault_dir())
-            .env("VAULT_KEYRING", "kernel")
             .env_remove("VAULT_PASSPHRASE_FILE")
             .env_remove("VAULT_LOG");
         c
@@ -204,7 +243,6 @@ impl TestVault {
             .arg(bin())
             .args(args);
         c.env("VAULT_DIR", self.vault_dir())
-            .env("VAULT_KEYRING", "kernel")
             .env_remove("VAULT_PASSPHRASE_FILE");
         self.run_command(&mut c, None)
     }

@@ -58,7 +58,9 @@ pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     } else {
         Verdict::Deny(args.reason.clone())
     };
-    let view = match client.call(Request::ForApproval { action_id: id.clone() }) {
+    let view = match client.call(Request::ForApproval {
+        action_id: id.clone(),
+    }) {
         Ok(Reply::View(v)) => v,
         Ok(other) => return Err(super::backend::unexpected(other)),
         Err(ClientError::Refused { .. }) => {
@@ -82,7 +84,12 @@ pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
             &serde_json::json!({"action_id": decided.id, "state": decided.state.as_str(), "summary": decided.summary}),
         );
     } else {
-        println!("{} {}: {}", decided.state, decided.id, decided.summary.escape_debug());
+        println!(
+            "{} {}: {}",
+            decided.state,
+            decided.id,
+            decided.summary.escape_debug()
+        );
     }
     Ok(Exit::Ok)
 }

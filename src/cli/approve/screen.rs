@@ -11,9 +11,9 @@ use crate::keys::{KeyMaterial, PassphraseSource};
 use crate::paths::VaultPaths;
 use crate::vault::Vault;
 use crate::Exit;
-use std::time::Duration;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
+use std::time::Duration;
 use std::time::Instant;
 
 const TICK_MS: i64 = 250;

@@ -144,19 +144,21 @@ pub async fn reject(
     tracing::info!(code, reason, %fingerprint, ?tool, "rejected request");
     let done = env
         .db
-        .run(move |s: &mut Store| -> Result<(), crate::store::StoreError> {
-            let tx = s.write()?;
-            crate::audit::record_rejection(
-                &tx,
-                Some(&session),
-                code,
-                &reason,
-                &fingerprint,
-                tool.as_deref(),
-            )
-            .map_err(|e| crate::store::StoreError::Damaged(audit_damage(&e)))?;
-            tx.commit()
-        })
+        .run(
+            move |s: &mut Store| -> Result<(), crate::store::StoreError> {
+                let tx = s.write()?;
+                crate::audit::record_rejection(
+                    &tx,
+                    Some(&session),
+                    code,
+                    &reason,
+                    &fingerprint,
+                    tool.as_deref(),
+                )
+                .map_err(|e| crate::store::StoreError::Damaged(audit_damage(&e)))?;
+                tx.commit()
+            },
+        )
         .await;
     if !matches!(done, Ok(Ok(()))) {
         tracing::warn!("could not journal a rejected call");
@@ -197,7 +199,12 @@ async fn run_call(
         }),
         "list_recent_actions" => Some(match parse_args::<RecentArgs>(tool, &args) {
             Err(e) => e,
-            Ok(a) => db(Box::new(move |s| list_recent(s, &session, a.limit.unwrap_or(10)))).await,
+            Ok(a) => {
+                db(Box::new(move |s| {
+                    list_recent(s, &session, a.limit.unwrap_or(10))
+                }))
+                .await
+            }
         }),
         "cancel_action" => Some(match parse_args::<CancelArgs>(tool, &args) {
             Err(e) => e,
@@ -360,8 +367,8 @@ async fn submit(env: &Arc<Env>, ses: &Arc<Session>, req: Request) -> Result<Subm
     let (expiry, replay) = (env.config.expiry(), env.config.replay_window());
     env.db
         .run(move |s| {
-            let cred = credentials::get(s, &ses2.profile, &cred_name)
-                .map_err(|e| credential_error(&e))?;
+            let cred =
+                credentials::get(s, &ses2.profile, &cred_name).map_err(|e| credential_error(&e))?;
             let validated: ValidatedRequest = match req {
                 Request::Http(a) => policy::validate_http(&cred, a),
                 Request::Ssh(a) => policy::validate_ssh(&cred, a),

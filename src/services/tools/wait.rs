@@ -26,10 +26,7 @@ fn runnable(s: State) -> bool {
 /// (dispatched → completed / failed_before_send / indeterminate, or refused).
 async fn dispatch(env: &Arc<Env>, action: Action, events: &Arc<dyn EventSink>) -> Action {
     let (trust, id) = (env.trust.clone(), action.id.clone());
-    let claimed = env
-        .db
-        .run(move |s| approvals::claim(s, &trust, &id))
-        .await;
+    let claimed = env.db.run(move |s| approvals::claim(s, &trust, &id)).await;
     let authorized = match claimed {
         Ok(Ok(approvals::Claim::Go(a))) => a,
         Ok(Ok(approvals::Claim::Refused(a) | approvals::Claim::NotReady(a))) => return a,
@@ -106,7 +103,17 @@ pub(super) async fn wait_for(
     if counted {
         ses.waiting.fetch_add(1, Ordering::SeqCst);
     }
-    let result = wait_loop(env, ses, &mut action, &mut rx, wait, &events, &mut cancel, withdraw_on_cancel).await;
+    let result = wait_loop(
+        env,
+        ses,
+        &mut action,
+        &mut rx,
+        wait,
+        &events,
+        &mut cancel,
+        withdraw_on_cancel,
+    )
+    .await;
     if counted {
         ses.waiting.fetch_sub(1, Ordering::SeqCst);
     }
