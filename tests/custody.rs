@@ -1,0 +1,443 @@
+//! Custody: no process the AI client can reach holds a key or a secret. Each test plays the
+//! attacker as a real second process: a shell of the same non-root uid (ptrace, `/proc`, keyrings,
+//! files, `vault mcp`'s memory, every candidate key against `vault.db`), a peer of another uid at
+//! the socket, an impostor listening on the socket path, and `kill -9` of the agent mid-dispatch.
+//! Run as root (CI), the same-uid test re-runs itself as the unprivileged user `vaulttest`
+//! (`.ci/run` creates it) and the other-uid test switches to that user and to `nobody`.
+mod support;
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::os::unix::fs::FileExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use support::mcp::McpProc;
+use support::*;
+
+const DECOY: &str = "DECOY_custody_tok_4c1e8a93d2";
+const CHILD: &str = "AV_CUSTODY_CHILD";
+const USER: &str = "vaulttest";
+
+fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+fn uid_of(user: &str) -> Option<u32> {
+    id_of(user, "-u")
+}
+
+fn id_of(user: &str, flag: &str) -> Option<u32> {
+    let out = Command::new("id").args([flag, user]).output().ok()?;
+    String::from_utf8(out.stdout).ok()?.trim().parse().ok()
+}
+
+/// The unprivileged test user (created here if `.ci/run` did not).
+fn test_user() -> u32 {
+    if uid_of(USER).is_none() {
+        let ok = Command::new("useradd")
+            .args(["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", USER])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "cannot create the test user {USER}; run .ci/run as root");
+    }
+    uid_of(USER).unwrap()
+}
+
+/// `program args…` as `user` (setpriv: no new privileges, no supplementary groups).
+fn as_user(user: &str, program: &str) -> Command {
+    let mut c = Command::new("setpriv");
+    let gid = id_of(user, "-g").expect("the user has a group");
+    c.args([
+        &format!("--reuid={user}"),
+        &format!("--regid={gid}"),
+        "--clear-groups",
+        "--",
+        program,
+    ]);
+    c
+}
+
+/// Re-runs this test as `vaulttest`; true when this process is that child (or not root: then the
+/// test runs as it is, already unprivileged).
+fn run_unprivileged(test: &str) -> bool {
+    if std::env::var_os(CHILD).is_some() || !is_root() {
+        return true;
+    }
+    test_user();
+    let exe = std::env::current_exe().unwrap();
+    let out = as_user(USER, exe.to_str().unwrap())
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the unprivileged run failed:\n{text}");
+    assert!(text.contains("1 passed"), "the unprivileged run ran nothing:\n{text}");
+    false
+}
+
+/// A loopback HTTP target on a thread: counts connections; answers 200 unless told to hold.
+struct Target {
+    port: u16,
+    connections: Arc<AtomicUsize>,
+}
+
+impl Target {
+    fn start(hold: bool) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let connections = Arc::new(AtomicUsize::new(0));
+        let n = connections.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut s) = stream else { continue };
+                n.fetch_add(1, Ordering::SeqCst);
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 4096];
+                    let _ = s.read(&mut buf);
+                    if hold {
+                        std::thread::sleep(Duration::from_secs(60));
+                    }
+                    let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 11\r\nconnection: close\r\n\r\n{\"ok\":true}");
+                });
+            }
+        });
+        Self { port, connections }
+    }
+    fn count(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
+    }
+}
+
+/// A vault with a bearer decoy bound to `target`, and a `vault mcp` whose `http_request` waits.
+fn flow_in_progress(tag: &str, target: &Target) -> (TestVault, McpProc, String) {
+    let mut v = TestVault::init(tag);
+    v.add_bearer("api", &format!("http://127.0.0.1:{}", target.port), DECOY);
+    let mut mcp = McpProc::spawn(v.command(&["mcp"]));
+    mcp.initialize();
+    mcp.send(&json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "http_request", "arguments": {"credential": "api", "method": "GET", "url": format!("http://127.0.0.1:{}/x", target.port), "wait_s": 60}}}));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let action = loop {
+        let r = v.run(&["pending", "--json"], None).ok();
+        let p: Vec<Value> = serde_json::from_str(r.stdout.trim()).unwrap();
+        if let Some(a) = p.first() {
+            break a["action_id"].as_str().unwrap().to_owned();
+        }
+        assert!(Instant::now() < deadline, "the request never became pending");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    (v, mcp, action)
+}
+
+fn ptrace_attach(pid: u32) -> Result<(), i32> {
+    // SAFETY: PTRACE_ATTACH takes no pointers; on success we detach at once.
+    let r = unsafe { libc::ptrace(libc::PTRACE_ATTACH, pid as libc::pid_t, 0, 0) };
+    if r == 0 {
+        let mut status = 0;
+        // SAFETY: waitpid on the tracee we just attached, then PTRACE_DETACH.
+        unsafe {
+            libc::waitpid(pid as libc::pid_t, &mut status, libc::__WALL);
+            libc::ptrace(libc::PTRACE_DETACH, pid as libc::pid_t, 0, 0);
+        }
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
+    }
+}
+
+/// Every readable byte of another process's memory, through `/proc/PID/mem`.
+fn read_memory(pid: u32) -> std::io::Result<Vec<u8>> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))?;
+    let mem = std::fs::File::open(format!("/proc/{pid}/mem"))?;
+    let mut all = Vec::new();
+    for line in maps.lines() {
+        let mut parts = line.split_whitespace();
+        let (Some(range), Some(perms)) = (parts.next(), parts.next()) else { continue };
+        if !perms.starts_with('r') || line.contains("[vvar]") || line.contains("[vsyscall]") {
+            continue;
+        }
+        let (a, b) = range.split_once('-').unwrap();
+        let (a, b) = (u64::from_str_radix(a, 16).unwrap(), u64::from_str_radix(b, 16).unwrap());
+        if b - a > 256 << 20 {
+            continue;
+        }
+        let mut buf = vec![0u8; (b - a) as usize];
+        if let Ok(n) = mem.read_at(&mut buf, a) {
+            all.extend_from_slice(&buf[..n]);
+        }
+    }
+    Ok(all)
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Every 64-hex-digit run in `bytes`: what a raw SQLCipher key looks like written down.
+fn hex_candidates(bytes: &[u8], out: &mut std::collections::BTreeSet<String>) {
+    let mut run = 0usize;
+    for (i, b) in bytes.iter().enumerate() {
+        if b.is_ascii_hexdigit() {
+            run += 1;
+            if run >= 64 {
+                out.insert(String::from_utf8_lossy(&bytes[i + 1 - 64..=i]).to_lowercase());
+            }
+        } else {
+            run = 0;
+        }
+    }
+}
+
+fn opens_with(db: &std::path::Path, hex_key: &str) -> bool {
+    let Ok(c) = rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY) else {
+        return false;
+    };
+    let _ = c.execute_batch("PRAGMA cipher_log_level = NONE;");
+    c.execute_batch(&format!("PRAGMA key = \"x'{hex_key}'\";")).is_ok()
+        && c.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0)).is_ok()
+}
+
+fn files_of(dirs: &[std::path::PathBuf]) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack: Vec<_> = dirs.to_vec();
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else { continue };
+        for e in rd.flatten() {
+            let Ok(t) = e.file_type() else { continue };
+            if t.is_dir() {
+                stack.push(e.path());
+            } else if t.is_file() {
+                out.push(e.path());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_same_uid_shell_gets_no_key_and_no_secret() {
+    if !run_unprivileged("a_same_uid_shell_gets_no_key_and_no_secret") {
+        return;
+    }
+    assert!(!is_root(), "this part must run unprivileged");
+    let target = Target::start(false);
+    let (mut v, mcp, _action) = flow_in_progress("sameuid", &target);
+    let agent = v.agent_pid().expect("the agent runs");
+    let key = v.master_hex();
+    let raw_key = hex::decode(&key).unwrap();
+
+    // ptrace: refused on the agent; the control (vault mcp, an ordinary process) shows the
+    // attempt itself works, unless yama forbids it for every process.
+    assert_eq!(ptrace_attach(agent), Err(libc::EPERM), "ptrace attach to the agent");
+    if matches!(agent_vault::sys::ptrace_scope(), None | Some(0)) {
+        assert_eq!(ptrace_attach(mcp.pid()), Ok(()), "control: attach to vault mcp");
+    }
+    // /proc: the agent's memory and environment cannot be read.
+    for f in ["mem", "environ"] {
+        let r = std::fs::File::open(format!("/proc/{agent}/{f}")).and_then(|mut h| {
+            let mut b = [0u8; 16];
+            h.read(&mut b)
+        });
+        assert!(r.is_err(), "/proc/{agent}/{f} was readable");
+    }
+    assert!(read_memory(agent).is_err(), "the agent's memory was readable");
+    // No kernel keyring entry names the vault.
+    let keys = std::fs::read_to_string("/proc/keys").unwrap_or_default();
+    let vault_id = std::fs::read_to_string(v.vault_dir().join("vault.id")).unwrap();
+    assert!(!keys.contains(vault_id.trim()), "a keyring holds the vault: {keys}");
+    if let Ok(out) = Command::new("keyctl").args(["show", "@u"]).output() {
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(!text.contains("agent-vault"), "keyctl shows: {text}");
+    }
+    // What the attacker can read: files under the vault dir, /tmp, $XDG_RUNTIME_DIR, and the
+    // memory and environment of `vault mcp` (the AI client's own child).
+    let mut dirs = vec![v.vault_dir(), std::env::temp_dir()];
+    if let Some(x) = std::env::var_os("XDG_RUNTIME_DIR") {
+        dirs.push(x.into());
+    }
+    let mut candidates = std::collections::BTreeSet::new();
+    for f in files_of(&dirs) {
+        let Ok(bytes) = std::fs::read(&f) else { continue };
+        assert!(!contains(&bytes, &raw_key), "{} holds the master key", f.display());
+        assert!(!contains(&bytes.to_ascii_lowercase(), key.as_bytes()), "{} holds the master key (hex)", f.display());
+        assert_no_leak(&f.display().to_string(), &bytes, DECOY);
+        hex_candidates(&bytes, &mut candidates);
+    }
+    let mem = read_memory(mcp.pid()).expect("vault mcp's memory is readable to its user");
+    assert!(mem.len() > 100_000, "read {} bytes of vault mcp", mem.len());
+    assert!(!contains(&mem, &raw_key), "vault mcp's memory holds the master key");
+    assert!(!contains(&mem.to_ascii_lowercase(), key.as_bytes()), "vault mcp's memory holds the key in hex");
+    assert_no_leak("vault mcp's memory", &mem, DECOY);
+    hex_candidates(&mem, &mut candidates);
+    let environ = std::fs::read(format!("/proc/{}/environ", mcp.pid())).unwrap();
+    hex_candidates(&environ, &mut candidates);
+    // Every candidate key against vault.db: none opens it (the test's own key does).
+    assert!(opens_with(&v.vault_dir().join("vault.db"), &key), "control: the real key opens it");
+    let tried = candidates.len();
+    for c in &candidates {
+        assert!(!opens_with(&v.vault_dir().join("vault.db"), c), "{c} opens vault.db");
+    }
+    eprintln!("tried {tried} candidate keys from files and vault mcp's memory; none opened vault.db");
+    assert_eq!(target.count(), 0, "nothing was sent while the action waited");
+    drop(mcp);
+}
+
+#[test]
+fn peers_of_another_uid_are_refused_at_the_socket() {
+    if !is_root() {
+        eprintln!("skipped: switching to other uids needs root (CI runs it)");
+        return;
+    }
+    test_user();
+    let dir = TempDir::new("otheruid");
+    let vault_dir = dir.path().join("vault");
+    let chown = |p: &std::path::Path| {
+        assert!(Command::new("chown").args(["-R", USER]).arg(p).status().unwrap().success());
+    };
+    chown(dir.path());
+    let mut init = as_user(USER, bin())
+        .args(["init", "--passphrase-stdin"])
+        .env("VAULT_DIR", &vault_dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    writeln!(init.stdin.take().unwrap(), "{PASSPHRASE}").unwrap();
+    let out = init.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let socket = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .find(|w| w.ends_with(".sock;") || w.ends_with(".sock"))
+        .map(|w| w.trim_end_matches(';').to_owned())
+        .expect("init printed the socket");
+    let hello = br#"{"id":1,"req":{"op":"hello","v":1,"role":"cli"}}
+"#;
+    // As root (another uid, which can traverse the 0700 directory): the agent's peer check
+    // closes the connection without a word.
+    let mut s = UnixStream::connect(&socket).expect("root reaches the socket");
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let _ = s.write_all(hello);
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer);
+    assert!(answer.is_empty(), "the agent answered another uid: {}", String::from_utf8_lossy(&answer));
+    // As nobody: the 0700 directory stops it before the socket.
+    let probe = format!(
+        "import socket,sys\ns=socket.socket(socket.AF_UNIX)\ntry:\n s.connect({socket:?})\nexcept OSError as e:\n print('refused', e.errno); sys.exit(0)\ns.sendall(b'{{\"id\":1,\"req\":{{\"op\":\"hello\",\"v\":1,\"role\":\"cli\"}}}}\\n')\nprint('answer', s.recv(100))\n"
+    );
+    let out = as_user("nobody", "/usr/bin/python3").arg("-c").arg(&probe).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("refused") || text.contains("answer b''"), "nobody: {text} {}", String::from_utf8_lossy(&out.stderr));
+    let _ = as_user(USER, bin()).arg("lock").env("VAULT_DIR", &vault_dir).output();
+}
+
+/// An impostor on the socket path: records every byte, answers hello without a valid proof,
+/// offers a harmless-looking action, and would record any decision it got.
+fn impostor(socket: &std::path::Path, record: std::path::PathBuf) -> std::thread::JoinHandle<()> {
+    let _ = std::fs::remove_file(socket);
+    let listener = UnixListener::bind(socket).unwrap();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { return };
+            let mut w = conn.try_clone().unwrap();
+            for line in BufReader::new(conn).lines() {
+                let Ok(line) = line else { break };
+                std::fs::OpenOptions::new().append(true).create(true).open(&record).unwrap().write_all(format!("{line}\n").as_bytes()).unwrap();
+                let v: Value = serde_json::from_str(&line).unwrap_or_default();
+                let id = v["id"].as_u64().unwrap_or(0);
+                let reply = match v["req"]["op"].as_str() {
+                    Some("hello") => json!({"t": "reply", "id": id, "reply": {"kind": "welcome", "data": {"v": 1, "vault_id": "vlt_x", "pid": 1, "session": null, "proof": "00".repeat(32)}}}),
+                    _ => json!({"t": "reply", "id": id, "reply": {"kind": "ok"}}),
+                };
+                if w.write_all(format!("{reply}\n").as_bytes()).is_err() {
+                    break;
+                }
+            }
+        }
+    })
+}
+
+#[test]
+fn an_impostor_on_the_socket_path_gets_no_key_and_no_signature() {
+    let mut v = TestVault::init("impostor");
+    let key = v.master_hex();
+    v.run(&["lock"], None).ok();
+    let socket = agent_vault::agent::socket::socket_path(
+        std::fs::read_to_string(v.vault_dir().join("vault.id")).unwrap().trim(),
+    );
+    let record = v.dir.path().join("impostor.log");
+    let _imp = impostor(&socket, record.clone());
+    // `vault unlock` tells whatever listens to stop, then hands the key to a new agent over its
+    // inherited channel; the impostor hears only that.
+    v.run(&["unlock", "--passphrase-stdin"], Some(&format!("{PASSPHRASE}\n"))).ok();
+    let heard = std::fs::read_to_string(&record).unwrap_or_default();
+    assert!(heard.contains("\"op\":\"lock\""), "the impostor was asked to stop: {heard}");
+    for secret in [key.as_str(), PASSPHRASE] {
+        assert!(!heard.contains(secret), "the impostor heard a secret: {heard}");
+    }
+    // The real agent now holds the path. Put an impostor back on it, and approve: `vault approve`
+    // asks for a proof of the key, replaces what cannot give one, and signs only what the real
+    // agent holds (here: nothing, the impostor's action does not exist).
+    std::fs::write(&record, "").unwrap();
+    v.run(&["lock"], None).ok();
+    let _imp2 = impostor(&socket, record.clone());
+    let r = v.run(
+        &["approve", "--id", "act_00000000000000000000000000000000", "--approve", "--passphrase-stdin"],
+        Some(&format!("{PASSPHRASE}\n")),
+    );
+    assert_ne!(r.code, 0, "nothing to approve: {}", r.stdout);
+    let heard = std::fs::read_to_string(&record).unwrap_or_default();
+    assert!(!heard.contains("\"op\":\"decide\""), "the impostor received a decision: {heard}");
+    assert!(!heard.contains("signature"), "the impostor received a signature: {heard}");
+    for secret in [key.as_str(), PASSPHRASE] {
+        assert!(!heard.contains(secret), "the impostor heard a secret: {heard}");
+    }
+    let doctor = v.run(&["doctor", "--json"], None);
+    assert!(doctor.stdout.contains("not dumpable"), "a real agent runs again: {}", doctor.stdout);
+}
+
+#[test]
+fn an_agent_killed_mid_dispatch_is_indeterminate_then_reaped() {
+    let target = Target::start(true);
+    let mut v = TestVault::init("kill");
+    v.run_pp(
+        &["add", "http", "api", "--host", &format!("http://127.0.0.1:{}", target.port), "--bearer", "--secret-stdin", "--approval", "never"],
+        Some(&format!("{DECOY}\n")),
+    )
+    .ok();
+    let mut mcp = McpProc::spawn(v.command(&["mcp"]));
+    mcp.initialize();
+    let agent = v.agent_pid().expect("the agent runs");
+    mcp.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "http_request", "arguments": {"credential": "api", "method": "POST", "url": format!("http://127.0.0.1:{}/pay", target.port), "body": "x", "wait_s": 60}}}));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while target.count() == 0 {
+        assert!(Instant::now() < deadline, "the request never reached the target");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(agent as i32).unwrap(),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    let (r, _) = mcp.until_id(&json!(3), Duration::from_secs(10));
+    let sc = &r["result"]["structuredContent"];
+    assert_eq!(sc["state"], "indeterminate", "{r}");
+    assert_eq!(r["result"]["isError"], true);
+    let action = sc["action_id"].as_str().unwrap().to_owned();
+    // The next agent finds the action dispatched with nobody running it: indeterminate.
+    v.run(&["unlock", "--passphrase-stdin"], Some(&format!("{PASSPHRASE}\n"))).ok();
+    let state: String = v
+        .open_db()
+        .store
+        .conn()
+        .query_row("SELECT state FROM actions WHERE id = ?1", [&action], |r| r.get(0))
+        .unwrap();
+    assert_eq!(state, "indeterminate");
+    let verify = v.run(&["verify", "--json"], None).ok();
+    assert!(verify.stdout.contains("\"ok\":true"), "{}", verify.stdout);
+    drop(mcp);
+}
