@@ -39,10 +39,19 @@ fn id_of(user: &str, flag: &str) -> Option<u32> {
 fn test_user() -> u32 {
     if uid_of(USER).is_none() {
         let ok = Command::new("useradd")
-            .args(["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", USER])
+            .args([
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+                USER,
+            ])
             .status()
             .is_ok_and(|s| s.success());
-        assert!(ok, "cannot create the test user {USER}; run .ci/run as root");
+        assert!(
+            ok,
+            "cannot create the test user {USER}; run .ci/run as root"
+        );
     }
     uid_of(USER).unwrap()
 }
@@ -74,9 +83,13 @@ fn run_unprivileged(test: &str) -> bool {
         .env(CHILD, "1")
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the unprivileged run failed:\n{text}");
-    assert!(text.contains("1 passed"), "the unprivileged run ran nothing:\n{text}");
+    assert!(
+        text.contains("1 passed"),
+        "the unprivileged run ran nothing:\n{text}"
+    );
     false
 }
 
@@ -127,7 +140,10 @@ fn flow_in_progress(tag: &str, target: &Target) -> (TestVault, McpProc, String) 
         if let Some(a) = p.first() {
             break a["action_id"].as_str().unwrap().to_owned();
         }
-        assert!(Instant::now() < deadline, "the request never became pending");
+        assert!(
+            Instant::now() < deadline,
+            "the request never became pending"
+        );
         std::thread::sleep(Duration::from_millis(50));
     };
     (v, mcp, action)
@@ -156,12 +172,17 @@ fn read_memory(pid: u32) -> std::io::Result<Vec<u8>> {
     let mut all = Vec::new();
     for line in maps.lines() {
         let mut parts = line.split_whitespace();
-        let (Some(range), Some(perms)) = (parts.next(), parts.next()) else { continue };
+        let (Some(range), Some(perms)) = (parts.next(), parts.next()) else {
+            continue;
+        };
         if !perms.starts_with('r') || line.contains("[vvar]") || line.contains("[vsyscall]") {
             continue;
         }
         let (a, b) = range.split_once('-').unwrap();
-        let (a, b) = (u64::from_str_radix(a, 16).unwrap(), u64::from_str_radix(b, 16).unwrap());
+        let (a, b) = (
+            u64::from_str_radix(a, 16).unwrap(),
+            u64::from_str_radix(b, 16).unwrap(),
+        );
         if b - a > 256 << 20 {
             continue;
         }
@@ -193,19 +214,27 @@ fn hex_candidates(bytes: &[u8], out: &mut std::collections::BTreeSet<String>) {
 }
 
 fn opens_with(db: &std::path::Path, hex_key: &str) -> bool {
-    let Ok(c) = rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY) else {
+    let Ok(c) =
+        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+    else {
         return false;
     };
     let _ = c.execute_batch("PRAGMA cipher_log_level = NONE;");
-    c.execute_batch(&format!("PRAGMA key = \"x'{hex_key}'\";")).is_ok()
-        && c.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0)).is_ok()
+    c.execute_batch(&format!("PRAGMA key = \"x'{hex_key}'\";"))
+        .is_ok()
+        && c.query_row("SELECT count(*) FROM sqlite_master", [], |r| {
+            r.get::<_, i64>(0)
+        })
+        .is_ok()
 }
 
 fn files_of(dirs: &[std::path::PathBuf]) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     let mut stack: Vec<_> = dirs.to_vec();
     while let Some(d) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else { continue };
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
         for e in rd.flatten() {
             let Ok(t) = e.file_type() else { continue };
             if t.is_dir() {
@@ -232,9 +261,17 @@ fn a_same_uid_shell_gets_no_key_and_no_secret() {
 
     // ptrace: refused on the agent; the control (vault mcp, an ordinary process) shows the
     // attempt itself works, unless yama forbids it for every process.
-    assert_eq!(ptrace_attach(agent), Err(libc::EPERM), "ptrace attach to the agent");
+    assert_eq!(
+        ptrace_attach(agent),
+        Err(libc::EPERM),
+        "ptrace attach to the agent"
+    );
     if matches!(agent_vault::sys::ptrace_scope(), None | Some(0)) {
-        assert_eq!(ptrace_attach(mcp.pid()), Ok(()), "control: attach to vault mcp");
+        assert_eq!(
+            ptrace_attach(mcp.pid()),
+            Ok(()),
+            "control: attach to vault mcp"
+        );
     }
     // /proc: the agent's memory and environment cannot be read.
     for f in ["mem", "environ"] {
@@ -244,11 +281,17 @@ fn a_same_uid_shell_gets_no_key_and_no_secret() {
         });
         assert!(r.is_err(), "/proc/{agent}/{f} was readable");
     }
-    assert!(read_memory(agent).is_err(), "the agent's memory was readable");
+    assert!(
+        read_memory(agent).is_err(),
+        "the agent's memory was readable"
+    );
     // No kernel keyring entry names the vault.
     let keys = std::fs::read_to_string("/proc/keys").unwrap_or_default();
     let vault_id = std::fs::read_to_string(v.vault_dir().join("vault.id")).unwrap();
-    assert!(!keys.contains(vault_id.trim()), "a keyring holds the vault: {keys}");
+    assert!(
+        !keys.contains(vault_id.trim()),
+        "a keyring holds the vault: {keys}"
+    );
     if let Ok(out) = Command::new("keyctl").args(["show", "@u"]).output() {
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(!text.contains("agent-vault"), "keyctl shows: {text}");
@@ -261,28 +304,56 @@ fn a_same_uid_shell_gets_no_key_and_no_secret() {
     }
     let mut candidates = std::collections::BTreeSet::new();
     for f in files_of(&dirs) {
-        let Ok(bytes) = std::fs::read(&f) else { continue };
-        assert!(!contains(&bytes, &raw_key), "{} holds the master key", f.display());
-        assert!(!contains(&bytes.to_ascii_lowercase(), key.as_bytes()), "{} holds the master key (hex)", f.display());
+        let Ok(bytes) = std::fs::read(&f) else {
+            continue;
+        };
+        assert!(
+            !contains(&bytes, &raw_key),
+            "{} holds the master key",
+            f.display()
+        );
+        assert!(
+            !contains(&bytes.to_ascii_lowercase(), key.as_bytes()),
+            "{} holds the master key (hex)",
+            f.display()
+        );
         assert_no_leak(&f.display().to_string(), &bytes, DECOY);
         hex_candidates(&bytes, &mut candidates);
     }
     let mem = read_memory(mcp.pid()).expect("vault mcp's memory is readable to its user");
     assert!(mem.len() > 100_000, "read {} bytes of vault mcp", mem.len());
-    assert!(!contains(&mem, &raw_key), "vault mcp's memory holds the master key");
-    assert!(!contains(&mem.to_ascii_lowercase(), key.as_bytes()), "vault mcp's memory holds the key in hex");
+    assert!(
+        !contains(&mem, &raw_key),
+        "vault mcp's memory holds the master key"
+    );
+    assert!(
+        !contains(&mem.to_ascii_lowercase(), key.as_bytes()),
+        "vault mcp's memory holds the key in hex"
+    );
     assert_no_leak("vault mcp's memory", &mem, DECOY);
     hex_candidates(&mem, &mut candidates);
     let environ = std::fs::read(format!("/proc/{}/environ", mcp.pid())).unwrap();
     hex_candidates(&environ, &mut candidates);
     // Every candidate key against vault.db: none opens it (the test's own key does).
-    assert!(opens_with(&v.vault_dir().join("vault.db"), &key), "control: the real key opens it");
+    assert!(
+        opens_with(&v.vault_dir().join("vault.db"), &key),
+        "control: the real key opens it"
+    );
     let tried = candidates.len();
     for c in &candidates {
-        assert!(!opens_with(&v.vault_dir().join("vault.db"), c), "{c} opens vault.db");
+        assert!(
+            !opens_with(&v.vault_dir().join("vault.db"), c),
+            "{c} opens vault.db"
+        );
     }
-    eprintln!("tried {tried} candidate keys from files and vault mcp's memory; none opened vault.db");
-    assert_eq!(target.count(), 0, "nothing was sent while the action waited");
+    eprintln!(
+        "tried {tried} candidate keys from files and vault mcp's memory; none opened vault.db"
+    );
+    assert_eq!(
+        target.count(),
+        0,
+        "nothing was sent while the action waited"
+    );
     drop(mcp);
 }
 
@@ -296,7 +367,12 @@ fn peers_of_another_uid_are_refused_at_the_socket() {
     let dir = TempDir::new("otheruid");
     let vault_dir = dir.path().join("vault");
     let chown = |p: &std::path::Path| {
-        assert!(Command::new("chown").args(["-R", USER]).arg(p).status().unwrap().success());
+        assert!(Command::new("chown")
+            .args(["-R", USER])
+            .arg(p)
+            .status()
+            .unwrap()
+            .success());
     };
     chown(dir.path());
     let mut init = as_user(USER, bin())
@@ -309,7 +385,11 @@ fn peers_of_another_uid_are_refused_at_the_socket() {
         .unwrap();
     writeln!(init.stdin.take().unwrap(), "{PASSPHRASE}").unwrap();
     let out = init.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let socket = String::from_utf8_lossy(&out.stdout)
         .split_whitespace()
         .find(|w| w.ends_with(".sock;") || w.ends_with(".sock"))
@@ -324,15 +404,30 @@ fn peers_of_another_uid_are_refused_at_the_socket() {
     let _ = s.write_all(hello);
     let mut answer = Vec::new();
     let _ = s.read_to_end(&mut answer);
-    assert!(answer.is_empty(), "the agent answered another uid: {}", String::from_utf8_lossy(&answer));
+    assert!(
+        answer.is_empty(),
+        "the agent answered another uid: {}",
+        String::from_utf8_lossy(&answer)
+    );
     // As nobody: the 0700 directory stops it before the socket.
     let probe = format!(
         "import socket,sys\ns=socket.socket(socket.AF_UNIX)\ntry:\n s.connect({socket:?})\nexcept OSError as e:\n print('refused', e.errno); sys.exit(0)\ns.sendall(b'{{\"id\":1,\"req\":{{\"op\":\"hello\",\"v\":1,\"role\":\"cli\"}}}}\\n')\nprint('answer', s.recv(100))\n"
     );
-    let out = as_user("nobody", "/usr/bin/python3").arg("-c").arg(&probe).output().unwrap();
+    let out = as_user("nobody", "/usr/bin/python3")
+        .arg("-c")
+        .arg(&probe)
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.starts_with("refused") || text.contains("answer b''"), "nobody: {text} {}", String::from_utf8_lossy(&out.stderr));
-    let _ = as_user(USER, bin()).arg("lock").env("VAULT_DIR", &vault_dir).output();
+    assert!(
+        text.starts_with("refused") || text.contains("answer b''"),
+        "nobody: {text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = as_user(USER, bin())
+        .arg("lock")
+        .env("VAULT_DIR", &vault_dir)
+        .output();
 }
 
 /// An impostor on the socket path: records every byte, answers hello without a valid proof,
@@ -346,11 +441,19 @@ fn impostor(socket: &std::path::Path, record: std::path::PathBuf) -> std::thread
             let mut w = conn.try_clone().unwrap();
             for line in BufReader::new(conn).lines() {
                 let Ok(line) = line else { break };
-                std::fs::OpenOptions::new().append(true).create(true).open(&record).unwrap().write_all(format!("{line}\n").as_bytes()).unwrap();
+                std::fs::OpenOptions::new()
+                    .append(true)
+                    .create(true)
+                    .open(&record)
+                    .unwrap()
+                    .write_all(format!("{line}\n").as_bytes())
+                    .unwrap();
                 let v: Value = serde_json::from_str(&line).unwrap_or_default();
                 let id = v["id"].as_u64().unwrap_or(0);
                 let reply = match v["req"]["op"].as_str() {
-                    Some("hello") => json!({"t": "reply", "id": id, "reply": {"kind": "welcome", "data": {"v": 1, "vault_id": "vlt_x", "pid": 1, "session": null, "proof": "00".repeat(32)}}}),
+                    Some("hello") => {
+                        json!({"t": "reply", "id": id, "reply": {"kind": "welcome", "data": {"v": 1, "vault_id": "vlt_x", "pid": 1, "session": null, "proof": "00".repeat(32)}}})
+                    }
                     _ => json!({"t": "reply", "id": id, "reply": {"kind": "ok"}}),
                 };
                 if w.write_all(format!("{reply}\n").as_bytes()).is_err() {
@@ -367,17 +470,29 @@ fn an_impostor_on_the_socket_path_gets_no_key_and_no_signature() {
     let key = v.master_hex();
     v.run(&["lock"], None).ok();
     let socket = agent_vault::agent::socket::socket_path(
-        std::fs::read_to_string(v.vault_dir().join("vault.id")).unwrap().trim(),
+        std::fs::read_to_string(v.vault_dir().join("vault.id"))
+            .unwrap()
+            .trim(),
     );
     let record = v.dir.path().join("impostor.log");
     let _imp = impostor(&socket, record.clone());
     // `vault unlock` tells whatever listens to stop, then hands the key to a new agent over its
     // inherited channel; the impostor hears only that.
-    v.run(&["unlock", "--passphrase-stdin"], Some(&format!("{PASSPHRASE}\n"))).ok();
+    v.run(
+        &["unlock", "--passphrase-stdin"],
+        Some(&format!("{PASSPHRASE}\n")),
+    )
+    .ok();
     let heard = std::fs::read_to_string(&record).unwrap_or_default();
-    assert!(heard.contains("\"op\":\"lock\""), "the impostor was asked to stop: {heard}");
+    assert!(
+        heard.contains("\"op\":\"lock\""),
+        "the impostor was asked to stop: {heard}"
+    );
     for secret in [key.as_str(), PASSPHRASE] {
-        assert!(!heard.contains(secret), "the impostor heard a secret: {heard}");
+        assert!(
+            !heard.contains(secret),
+            "the impostor heard a secret: {heard}"
+        );
     }
     // The real agent now holds the path. Put an impostor back on it, and approve: `vault approve`
     // asks for a proof of the key, replaces what cannot give one, and signs only what the real
@@ -386,18 +501,37 @@ fn an_impostor_on_the_socket_path_gets_no_key_and_no_signature() {
     v.run(&["lock"], None).ok();
     let _imp2 = impostor(&socket, record.clone());
     let r = v.run(
-        &["approve", "--id", "act_00000000000000000000000000000000", "--approve", "--passphrase-stdin"],
+        &[
+            "approve",
+            "--id",
+            "act_00000000000000000000000000000000",
+            "--approve",
+            "--passphrase-stdin",
+        ],
         Some(&format!("{PASSPHRASE}\n")),
     );
     assert_ne!(r.code, 0, "nothing to approve: {}", r.stdout);
     let heard = std::fs::read_to_string(&record).unwrap_or_default();
-    assert!(!heard.contains("\"op\":\"decide\""), "the impostor received a decision: {heard}");
-    assert!(!heard.contains("signature"), "the impostor received a signature: {heard}");
+    assert!(
+        !heard.contains("\"op\":\"decide\""),
+        "the impostor received a decision: {heard}"
+    );
+    assert!(
+        !heard.contains("signature"),
+        "the impostor received a signature: {heard}"
+    );
     for secret in [key.as_str(), PASSPHRASE] {
-        assert!(!heard.contains(secret), "the impostor heard a secret: {heard}");
+        assert!(
+            !heard.contains(secret),
+            "the impostor heard a secret: {heard}"
+        );
     }
     let doctor = v.run(&["doctor", "--json"], None);
-    assert!(doctor.stdout.contains("not dumpable"), "a real agent runs again: {}", doctor.stdout);
+    assert!(
+        doctor.stdout.contains("not dumpable"),
+        "a real agent runs again: {}",
+        doctor.stdout
+    );
 }
 
 #[test]
@@ -405,7 +539,17 @@ fn an_agent_killed_mid_dispatch_is_indeterminate_then_reaped() {
     let target = Target::start(true);
     let mut v = TestVault::init("kill");
     v.run_pp(
-        &["add", "http", "api", "--host", &format!("http://127.0.0.1:{}", target.port), "--bearer", "--secret-stdin", "--approval", "never"],
+        &[
+            "add",
+            "http",
+            "api",
+            "--host",
+            &format!("http://127.0.0.1:{}", target.port),
+            "--bearer",
+            "--secret-stdin",
+            "--approval",
+            "never",
+        ],
         Some(&format!("{DECOY}\n")),
     )
     .ok();
@@ -415,7 +559,10 @@ fn an_agent_killed_mid_dispatch_is_indeterminate_then_reaped() {
     mcp.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "http_request", "arguments": {"credential": "api", "method": "POST", "url": format!("http://127.0.0.1:{}/pay", target.port), "body": "x", "wait_s": 60}}}));
     let deadline = Instant::now() + Duration::from_secs(10);
     while target.count() == 0 {
-        assert!(Instant::now() < deadline, "the request never reached the target");
+        assert!(
+            Instant::now() < deadline,
+            "the request never reached the target"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     rustix::process::kill_process(
@@ -429,15 +576,86 @@ fn an_agent_killed_mid_dispatch_is_indeterminate_then_reaped() {
     assert_eq!(r["result"]["isError"], true);
     let action = sc["action_id"].as_str().unwrap().to_owned();
     // The next agent finds the action dispatched with nobody running it: indeterminate.
-    v.run(&["unlock", "--passphrase-stdin"], Some(&format!("{PASSPHRASE}\n"))).ok();
+    v.run(
+        &["unlock", "--passphrase-stdin"],
+        Some(&format!("{PASSPHRASE}\n")),
+    )
+    .ok();
     let state: String = v
         .open_db()
         .store
         .conn()
-        .query_row("SELECT state FROM actions WHERE id = ?1", [&action], |r| r.get(0))
+        .query_row("SELECT state FROM actions WHERE id = ?1", [&action], |r| {
+            r.get(0)
+        })
         .unwrap();
     assert_eq!(state, "indeterminate");
     let verify = v.run(&["verify", "--json"], None).ok();
     assert!(verify.stdout.contains("\"ok\":true"), "{}", verify.stdout);
     drop(mcp);
+}
+
+#[test]
+fn unlock_refuses_a_database_whose_approver_key_was_swapped() {
+    let mut v = TestVault::init("swapped");
+    {
+        let vault = v.open_db();
+        let other = agent_vault::keys::ApproverKey::generate();
+        vault
+            .store
+            .conn()
+            .execute(
+                "UPDATE meta SET value = ?1 WHERE key = 'approver_public_key'",
+                [other.public_hex()],
+            )
+            .unwrap();
+    }
+    let r = v.run(
+        &["unlock", "--passphrase-stdin"],
+        Some(&format!("{PASSPHRASE}\n")),
+    );
+    assert_ne!(r.code, 0, "unlock must refuse: {}", r.stdout);
+    assert!(r.stderr.contains("approver"), "{}", r.stderr);
+    assert!(v.agent_pid().is_none(), "no agent runs on a swapped key");
+}
+
+#[test]
+fn the_agent_ends_with_its_lifetime_and_tool_calls_then_say_locked() {
+    let mut v = TestVault::init("lifetime");
+    v.run(
+        &["unlock", "--passphrase-stdin", "--for", "2s"],
+        Some(&format!("{PASSPHRASE}\n")),
+    )
+    .ok();
+    assert!(v.agent_pid().is_some());
+    std::thread::sleep(Duration::from_secs(3));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while v.agent_pid().is_some() {
+        assert!(Instant::now() < deadline, "the agent outlived its lifetime");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let mut mcp = McpProc::spawn(v.command(&["mcp"]));
+    mcp.initialize();
+    let r = mcp.call(1, "list_credentials", json!({}));
+    assert_eq!(
+        r["result"]["structuredContent"]["error"]["code"], "locked",
+        "{r}"
+    );
+    assert!(r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("vault unlock"));
+    mcp.finish(Duration::from_secs(10));
+    // The journal says why it locked.
+    let reason: String = v
+        .open_db()
+        .store
+        .conn()
+        .query_row(
+            "SELECT json_extract(body, '$.reason') FROM audit WHERE kind = 'vault.lock' ORDER BY seq DESC LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(reason, "lifetime ended");
 }

@@ -173,11 +173,15 @@ fn locked_vault_and_wrong_passphrase_exit_4_and_say_what_to_run() {
     assert!(r.stderr.contains("wrong passphrase"), "{}", r.stderr);
     v.run(&["list"], None).code(4);
 
+    // Locked, a person's command that gets the passphrase opens the store in its own process.
+    let direct = v.run_pp(&["list", "--json"], None).ok();
+    assert_eq!(direct.stdout.trim(), "[]");
+
     // No terminal and no passphrase source: exit 4 with the ways to give one.
     let r = v.run(&["unlock"], None).code(4);
     assert!(r.stderr.contains("--passphrase-stdin"), "{}", r.stderr);
 
-    // VAULT_PASSPHRASE_FILE works; then the keyring serves later commands.
+    // VAULT_PASSPHRASE_FILE works; then the agent serves later commands.
     let pp = v.dir.path().join("pp");
     std::fs::write(&pp, format!("{PASSPHRASE}\n")).unwrap();
     let mut c = v.command(&["unlock"]);

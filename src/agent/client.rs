@@ -47,10 +47,19 @@ pub fn socket_of(paths: &VaultPaths) -> Option<PathBuf> {
 impl Client {
     /// Connects to the vault's agent; `Ok(None)` when none listens.
     pub fn connect(paths: &VaultPaths, role: Role) -> Result<Option<Self>, ClientError> {
+        Self::connect_as(paths, role, None)
+    }
+
+    /// Connects with a profile and client label (an MCP-like session).
+    pub fn connect_as(
+        paths: &VaultPaths,
+        role: Role,
+        client: Option<crate::mcp::protocol::ClientInfo>,
+    ) -> Result<Option<Self>, ClientError> {
         let Some(socket) = socket_of(paths) else {
             return Ok(None);
         };
-        Ok(Self::connect_to(&socket, role, None)?.map(|(c, _)| c))
+        Ok(Self::connect_hello(&socket, role, None, client)?.map(|(c, _)| c))
     }
 
     /// Connects as the approver: the agent must prove it holds `proof_key` (derived from the
@@ -77,6 +86,15 @@ impl Client {
         socket: &Path,
         role: Role,
         challenge: Option<&str>,
+    ) -> Result<Option<(Self, Option<String>)>, ClientError> {
+        Self::connect_hello(socket, role, challenge, None)
+    }
+
+    fn connect_hello(
+        socket: &Path,
+        role: Role,
+        challenge: Option<&str>,
+        client: Option<crate::mcp::protocol::ClientInfo>,
     ) -> Result<Option<(Self, Option<String>)>, ClientError> {
         if let Some(dir) = socket.parent() {
             if super::socket::check_dir(dir).is_err() {
@@ -107,7 +125,7 @@ impl Client {
         let hello = Request::Hello {
             v: protocol::VERSION,
             role,
-            client: None,
+            client,
             profile: None,
             challenge: challenge.map(str::to_owned),
         };
@@ -149,6 +167,17 @@ impl Client {
                     }
                 }
                 Some(AgentFrame::Reply { .. }) => {}
+                Some(AgentFrame::Event { id, event }) => self.pending_events.push((id, event)),
+                None => return Err(ClientError::Gone),
+            }
+        }
+    }
+
+    /// The next reply to any request sent with `send` (events that arrive meanwhile are kept).
+    pub fn next_reply(&mut self) -> Result<(u64, Reply), ClientError> {
+        loop {
+            match self.read_frame(None)? {
+                Some(AgentFrame::Reply { id, reply }) => return Ok((id, *reply)),
                 Some(AgentFrame::Event { id, event }) => self.pending_events.push((id, event)),
                 None => return Err(ClientError::Gone),
             }
