@@ -14,7 +14,7 @@ const SECRET: &str = "DECOY_flow_tok_41aa9e0c77";
 fn setup(tag: &str) -> (TestVault, HttpTarget) {
     let target = HttpTarget::start(SECRET);
     let mut v = TestVault::init(tag);
-    v.run(
+    v.run_pp(
         &[
             "add",
             "http",

@@ -456,7 +456,9 @@ fn impostor(socket: &std::path::Path, record: std::path::PathBuf) -> std::thread
                     }
                     _ => json!({"t": "reply", "id": id, "reply": {"kind": "ok"}}),
                 };
-                if w.write_all(format!("{reply}\n").as_bytes()).is_err() {
+                // Like a stopping agent, it hangs up after `lock`.
+                if w.write_all(format!("{reply}\n").as_bytes()).is_err() || v["req"]["op"] == "lock"
+                {
                     break;
                 }
             }
@@ -464,8 +466,27 @@ fn impostor(socket: &std::path::Path, record: std::path::PathBuf) -> std::thread
     })
 }
 
+fn heard(record: &std::path::Path) -> String {
+    std::fs::read_to_string(record).unwrap_or_default()
+}
+
+#[track_caller]
+fn assert_heard_no_secret(record: &std::path::Path, secrets: &[&str]) {
+    let heard = heard(record);
+    for secret in secrets {
+        assert!(
+            !heard.contains(secret),
+            "the impostor heard a secret: {heard}"
+        );
+        assert!(
+            !heard.contains(&hex::encode(secret)),
+            "the impostor heard a secret in hex: {heard}"
+        );
+    }
+}
+
 #[test]
-fn an_impostor_on_the_socket_path_gets_no_key_and_no_signature() {
+fn an_impostor_on_the_socket_path_gets_no_key_no_secret_and_no_signature() {
     let mut v = TestVault::init("impostor");
     let key = v.master_hex();
     v.run(&["lock"], None).ok();
@@ -475,31 +496,57 @@ fn an_impostor_on_the_socket_path_gets_no_key_and_no_signature() {
             .trim(),
     );
     let record = v.dir.path().join("impostor.log");
+    let secrets = [key.as_str(), PASSPHRASE, DECOY];
+    // 1. Listening before `vault unlock`: unlock tells whatever listens to stop, then hands the
+    //    key to a new agent over its inherited channel; the impostor hears only the stop.
     let _imp = impostor(&socket, record.clone());
-    // `vault unlock` tells whatever listens to stop, then hands the key to a new agent over its
-    // inherited channel; the impostor hears only that.
     v.run(
         &["unlock", "--passphrase-stdin"],
         Some(&format!("{PASSPHRASE}\n")),
     )
     .ok();
-    let heard = std::fs::read_to_string(&record).unwrap_or_default();
     assert!(
-        heard.contains("\"op\":\"lock\""),
-        "the impostor was asked to stop: {heard}"
+        heard(&record).contains("\"op\":\"lock\""),
+        "asked to stop: {}",
+        heard(&record)
     );
-    for secret in [key.as_str(), PASSPHRASE] {
-        assert!(
-            !heard.contains(secret),
-            "the impostor heard a secret: {heard}"
-        );
-    }
-    // The real agent now holds the path. Put an impostor back on it, and approve: `vault approve`
-    // asks for a proof of the key, replaces what cannot give one, and signs only what the real
-    // agent holds (here: nothing, the impostor's action does not exist).
+    assert_heard_no_secret(&record, &secrets);
+    let real = v.agent_pid().expect("the real agent runs");
+    // 2. The path hijacked while the real agent runs: `vault add` hands its secret only to an
+    //    agent that proves it holds the key; the impostor cannot, so nothing is sent.
     std::fs::write(&record, "").unwrap();
-    v.run(&["lock"], None).ok();
     let _imp2 = impostor(&socket, record.clone());
+    let r = v.run_pp(
+        &[
+            "add",
+            "http",
+            "stolen",
+            "--host",
+            "api.example.com",
+            "--bearer",
+            "--secret-stdin",
+        ],
+        Some(&format!("{DECOY}\n")),
+    );
+    assert_ne!(r.code, 0, "add must refuse an unproven agent: {}", r.stdout);
+    assert!(r.stderr.contains("not this vault's agent"), "{}", r.stderr);
+    assert_heard_no_secret(&record, &secrets);
+    // 3. With only the impostor left, `vault approve` asks it for a proof, replaces it, and signs
+    //    only what the real agent holds (here nothing: the action it would offer does not exist).
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(real as i32).unwrap(),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while agent_vault::agent::is_running(&agent_vault::paths::VaultPaths::new(v.vault_dir())) {
+        assert!(
+            Instant::now() < deadline,
+            "the agent did not stop on SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _imp3 = impostor(&socket, record.clone());
     let r = v.run(
         &[
             "approve",
@@ -511,21 +558,12 @@ fn an_impostor_on_the_socket_path_gets_no_key_and_no_signature() {
         Some(&format!("{PASSPHRASE}\n")),
     );
     assert_ne!(r.code, 0, "nothing to approve: {}", r.stdout);
-    let heard = std::fs::read_to_string(&record).unwrap_or_default();
+    let h = heard(&record);
     assert!(
-        !heard.contains("\"op\":\"decide\""),
-        "the impostor received a decision: {heard}"
+        !h.contains("\"op\":\"decide\"") && !h.contains("signature"),
+        "the impostor got a decision: {h}"
     );
-    assert!(
-        !heard.contains("signature"),
-        "the impostor received a signature: {heard}"
-    );
-    for secret in [key.as_str(), PASSPHRASE] {
-        assert!(
-            !heard.contains(secret),
-            "the impostor heard a secret: {heard}"
-        );
-    }
+    assert_heard_no_secret(&record, &secrets);
     let doctor = v.run(&["doctor", "--json"], None);
     assert!(
         doctor.stdout.contains("not dumpable"),

@@ -15,7 +15,7 @@ fn host_key() -> String {
 #[test]
 fn non_interactive_flow_works_and_leaks_no_secret_anywhere() {
     let mut v = TestVault::init("flow");
-    v.run(
+    v.run_pp(
         &[
             "add",
             "http",
@@ -289,7 +289,7 @@ fn missing_vault_double_init_and_bad_input_are_clear() {
         );
     }
     // A secret with a line break inside could split a header: refused.
-    v.run(
+    v.run_pp(
         &[
             "add",
             "http",
@@ -303,7 +303,7 @@ fn missing_vault_double_init_and_bad_input_are_clear() {
     )
     .code(1);
     // argv never carries a secret: there is no flag for it.
-    v.run(
+    v.run_pp(
         &[
             "add",
             "http",
@@ -385,7 +385,7 @@ except Exception as e:
 fn the_journal_records_init_unlock_lock_and_credential_changes() {
     let mut v = TestVault::init("journal");
     v.add_bearer("api", "api.example.com", "DECOY_journal_1");
-    v.run(
+    v.run_pp(
         &["edit", "api", "--secret-stdin"],
         Some("DECOY_journal_2\n"),
     )
@@ -439,7 +439,7 @@ fn ssh_key_files_plain_and_encrypted_are_stored_decrypted_inside_the_vault() {
         assert!(st.success());
     }
     let plain = d.join("plain").display().to_string();
-    v.run(
+    v.run_pp(
         &[
             "add",
             "ssh",
@@ -458,7 +458,7 @@ fn ssh_key_files_plain_and_encrypted_are_stored_decrypted_inside_the_vault() {
     .ok();
     let locked = d.join("locked").display().to_string();
     // No terminal for the key's passphrase: refused, nothing added.
-    v.run(
+    v.run_pp(
         &[
             "add",
             "ssh",
@@ -489,7 +489,10 @@ fn ssh_key_files_plain_and_encrypted_are_stored_decrypted_inside_the_vault() {
             "--host-key",
             &host_key(),
         ],
-        &[("passphrase of", "key-pass-DECOY-83\n")],
+        &[
+            ("passphrase of", "key-pass-DECOY-83\n"),
+            ("Vault passphrase", &format!("{PASSPHRASE}\n")),
+        ],
     );
     assert_eq!(r.code, 0, "{}", r.stdout);
     let list = v.run(&["list", "--json"], None).ok();
@@ -559,7 +562,13 @@ fn fetch_host_key_reads_a_real_sshd_and_asks_before_pinning() {
         "{}",
         r.stdout
     );
-    let r = v.run_tty(&tty_args, &[("trust this key", "y\n")]);
+    let r = v.run_tty(
+        &tty_args,
+        &[
+            ("trust this key", "y\n"),
+            ("Vault passphrase", &format!("{PASSPHRASE}\n")),
+        ],
+    );
     assert_eq!(r.code, 0, "{}", r.stdout);
     let list = v.run(&["list", "--json"], None).ok();
     let creds: Vec<Value> = serde_json::from_str(list.stdout.trim()).unwrap();

@@ -25,7 +25,7 @@ const PROBE: &str = r#"{"jsonrpc":"2.0","id":"probe","method":"ping"}"#;
 /// default profile, and `other-api` in profile `other`.
 pub fn corpus_vault() -> TestVault {
     let mut v = TestVault::init("corpus");
-    v.run(
+    v.run_pp(
         &[
             "add",
             "http",
@@ -43,7 +43,7 @@ pub fn corpus_vault() -> TestVault {
     )
     .ok();
     let pin = format!("SHA256:{}", "A".repeat(43));
-    v.run(
+    v.run_pp(
         &[
             "add",
             "ssh",
@@ -61,7 +61,7 @@ pub fn corpus_vault() -> TestVault {
         Some(&format!("{}\n", DECOYS[1])),
     )
     .ok();
-    v.run(
+    v.run_pp(
         &[
             "add",
             "http",

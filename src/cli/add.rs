@@ -110,15 +110,13 @@ pub struct SshArgs {
 }
 
 pub fn run(paths: VaultPaths, kind: Kind) -> anyhow::Result<Exit> {
-    // Connect first: a locked vault should say so before anything is asked.
-    let mut backend = Backend::open(&paths, PassphraseSource::choose(false))?;
+    // Arguments are checked (and the secret read) first; then the secret goes only to an agent
+    // that proves it holds the vault's key (or, locked, into the store opened here).
     let (common, target, secret, name) = match kind {
         Kind::Http(a) => http(a)?,
         Kind::Ssh(a) => ssh(a)?,
     };
-    // Anything looser than per-action approval is signed by the approver: ask first, so a refusal
-    // leaves nothing behind.
-    let approver = super::approver_for(&backend, &paths, common.approval)?;
+
     let new = NewCredential {
         profile: common.profile,
         name,
@@ -126,6 +124,10 @@ pub fn run(paths: VaultPaths, kind: Kind) -> anyhow::Result<Exit> {
         target,
         secret,
     };
+    new.check()?;
+    let mut backend = Backend::verified(&paths, PassphraseSource::choose(false))?;
+    // Anything looser than per-action approval is signed by the approver (the keys are at hand).
+    let approver = super::approver_for(&backend, &paths, new.approval)?;
     let cred = match backend.call(Request::AddCredential { new })? {
         Reply::Credential(c) => c,
         other => return Err(unexpected(other)),

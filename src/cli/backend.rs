@@ -1,7 +1,8 @@
 //! How a person's command reaches the vault: through the running custody agent, or (locked, with
 //! the passphrase from a terminal, `--passphrase-stdin` or `VAULT_PASSPHRASE_FILE`) by opening
 //! the store in this short-lived process. Either way the same request goes through the same
-//! service (`services::ops::handle`).
+//! service (`services::ops::handle`). A command that hands the vault a secret first makes the
+//! agent prove it holds the vault's key (`verified`): an impostor on the socket path gets nothing.
 use crate::agent::client::{Client, ClientError};
 use crate::agent::protocol::{ErrorCode, Reply, Request, Role};
 use crate::approvals::Trust;
@@ -17,13 +18,15 @@ pub struct Refused {
     pub message: String,
 }
 
-pub enum Backend {
+enum Conn {
     Agent(Client),
-    Direct {
-        vault: Box<Vault>,
-        trust: Trust,
-        keys: Box<KeyMaterial>,
-    },
+    Direct { vault: Box<Vault>, trust: Trust },
+}
+
+pub struct Backend {
+    conn: Conn,
+    /// The keys, when this command was given the passphrase.
+    keys: Option<Box<KeyMaterial>>,
 }
 
 impl Backend {
@@ -32,21 +35,62 @@ impl Backend {
     pub fn open(paths: &VaultPaths, source: PassphraseSource) -> anyhow::Result<Self> {
         Vault::id_of(paths)?;
         if let Some(c) = Client::connect(paths, Role::Cli)? {
-            return Ok(Backend::Agent(c));
+            return Ok(Self::agent(c));
         }
         if source == PassphraseSource::Terminal && !has_terminal() {
             return Err(VaultError::Locked(paths.dir().display().to_string()).into());
         }
         let passphrase = source.read("The vault is locked. Vault passphrase: ")?;
-        Self::direct(paths, &passphrase)
+        Self::with_keys(paths, Vault::keys(paths, &passphrase)?)
     }
 
-    /// The store opened with the passphrase, in this process.
-    pub fn direct(
-        paths: &VaultPaths,
-        passphrase: &crate::keys::Passphrase,
-    ) -> anyhow::Result<Self> {
-        Self::with_keys(paths, Vault::keys(paths, passphrase)?)
+    /// For a command that hands the vault a secret: with the passphrase, the agent must prove it
+    /// holds the key before anything is sent (else this is an impostor, refused); with no agent,
+    /// the store is opened here.
+    pub fn verified(paths: &VaultPaths, source: PassphraseSource) -> anyhow::Result<Self> {
+        Vault::id_of(paths)?;
+        if source == PassphraseSource::Terminal && !has_terminal() {
+            if Client::connect(paths, Role::Cli)?.is_none() {
+                return Err(VaultError::Locked(paths.dir().display().to_string()).into());
+            }
+            return Err(anyhow::Error::new(crate::keys::PassphraseError::NoTerminal {
+                what: "passphrase",
+            })
+            .context("a secret goes only to a vault agent that proves it holds the vault's key, which takes your passphrase (VAULT_PASSPHRASE_FILE, or run this in a terminal)"));
+        }
+        let passphrase = source.read("Vault passphrase (to check the vault agent): ")?;
+        let keys = Vault::keys(paths, &passphrase)?;
+        let proof_key = crate::agent::proof_key(&keys.master);
+        match Client::connect_verified(paths, &proof_key) {
+            Ok(Some(c)) => Ok(Self {
+                conn: Conn::Agent(c),
+                keys: Some(Box::new(keys)),
+            }),
+            Ok(None) => Self::with_keys(paths, keys),
+            Err(ClientError::Impostor(socket)) => anyhow::bail!(
+                "the process listening on {} is not this vault's agent (it cannot prove it holds the key); nothing was sent. `vault unlock` replaces it",
+                socket.display()
+            ),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn agent(c: Client) -> Self {
+        Self {
+            conn: Conn::Agent(c),
+            keys: None,
+        }
+    }
+
+    /// The agent (unverified) if one runs, else the store opened with `keys`.
+    pub fn agent_or(paths: &VaultPaths, keys: KeyMaterial) -> anyhow::Result<Self> {
+        match Client::connect(paths, Role::Cli)? {
+            Some(c) => Ok(Self {
+                conn: Conn::Agent(c),
+                keys: Some(Box::new(keys)),
+            }),
+            None => Self::with_keys(paths, keys),
+        }
     }
 
     /// The store opened with keys already decrypted from `vault.key.age`.
@@ -58,22 +102,24 @@ impl Backend {
             let _ = crate::approvals::reap_orphans(&mut vault.store);
         }
         let trust = vault.trust(&keys);
-        Ok(Backend::Direct {
-            vault: Box::new(vault),
-            trust,
-            keys: Box::new(keys),
+        Ok(Self {
+            conn: Conn::Direct {
+                vault: Box::new(vault),
+                trust,
+            },
+            keys: Some(Box::new(keys)),
         })
     }
 
     /// Runs one request; a refusal becomes an error.
     pub fn call(&mut self, req: Request) -> anyhow::Result<Reply> {
-        let reply = match self {
-            Backend::Agent(c) => match c.call(req) {
+        let reply = match &mut self.conn {
+            Conn::Agent(c) => match c.call(req) {
                 Ok(r) => r,
                 Err(ClientError::Refused { code, message }) => Reply::Error { code, message },
                 Err(e) => return Err(e.into()),
             },
-            Backend::Direct { vault, trust, .. } => {
+            Conn::Direct { vault, trust } => {
                 let paths = vault.paths.clone();
                 crate::services::ops::handle(&mut vault.store, trust, &paths, req)
             }
@@ -86,10 +132,20 @@ impl Backend {
 
     /// The vault id.
     pub fn vault_id(&self) -> &str {
-        match self {
-            Backend::Agent(c) => &c.vault_id,
-            Backend::Direct { vault, .. } => &vault.vault_id,
+        match &self.conn {
+            Conn::Agent(c) => &c.vault_id,
+            Conn::Direct { vault, .. } => &vault.vault_id,
         }
+    }
+
+    /// The keys, if this command was given the passphrase.
+    pub fn keys(&self) -> Option<&KeyMaterial> {
+        self.keys.as_deref()
+    }
+
+    /// Whether the requests go to a live agent (which can wait for new journal rows).
+    pub fn is_agent(&self) -> bool {
+        matches!(self.conn, Conn::Agent(_))
     }
 }
 

@@ -40,7 +40,12 @@ pub struct Args {
 }
 
 pub fn run(paths: VaultPaths, a: Args) -> anyhow::Result<Exit> {
-    let mut backend = Backend::open(&paths, PassphraseSource::choose(false))?;
+    // A new secret goes only to an agent that proves it holds the vault's key.
+    let mut backend = if a.secret_stdin || a.secret_file.is_some() {
+        Backend::verified(&paths, PassphraseSource::choose(false))?
+    } else {
+        Backend::open(&paths, PassphraseSource::choose(false))?
+    };
     let secret = if a.secret_stdin {
         Some(read_stdin_line("secret")?)
     } else if let Some(f) = &a.secret_file {

@@ -165,7 +165,7 @@ pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     loop {
         // The agent answers as soon as a row lands (or after a minute with none).
         if mirror.fetch(&mut backend, 60_000)? == 0 {
-            if let Backend::Direct { .. } = backend {
+            if !backend.is_agent() {
                 std::thread::sleep(std::time::Duration::from_millis(300));
             }
             continue;

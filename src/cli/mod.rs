@@ -218,13 +218,13 @@ fn approver_for(
     if approval == crate::credentials::Approval::Each {
         return Ok(None);
     }
-    let keys = match backend {
-        backend::Backend::Direct { keys, .. } => {
+    let keys = match backend.keys() {
+        Some(keys) => {
             return Ok(crate::keys::ApproverKey::from_seed_hex(
                 &keys.approver.seed_hex(),
             ))
         }
-        backend::Backend::Agent(_) => {
+        None => {
             let prompt = format!(
                 "Approval `{}` is signed by the approver. Vault passphrase: ",
                 approval.as_str()

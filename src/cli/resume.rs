@@ -19,11 +19,7 @@ pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     let passphrase = PassphraseSource::choose(args.passphrase_stdin).read("Vault passphrase: ")?;
     let keys = Vault::keys(&paths, &passphrase)?;
     let resume = crate::approvals::sign_resume(&keys.approver, &vault_id);
-    let role = crate::agent::protocol::Role::Cli;
-    let mut backend = match crate::agent::client::Client::connect(&paths, role)? {
-        Some(c) => Backend::Agent(c),
-        None => Backend::with_keys(&paths, keys)?,
-    };
+    let mut backend = Backend::agent_or(&paths, keys)?;
     match backend.call(Request::Resume { resume })? {
         Reply::Flag(true) => println!("Resumed: tool calls work again."),
         Reply::Flag(false) => println!("The vault was not paused."),

@@ -105,11 +105,19 @@ fn audit_body(c: &Credential) -> serde_json::Value {
     })
 }
 
+impl NewCredential {
+    /// Name, profile, target and secret checks (also run by `add`): a caller can refuse bad
+    /// input before it asks for anything else.
+    pub fn check(&self) -> Result<(), CredentialError> {
+        check_name("name", &self.name)?;
+        check_name("profile", &self.profile)?;
+        check_target(&self.target, Some(&self.secret))
+    }
+}
+
 /// Adds a credential; its name must be new in its profile.
 pub fn add(store: &mut Store, new: NewCredential) -> Result<Credential, CredentialError> {
-    check_name("name", &new.name)?;
-    check_name("profile", &new.profile)?;
-    check_target(&new.target, Some(&new.secret))?;
+    new.check()?;
     let now = crate::time::now_utc();
     let cred = Credential {
         id: new_id("cred"),

@@ -207,7 +207,7 @@ impl TestVault {
 
     /// `vault add http NAME --host HOST --bearer --secret-stdin` with `secret`; must succeed.
     pub fn add_bearer(&mut self, name: &str, host: &str, secret: &str) {
-        self.run(
+        self.run_pp(
             &[
                 "add",
                 "http",
