@@ -25,7 +25,14 @@ const DIRECT_ROWS_PER_WRITER: usize = 500;
 
 fn main() {
     let target = FastTarget::start();
-    let bv = BenchVault::new("agent-journal", target.port, Approval::Each);
+    // The budget of refused calls journaled per session and second (20 by default) would count
+    // instead of journaling most of them: lift it, this measures the writer.
+    let bv = BenchVault::with_config(
+        "agent-journal",
+        target.port,
+        Approval::Each,
+        "[limits]\nrefused_calls_per_second = 1000000\n",
+    );
 
     // Peer: today's design, every writer its own connection, one fsync per row.
     let started = Instant::now();

@@ -29,6 +29,7 @@ pub struct Limits {
     pub output_retained_process_bytes: usize,
     pub output_agent_bytes: usize,
     pub shutdown_grace_seconds: u64,
+    pub refused_calls_per_second: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -132,6 +133,10 @@ impl Config {
             (
                 "limits.stderr_retained_per_call_bytes",
                 l.stderr_retained_per_call_bytes as u64,
+            ),
+            (
+                "limits.refused_calls_per_second",
+                u64::from(l.refused_calls_per_second),
             ),
             ("approvals.expiry_seconds", a.expiry_seconds),
             ("approvals.session_grant_seconds", a.session_grant_seconds),

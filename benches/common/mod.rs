@@ -127,11 +127,17 @@ pub struct BenchVault {
 
 impl BenchVault {
     pub fn new(tag: &str, port: u16, approval: Approval) -> Self {
+        Self::with_config(tag, port, approval, "")
+    }
+
+    /// With a `config.toml` the agent reads when it starts.
+    pub fn with_config(tag: &str, port: u16, approval: Approval, config: &str) -> Self {
         let dir = std::env::temp_dir().join(format!("av-bench-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let paths = VaultPaths::new(dir.join("vault"));
         let pass = Passphrase::from_string(PASSPHRASE.into());
         let (vault, keys) = Vault::init(paths.clone(), &pass).expect("init");
+        std::fs::write(paths.config(), config).unwrap();
         let vault_id = vault.vault_id.clone();
         drop(vault);
         start_agent(&paths, &vault_id, &keys);

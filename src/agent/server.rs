@@ -359,14 +359,9 @@ impl Conn {
             .reply(0, ops::error(ErrorCode::Protocol, why.clone()))
             .await;
         let fp = blake3::hash(line).to_hex().to_string();
-        let session = self
-            .session
-            .as_ref()
-            .map(|s| s.id.clone())
-            .unwrap_or_default();
         tools::reject(
             &self.agent.env,
-            &session,
+            self.session.as_deref(),
             -32600,
             "agent frame refused",
             &fp,
@@ -431,6 +426,7 @@ impl Conn {
                 profile,
                 client: client.unwrap_or_default(),
                 waiting: AtomicUsize::new(0),
+                rejections: std::sync::Mutex::default(),
             });
             let (s2, peer) = (session.clone(), self.peer.clone());
             let started = self
@@ -511,14 +507,9 @@ impl Conn {
                 fingerprint,
                 tool,
             } => {
-                let session = self
-                    .session
-                    .as_ref()
-                    .map(|s| s.id.clone())
-                    .unwrap_or_default();
                 tools::reject(
                     &agent.env,
-                    &session,
+                    self.session.as_deref(),
                     code,
                     &reason,
                     &fingerprint,
@@ -639,11 +630,16 @@ impl Conn {
             .and_then(|r| r.clone())
             .unwrap_or_else(|| reason.to_owned());
         let paths = self.agent.env.paths.clone();
+        let suppressed = session
+            .rejections
+            .lock()
+            .map(|r| r.total_suppressed)
+            .unwrap_or(0);
         let ended = self
             .agent
             .env
             .db
-            .run(move |s| session_end(s, &session.id, &reason))
+            .run(move |s| session_end(s, &session.id, &reason, suppressed))
             .await;
         if let Ok(Ok(head)) = ended {
             if let Err(e) = crate::audit::write_anchor(&paths, head.seq, &head.hash) {

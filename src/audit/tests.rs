@@ -379,3 +379,109 @@ fn an_export_verifies_without_the_key_and_hashes_as_the_database() {
     assert!(first["body"].is_object() && first["prev"].as_str().unwrap().len() == 64);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A journal of `rows` (kind, action, body) after a `vault.init` row; returns the verdict.
+fn verdict_of(tag: &str, rows: &[(&str, Option<&str>, Value)]) -> Report {
+    let mut s = store(tag);
+    let tx = s.write().unwrap();
+    append(
+        &tx,
+        "vault.init",
+        None,
+        None,
+        &json!({"vault_id": "vlt_test"}),
+    )
+    .unwrap();
+    for (kind, action, body) in rows {
+        append(&tx, kind, Some("ses_1"), *action, body).unwrap();
+    }
+    tx.commit().unwrap();
+    verify_store(s.conn(), "vlt_test", &[]).unwrap()
+}
+
+#[test]
+fn transitions_the_lifecycle_forbids_fail_verification() {
+    let a = Some("act_a");
+    let ok = [
+        ("action.pending", a, json!({})),
+        ("action.approved", a, json!({})),
+        (
+            "action.dispatched",
+            a,
+            json!({"basis": {"decision": "dec_1", "nonce": "n1"}}),
+        ),
+        ("action.completed", a, json!({})),
+    ];
+    assert!(verdict_of("life-ok", &ok).ok());
+    // A completed action dispatched again (the reset-the-columns attack, journaled by hand).
+    let mut again = ok.to_vec();
+    again.push((
+        "action.dispatched",
+        a,
+        json!({"basis": {"decision": "dec_1", "nonce": "n1"}}),
+    ));
+    let f = verdict_of("life-again", &again).failure.unwrap();
+    assert_eq!(
+        (f.reason, f.seq),
+        (Reason::IllegalTransition, Some(6)),
+        "{}",
+        f.detail
+    );
+    // A second action dispatched on the first one's decision nonce.
+    let b = Some("act_b");
+    let mut spent = ok.to_vec();
+    spent.extend([
+        ("action.pending", b, json!({})),
+        ("action.approved", b, json!({})),
+        (
+            "action.dispatched",
+            b,
+            json!({"basis": {"decision": "dec_1", "nonce": "n1"}}),
+        ),
+    ]);
+    let f = verdict_of("life-spent", &spent).failure.unwrap();
+    assert_eq!(
+        (f.reason, f.seq),
+        (Reason::IllegalTransition, Some(8)),
+        "{}",
+        f.detail
+    );
+    // An action that appears already dispatched, with no decision before it.
+    let f = verdict_of("life-first", &[("action.dispatched", a, json!({}))])
+        .failure
+        .unwrap();
+    assert_eq!(f.reason, Reason::IllegalTransition);
+}
+
+#[test]
+fn a_pause_lifted_outside_the_vault_fails_verification() {
+    let mut s = store("pause-meta");
+    let tx = s.write().unwrap();
+    append(
+        &tx,
+        "vault.init",
+        None,
+        None,
+        &json!({"vault_id": "vlt_test"}),
+    )
+    .unwrap();
+    crate::store::set_meta(&tx, "paused", "incident").unwrap();
+    append(
+        &tx,
+        "vault.pause",
+        None,
+        None,
+        &json!({"reason": "incident"}),
+    )
+    .unwrap();
+    tx.commit().unwrap();
+    assert!(verify_store(s.conn(), "vlt_test", &[]).unwrap().ok());
+    s.conn()
+        .execute("DELETE FROM meta WHERE key = 'paused'", [])
+        .unwrap();
+    let f = verify_store(s.conn(), "vlt_test", &[])
+        .unwrap()
+        .failure
+        .unwrap();
+    assert_eq!(f.reason, Reason::PauseStateMismatch, "{}", f.detail);
+}

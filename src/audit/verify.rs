@@ -44,6 +44,12 @@ pub enum Reason {
     AnchorMismatch,
     /// An action's state in the `actions` table differs from its last journal transition.
     ActionStateMismatch,
+    /// An action's journal rows break the lifecycle: a state that cannot follow the previous one
+    /// (`completed → dispatched`), a first row that is not `pending`/`received`, or a dispatch
+    /// whose decision nonce an earlier dispatch already spent.
+    IllegalTransition,
+    /// The `meta` pause row disagrees with the last `vault.pause` / `vault.resume` row.
+    PauseStateMismatch,
 }
 
 impl Reason {
@@ -59,6 +65,8 @@ impl Reason {
             Reason::TruncatedBelowAnchor => "truncated below anchor",
             Reason::AnchorMismatch => "anchor mismatch",
             Reason::ActionStateMismatch => "action state mismatch",
+            Reason::IllegalTransition => "illegal transition",
+            Reason::PauseStateMismatch => "pause state mismatch",
         }
     }
 }
@@ -150,8 +158,12 @@ pub struct Verifier {
     pending_gap: Option<(i64, i64)>,
     vault_id: Option<String>,
     anchors: BTreeMap<i64, Vec<[u8; 32]>>,
-    /// Last transition (seq, state) per action, when tracked.
-    transitions: Option<HashMap<String, (i64, String)>>,
+    /// Last transition (seq, state) per action.
+    transitions: HashMap<String, (i64, String)>,
+    /// Decision nonces already spent by an `action.dispatched` row.
+    spent: std::collections::HashSet<String>,
+    /// Whether the last `vault.pause` / `vault.resume` row was a pause.
+    paused: bool,
     buf: String,
 }
 
@@ -171,14 +183,55 @@ impl Verifier {
             pending_gap: None,
             vault_id: vault_id.map(str::to_owned),
             anchors: map,
-            transitions: None,
+            transitions: HashMap::new(),
+            spent: std::collections::HashSet::new(),
+            paused: false,
             buf: String::with_capacity(512),
         }
     }
 
-    /// Also remember each action's last `action.<state>` transition.
-    pub fn track_actions(&mut self) {
-        self.transitions = Some(HashMap::new());
+    /// Checks one `action.<state>` row against the lifecycle (DESIGN §4): the first row of an
+    /// action is `pending` or `received`, each next state is a legal successor of the last, and a
+    /// dispatch spends a decision nonce at most once.
+    fn check_lifecycle(
+        &mut self,
+        exp: i64,
+        action: &str,
+        state: &str,
+        body: &str,
+    ) -> Result<(), String> {
+        use crate::approvals::State;
+        let to = State::parse(state)
+            .ok_or_else(|| format!("row {exp} names an unknown state {state:?}"))?;
+        match self.transitions.get(action) {
+            None if !to.is_initial() => {
+                return Err(format!("action {action} first appears at seq {exp} as {state}, but an action starts pending or received"));
+            }
+            Some((seq, last)) => {
+                let from = State::parse(last).unwrap_or(State::Indeterminate);
+                if !from.can_go(to) {
+                    return Err(format!("action {action} went from {last} (seq {seq}) to {state} (seq {exp}), which the lifecycle does not allow"));
+                }
+            }
+            None => {}
+        }
+        if to == State::Dispatched {
+            let nonce = serde_json::from_str::<serde_json::Value>(body)
+                .ok()
+                .and_then(|b| {
+                    b.pointer("/basis/nonce")
+                        .and_then(|n| n.as_str())
+                        .map(str::to_owned)
+                });
+            if let Some(n) = nonce {
+                if !self.spent.insert(n) {
+                    return Err(format!("action {action} was dispatched at seq {exp} on a decision an earlier dispatch already spent"));
+                }
+            }
+        }
+        self.transitions
+            .insert(action.to_owned(), (exp, state.to_owned()));
+        Ok(())
     }
 
     fn fail(&mut self, seq: Option<i64>, reason: Reason, detail: String) -> bool {
@@ -274,12 +327,15 @@ impl Verifier {
                 return self.fail(Some(exp), Reason::AnchorMismatch, detail);
             }
         }
-        if let (Some(t), Some(action), Some(state)) = (
-            self.transitions.as_mut(),
-            row.action,
-            row.kind.strip_prefix("action."),
-        ) {
-            t.insert(action.to_owned(), (exp, state.to_owned()));
+        if let (Some(action), Some(state)) = (row.action, row.kind.strip_prefix("action.")) {
+            if let Err(detail) = self.check_lifecycle(exp, action, state, row.body) {
+                return self.fail(Some(exp), Reason::IllegalTransition, detail);
+            }
+        }
+        match row.kind {
+            "vault.pause" => self.paused = true,
+            "vault.resume" => self.paused = false,
+            _ => {}
         }
         self.prev = hash;
         self.head = Some(Head { seq: exp, hash });
@@ -315,8 +371,8 @@ impl Verifier {
         Ok(())
     }
 
-    /// The verdict, and the tracked last transition per action.
-    pub fn finish(mut self) -> (Report, HashMap<String, (i64, String)>) {
+    /// The verdict, each action's last transition, and whether the journal ends paused.
+    pub fn finish(mut self) -> (Report, HashMap<String, (i64, String)>, bool) {
         if self.failure.is_none() {
             if let Some((e, found)) = self.pending_gap.take() {
                 self.fail(
@@ -344,7 +400,7 @@ impl Verifier {
             head: self.head,
             failure: self.failure,
         };
-        (report, self.transitions.unwrap_or_default())
+        (report, self.transitions, self.paused)
     }
 }
 
@@ -401,9 +457,6 @@ pub fn verify_store(
         |r| r.get(0),
     )?;
     let mut v = Verifier::new(Some(vault_id), anchors);
-    if has_actions {
-        v.track_actions();
-    }
     {
         let mut stmt = snapshot.prepare(
             "SELECT seq, ts, kind, session_id, action_id, body, prev, hash FROM audit ORDER BY seq",
@@ -419,9 +472,25 @@ pub fn verify_store(
             }
         }
     }
-    let (mut report, transitions) = v.finish();
+    let (mut report, transitions, paused) = v.finish();
     if report.ok() && has_actions {
         report.failure = check_actions(&snapshot, &transitions)?;
+    }
+    if report.ok() {
+        let meta_paused = crate::store::get_meta(&snapshot, "paused")
+            .map_err(|e| VerifyError::Sql(rusqlite::Error::InvalidParameterName(e.to_string())))?
+            .is_some();
+        if meta_paused != paused {
+            report.failure = Some(Failure {
+                seq: None,
+                reason: Reason::PauseStateMismatch,
+                detail: format!(
+                    "the journal's last pause row says {}, but the meta table says {}: someone edited the pause switch outside the vault",
+                    if paused { "paused" } else { "not paused" },
+                    if meta_paused { "paused" } else { "not paused" }
+                ),
+            });
+        }
     }
     Ok(report)
 }

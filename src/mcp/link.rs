@@ -5,7 +5,7 @@
 //! may have been sent). This process never holds a key or a secret.
 use super::protocol::ClientInfo;
 use crate::agent::protocol::{
-    self, AgentFrame, ClientFrame, Event, Reply, Request, Role, Splitter, VERSION,
+    self, AgentFrame, ClientFrame, ErrorCode, Event, Reply, Request, Role, Splitter, VERSION,
 };
 use crate::approvals::State;
 use crate::paths::VaultPaths;
@@ -228,6 +228,13 @@ impl Link {
                         return match *reply {
                             Reply::Tool(r) => Some(r),
                             Reply::Cancelled => None,
+                            Reply::Error { code: ErrorCode::Limit, message } => Some(ToolResult::error(
+                                "limit",
+                                &message,
+                                "wait for calls in flight to finish (get_action), then call again",
+                                json!({}),
+                                Map::new(),
+                            )),
                             other => {
                                 tracing::warn!("the vault agent answered a tool call with {other:?}");
                                 Some(internal("the vault agent refused the call"))

@@ -38,6 +38,7 @@ pub fn session_end(
     store: &mut Store,
     session_id: &str,
     reason: &str,
+    suppressed_rejections: u64,
 ) -> Result<crate::audit::Appended, StoreError> {
     let n = approvals::withdraw_session(store, session_id, "the client went away").unwrap_or(0);
     let tx = store.write()?;
@@ -46,7 +47,7 @@ pub fn session_end(
         "session.end",
         Some(session_id),
         None,
-        &json!({"reason": reason, "withdrawn": n}),
+        &json!({"reason": reason, "withdrawn": n, "suppressed_rejections": suppressed_rejections}),
     )
     .map_err(|_| StoreError::Damaged("the journal could not be appended to"))?;
     tx.commit()?;

@@ -114,21 +114,40 @@ pub async fn call(
                 Some(field) => format!("{code} ({field})"),
                 None => code.to_owned(),
             };
-            reject(&env, &ses.id, 0, &reason, &fingerprint, Some(name)).await;
+            reject(&env, Some(&ses), 0, &reason, &fingerprint, Some(name)).await;
         }
     }
     result
 }
 
-/// Journals a refused call (`call.rejected`: a category and a fingerprint, never the bytes).
+/// Journals a refused call (`call.rejected`: a category and a fingerprint, never the bytes),
+/// within the session's budget of refused calls per second (past it they are counted, and the
+/// count journaled as `call.suppressed` before the next one that is journaled).
 pub async fn reject(
     env: &Env,
-    session: &str,
+    ses: Option<&Session>,
     code: i64,
     reason: &str,
     fingerprint: &str,
     tool: Option<&str>,
 ) {
+    let per_second = env.config.limits.refused_calls_per_second;
+    let suppressed = match ses {
+        Some(s) => match s
+            .rejections
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .admit(per_second)
+        {
+            Some(n) => n,
+            None => {
+                tracing::debug!("a refused call over the per-second budget was counted");
+                return;
+            }
+        },
+        None => 0,
+    };
+    let session = ses.map(|s| s.id.clone()).unwrap_or_default();
     let reason: String = reason
         .split(':')
         .next()
@@ -140,13 +159,23 @@ pub async fn reject(
     let tool = tool
         .filter(|t| crate::mcp::tools::find(t).is_some())
         .map(str::to_owned);
-    let (session, fingerprint) = (session.to_owned(), fingerprint.to_owned());
+    let fingerprint = fingerprint.to_owned();
     tracing::info!(code, reason, %fingerprint, ?tool, "rejected request");
     let done = env
         .db
         .run(
             move |s: &mut Store| -> Result<(), crate::store::StoreError> {
                 let tx = s.write()?;
+                if suppressed > 0 {
+                    crate::audit::append(
+                        &tx,
+                        "call.suppressed",
+                        Some(&session),
+                        None,
+                        &json!({"count": suppressed, "reason": "over the refused-calls-per-second budget"}),
+                    )
+                    .map_err(|e| crate::store::StoreError::Damaged(audit_damage(&e)))?;
+                }
                 crate::audit::record_rejection(
                     &tx,
                     Some(&session),

@@ -43,6 +43,40 @@ pub struct Session {
     pub client: ClientInfo,
     /// Actions of this session now waiting for a person (bounded per session).
     pub waiting: AtomicUsize,
+    /// Refused calls journaled in the current second, and those only counted.
+    pub rejections: std::sync::Mutex<Rejections>,
+}
+
+/// A per-session budget of refused calls journaled one by one (`limits.refused_calls_per_second`);
+/// past it they are counted and journaled as one `call.suppressed` row.
+#[derive(Debug, Default)]
+pub struct Rejections {
+    window: Option<std::time::Instant>,
+    journaled: u32,
+    suppressed: u64,
+    pub total_suppressed: u64,
+}
+
+impl Rejections {
+    /// Whether to journal this refusal, and how many were suppressed before it (to journal first).
+    fn admit(&mut self, per_second: u32) -> Option<u64> {
+        let now = std::time::Instant::now();
+        if self
+            .window
+            .is_none_or(|w| now.duration_since(w).as_secs() >= 1)
+        {
+            self.window = Some(now);
+            self.journaled = 0;
+        }
+        if self.journaled < per_second {
+            self.journaled += 1;
+            Some(std::mem::take(&mut self.suppressed))
+        } else {
+            self.suppressed += 1;
+            self.total_suppressed += 1;
+            None
+        }
+    }
 }
 
 /// Most actions one session may have waiting for a person at once.

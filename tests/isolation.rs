@@ -1,0 +1,209 @@
+//! What one MCP session may see of another, through the real binaries: two `vault mcp` processes
+//! whose clients both call themselves `claude-code`. Each session reads, lists, cancels and
+//! replays only its own actions (the agent scopes them to the connection, never to the client's
+//! self-reported name); expiry is true when read; refused calls are journaled within a budget.
+mod support;
+
+use serde_json::{json, Value};
+use std::time::Duration;
+use support::mcp::McpProc;
+use support::target::HttpTarget;
+use support::*;
+
+const SECRET: &str = "DECOY_isolation_tok_8b7e10";
+
+fn session(v: &TestVault) -> McpProc {
+    let mut p = McpProc::spawn(v.command(&["mcp"]));
+    p.request(
+        json!("init"),
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "claude-code", "version": "2.0"}}),
+    );
+    p.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    p
+}
+
+fn sc(r: &Value) -> Value {
+    r["result"]["structuredContent"].clone()
+}
+
+#[test]
+fn sessions_see_only_their_own_actions_whatever_the_client_calls_itself() {
+    let target = HttpTarget::start(SECRET);
+    let mut v = TestVault::init("isolation");
+    v.run_pp(
+        &[
+            "add",
+            "http",
+            "api",
+            "--host",
+            &target.base(),
+            "--bearer",
+            "--secret-stdin",
+            "--approval",
+            "never",
+        ],
+        Some(&format!("{SECRET}\n")),
+    )
+    .ok();
+    v.run_pp(
+        &[
+            "add",
+            "http",
+            "gated",
+            "--host",
+            &target.base(),
+            "--path-prefix",
+            "/g/",
+            "--bearer",
+            "--secret-stdin",
+        ],
+        Some(&format!("{SECRET}\n")),
+    )
+    .ok();
+    let mut a = session(&v);
+    let mut b = session(&v);
+    let url = format!("{}/echo?who=a", target.base());
+    let done = sc(&a.call(
+        1,
+        "http_request",
+        json!({"credential": "api", "method": "GET", "url": url, "idempotency_key": "k1"}),
+    ));
+    assert_eq!(done["state"], "completed", "{done}");
+    let done_id = done["action_id"].as_str().unwrap().to_owned();
+    let waiting = sc(&a.call(2, "http_request", json!({"credential": "gated", "method": "GET", "url": format!("{}/g/x", target.base()), "wait_s": 0})));
+    assert_eq!(waiting["state"], "pending");
+    let waiting_id = waiting["action_id"].as_str().unwrap().to_owned();
+    assert_eq!(target.requests().len(), 1);
+
+    // B reads nothing of A's, even under the same client name.
+    for id in [&done_id, &waiting_id] {
+        let r = b.call(3, "get_action", json!({"action_id": id}));
+        assert_eq!(sc(&r)["error"]["code"], "not_found", "{r}");
+        assert!(
+            !r.to_string().contains(SECRET) && !r.to_string().contains("who=a"),
+            "{r}"
+        );
+    }
+    let mine = sc(&b.call(4, "list_recent_actions", json!({})));
+    assert_eq!(mine["actions"], json!([]), "{mine}");
+    let r = b.call(5, "cancel_action", json!({"action_id": waiting_id}));
+    assert_eq!(sc(&r)["error"]["code"], "not_found", "{r}");
+    // The same call with the same idempotency key is B's own: it runs (no replay of A's result).
+    let again = sc(&b.call(
+        6,
+        "http_request",
+        json!({"credential": "api", "method": "GET", "url": url, "idempotency_key": "k1"}),
+    ));
+    assert_eq!(
+        (again["state"].as_str(), again["replayed"].as_bool()),
+        (Some("completed"), Some(false)),
+        "{again}"
+    );
+    assert_ne!(again["action_id"], done_id.as_str());
+    assert_eq!(target.requests().len(), 2, "B's call ran on its own");
+    // A still sees its own, and replays its own.
+    let replay = sc(&a.call(
+        7,
+        "http_request",
+        json!({"credential": "api", "method": "GET", "url": url, "idempotency_key": "k1"}),
+    ));
+    assert_eq!(
+        (replay["action_id"].as_str(), replay["replayed"].as_bool()),
+        (Some(done_id.as_str()), Some(true))
+    );
+    assert_eq!(target.requests().len(), 2, "a replay sends nothing");
+    let r = sc(&a.call(8, "cancel_action", json!({"action_id": waiting_id})));
+    assert_eq!(r["state"], "withdrawn", "{r}");
+    a.finish(Duration::from_secs(10));
+    b.finish(Duration::from_secs(10));
+}
+
+#[test]
+fn an_action_past_its_expiry_reads_expired() {
+    let target = HttpTarget::start(SECRET);
+    let mut v = TestVault::init("expiry");
+    std::fs::write(
+        v.vault_dir().join("config.toml"),
+        "[approvals]\nexpiry_seconds = 1\n",
+    )
+    .unwrap();
+    v.run(
+        &["unlock", "--passphrase-stdin"],
+        Some(&format!("{PASSPHRASE}\n")),
+    )
+    .ok();
+    v.run_pp(
+        &[
+            "add",
+            "http",
+            "gated",
+            "--host",
+            &target.base(),
+            "--bearer",
+            "--secret-stdin",
+        ],
+        Some(&format!("{SECRET}\n")),
+    )
+    .ok();
+    let mut a = session(&v);
+    let p = sc(&a.call(1, "http_request", json!({"credential": "gated", "method": "GET", "url": format!("{}/x", target.base()), "wait_s": 0})));
+    assert_eq!(p["state"], "pending");
+    std::thread::sleep(Duration::from_millis(1300));
+    let r = sc(&a.call(2, "get_action", json!({"action_id": p["action_id"]})));
+    assert_eq!(r["state"], "expired", "{r}");
+    assert!(target.requests().is_empty());
+    a.finish(Duration::from_secs(10));
+}
+
+#[test]
+fn a_flood_of_refused_calls_is_journaled_within_a_budget() {
+    let mut v = TestVault::init("flood");
+    let mut a = session(&v);
+    // 200 calls with an unknown argument, 40 in flight at a time (under the cap on concurrent
+    // calls), as fast as the session takes them.
+    for chunk in 0..5 {
+        for i in 0..40 {
+            a.send(&json!({"jsonrpc": "2.0", "id": 100 + chunk * 40 + i, "method": "tools/call", "params": {"name": "list_credentials", "arguments": {"x": i}}}));
+        }
+        let (last, _) = a.until_id(&json!(100 + chunk * 40 + 39), Duration::from_secs(30));
+        assert_eq!(sc(&last)["error"]["code"], "invalid_argument", "{last}");
+    }
+    a.finish(Duration::from_secs(10));
+    let db = v.open_db();
+    let count = |kind: &str| -> i64 {
+        db.store
+            .conn()
+            .query_row("SELECT count(*) FROM audit WHERE kind = ?1", [kind], |r| {
+                r.get(0)
+            })
+            .unwrap()
+    };
+    let journaled = count("call.rejected");
+    assert!(
+        journaled >= 20 && journaled < 200,
+        "{journaled} rows for 200 refusals"
+    );
+    let end: String = db
+        .store
+        .conn()
+        .query_row(
+            "SELECT body FROM audit WHERE kind = 'session.end' ORDER BY seq DESC LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let end: Value = serde_json::from_str(&end).unwrap();
+    let suppressed = end["suppressed_rejections"].as_i64().unwrap();
+    assert_eq!(
+        journaled + suppressed,
+        200,
+        "every refusal is journaled or counted: {end}"
+    );
+    drop(db);
+    assert!(v
+        .run(&["verify", "--json"], None)
+        .ok()
+        .stdout
+        .contains("\"ok\":true"));
+}
