@@ -208,11 +208,17 @@ async fn run_call(
     cancel: watch::Receiver<bool>,
 ) -> Option<ToolResult> {
     let name = tool["name"].as_str().unwrap_or("");
-    // Fail closed: a pause switch that cannot be read refuses the call.
-    match env.db.run(|s| approvals::paused(s.conn())).await {
-        Ok(Ok(None)) => {}
-        Ok(Ok(Some(why))) => return Some(paused_error(&why)),
-        _ => return Some(internal("the pause switch cannot be read; nothing runs")),
+    // Fail closed: a pause switch that cannot be read refuses the call. (`http_request` and
+    // `ssh_exec` check it in the same job as their submission.)
+    if !matches!(name, "http_request" | "ssh_exec") {
+        if let Some(refusal) = env
+            .db
+            .run(|s| paused_refusal(s))
+            .await
+            .unwrap_or_else(|_| Some(internal("the vault agent is stopping")))
+        {
+            return Some(refusal);
+        }
     }
     let (session, profile) = (ses.id.clone(), ses.profile.clone());
     let db = |f: Box<dyn FnOnce(&mut Store) -> ToolResult + Send>| async {
@@ -275,8 +281,15 @@ async fn run_call(
             let submitted = submit(env, ses, req).await;
             match submitted {
                 Err(e) => Some(e),
-                Ok(Submitted::Replayed(a)) => Some(action_result(&a, true)),
-                Ok(Submitted::Created(a) | Submitted::Existing(a)) => {
+                Ok((Submitted::Replayed(a), _)) => Some(action_result(&a, true)),
+                Ok((Submitted::Created(a), Some(claim))) => {
+                    // Policy-allowed: claimed in the job that created it (one commit).
+                    let a = super::wait::run_claimed(env, a, claim, &events).await;
+                    wait_for(env, ses, a, wait, events, cancel, true)
+                        .await
+                        .map(|a| action_result(&a, false))
+                }
+                Ok((Submitted::Created(a) | Submitted::Existing(a), _)) => {
                     wait_for(env, ses, a, wait, events, cancel, true)
                         .await
                         .map(|a| action_result(&a, false))
@@ -298,6 +311,15 @@ impl Request {
             Request::Http(a) => a.wait_s,
             Request::Ssh(a) => a.wait_s,
         }
+    }
+}
+
+/// The pause switch as a refusal; one that cannot be read refuses too.
+fn paused_refusal(s: &mut Store) -> Option<ToolResult> {
+    match approvals::paused(s.conn()) {
+        Ok(None) => None,
+        Ok(Some(why)) => Some(paused_error(&why)),
+        Err(_) => Some(internal("the pause switch cannot be read; nothing runs")),
     }
 }
 
@@ -375,7 +397,13 @@ fn check_idempotency_key(key: Option<&str>) -> Result<(), ToolResult> {
     }
 }
 
-async fn submit(env: &Arc<Env>, ses: &Arc<Session>, req: Request) -> Result<Submitted, ToolResult> {
+/// Checks the pause switch, validates and submits, and (in the same job, so one commit) claims
+/// an action its signed policy lets run without a card.
+async fn submit(
+    env: &Arc<Env>,
+    ses: &Arc<Session>,
+    req: Request,
+) -> Result<(Submitted, Option<approvals::Claim>), ToolResult> {
     let (cred_name, key) = match &req {
         Request::Http(a) => (a.credential.clone(), a.idempotency_key.clone()),
         Request::Ssh(a) => (a.credential.clone(), a.idempotency_key.clone()),
@@ -396,6 +424,9 @@ async fn submit(env: &Arc<Env>, ses: &Arc<Session>, req: Request) -> Result<Subm
     let (expiry, replay) = (env.config.expiry(), env.config.replay_window());
     env.db
         .run(move |s| {
+            if let Some(refusal) = paused_refusal(s) {
+                return Err(refusal);
+            }
             let cred =
                 credentials::get(s, &ses2.profile, &cred_name).map_err(|e| credential_error(&e))?;
             let validated: ValidatedRequest = match req {
@@ -403,7 +434,7 @@ async fn submit(env: &Arc<Env>, ses: &Arc<Session>, req: Request) -> Result<Subm
                 Request::Ssh(a) => policy::validate_ssh(&cred, a),
             }
             .map_err(|e| policy_error(&e))?;
-            approvals::submit(
+            let submitted = approvals::submit(
                 s,
                 &trust,
                 Submission {
@@ -417,7 +448,14 @@ async fn submit(env: &Arc<Env>, ses: &Arc<Session>, req: Request) -> Result<Subm
                     replay_window: replay,
                 },
             )
-            .map_err(|e| approval_error(&e))
+            .map_err(|e| approval_error(&e))?;
+            let claim = match &submitted {
+                Submitted::Created(a) if a.state == approvals::State::Received => {
+                    Some(approvals::claim(s, &trust, &a.id).map_err(|e| approval_error(&e))?)
+                }
+                _ => None,
+            };
+            Ok((submitted, claim))
         })
         .await
         .unwrap_or_else(|_| Err(internal("the vault agent is stopping")))

@@ -26,11 +26,22 @@ fn runnable(s: State) -> bool {
 /// (dispatched → completed / failed_before_send / indeterminate, or refused).
 async fn dispatch(env: &Arc<Env>, action: Action, events: &Arc<dyn EventSink>) -> Action {
     let (trust, id) = (env.trust.clone(), action.id.clone());
-    let claimed = env.db.run(move |s| approvals::claim(s, &trust, &id)).await;
-    let authorized = match claimed {
-        Ok(Ok(approvals::Claim::Go(a))) => a,
-        Ok(Ok(approvals::Claim::Refused(a) | approvals::Claim::NotReady(a))) => return a,
-        _ => return action,
+    match env.db.run(move |s| approvals::claim(s, &trust, &id)).await {
+        Ok(Ok(claim)) => run_claimed(env, action, claim, events).await,
+        _ => action,
+    }
+}
+
+/// Runs what a claim authorized (a refused or not-ready claim is returned as it is).
+pub(super) async fn run_claimed(
+    env: &Arc<Env>,
+    action: Action,
+    claim: approvals::Claim,
+    events: &Arc<dyn EventSink>,
+) -> Action {
+    let authorized = match claim {
+        approvals::Claim::Go(a) => a,
+        approvals::Claim::Refused(a) | approvals::Claim::NotReady(a) => return a,
     };
     // The intent row is committed; tell the client before the first byte goes out.
     events
@@ -89,6 +100,9 @@ pub(super) async fn wait_for(
     mut cancel: watch::Receiver<bool>,
     withdraw_on_cancel: bool,
 ) -> Option<Action> {
+    if action.state.is_terminal() {
+        return Some(action);
+    }
     let mut rx = env.hub.watch_action(&action);
     // Re-read after subscribing, so a decision committed in between is not missed.
     let (sid, id) = (ses.id.clone(), action.id.clone());
