@@ -224,7 +224,7 @@ fn flow(
         ));
     }
     say(&format!("8. Journal verified: {} rows, hash chain intact (also offline from the export, with no key); no secret in it", report["rows"]));
-    say("Demo complete: the agent acted without ever holding the secret.");
+    say("Demo complete: the AI agent got its request done without ever holding the secret.");
     Ok(())
 }
 
