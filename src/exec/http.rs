@@ -6,7 +6,7 @@
 use super::budget::Budget;
 use super::guard::{resolve_checked, GuardError};
 use super::redact::Redactor;
-use super::{untrusted_text, Executor, Outcome};
+use super::{untrusted_text, Cancel, Executor, Outcome};
 use crate::approvals::{AuthorizedAction, State};
 use crate::credentials::{HttpAuth, Target};
 use crate::policy::ValidatedRequest;
@@ -104,7 +104,10 @@ fn failed(reason: String) -> Outcome {
 }
 
 impl Executor for HttpExecutor {
-    fn execute(&self, action: &AuthorizedAction) -> Outcome {
+    fn execute(&self, action: &AuthorizedAction, cancel: &Cancel) -> Outcome {
+        if cancel.is_cancelled() {
+            return failed("the call was cancelled before anything was sent".into());
+        }
         let (ValidatedRequest::Http(req), Target::Http(target)) =
             (action.request(), &action.credential().target)
         else {

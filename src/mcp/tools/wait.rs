@@ -4,7 +4,7 @@
 use super::ctx::Ctx;
 use super::errors::approval_error;
 use crate::approvals::{self, Action};
-use crate::exec::Outcome;
+use crate::exec::{Cancel, Outcome};
 use crate::policy::ValidatedRequest;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -41,7 +41,8 @@ impl Progress {
 
 /// Claims an approved (or policy-allowed) action and runs it on its executor; returns the action
 /// in its new state (dispatched → completed / failed_before_send / indeterminate, or refused).
-pub(super) async fn dispatch(ctx: Arc<Ctx>, action: Action) -> Action {
+/// `cancel` (the call's cancellation) reaches the executor, which stops the action it runs.
+pub(super) async fn dispatch(ctx: Arc<Ctx>, action: Action, cancel: Cancel) -> Action {
     let fallback = action.clone();
     tokio::task::spawn_blocking(move || {
         let claimed = ctx.with_vault(|v| {
@@ -53,9 +54,9 @@ pub(super) async fn dispatch(ctx: Arc<Ctx>, action: Action) -> Action {
             Err(_) => return action,
         };
         let outcome = match authorized.request() {
-            ValidatedRequest::Http(_) => ctx.http.execute(&authorized),
+            ValidatedRequest::Http(_) => ctx.http.execute(&authorized, &cancel),
             ValidatedRequest::Ssh(_) => match &ctx.ssh {
-                Some(e) => e.execute(&authorized),
+                Some(e) => e.execute(&authorized, &cancel),
                 None => Outcome {
                     state: approvals::State::FailedBeforeSend,
                     result: json!({}),
@@ -98,7 +99,7 @@ pub(super) async fn wait_for(
             action.state,
             approvals::State::Approved | approvals::State::Received
         ) {
-            action = dispatch(ctx.clone(), action).await;
+            action = dispatch(ctx.clone(), action, Cancel::new(cancel.clone())).await;
             if !matches!(
                 action.state,
                 approvals::State::Approved | approvals::State::Received
