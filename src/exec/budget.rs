@@ -25,6 +25,13 @@ impl Budget {
 
     /// Takes up to `want` bytes (possibly fewer, possibly none when the process is at its bound).
     pub fn reserve(self: &Arc<Self>, want: usize) -> Reservation {
+        Reservation {
+            budget: self.clone(),
+            bytes: self.take(want),
+        }
+    }
+
+    fn take(&self, want: usize) -> usize {
         let mut current = self.free.load(Ordering::Acquire);
         loop {
             let take = want.min(current);
@@ -34,12 +41,7 @@ impl Budget {
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
-                Ok(_) => {
-                    return Reservation {
-                        budget: self.clone(),
-                        bytes: take,
-                    }
-                }
+                Ok(_) => return take,
                 Err(now) => current = now,
             }
         }
@@ -53,6 +55,13 @@ impl Budget {
 impl Reservation {
     pub fn bytes(&self) -> usize {
         self.bytes
+    }
+
+    /// Takes up to `more` further bytes from the budget; returns how many it got.
+    pub fn grow(&mut self, more: usize) -> usize {
+        let got = self.budget.take(more);
+        self.bytes += got;
+        got
     }
 }
 
@@ -76,6 +85,10 @@ mod tests {
         drop(r1);
         assert_eq!(b.free(), 60);
         drop(r2);
+        assert_eq!(b.free(), 100);
+        let mut r3 = b.reserve(0);
+        assert_eq!((r3.grow(70), r3.grow(70), b.free()), (70, 30, 0));
+        drop(r3);
         assert_eq!(b.free(), 100);
     }
 }

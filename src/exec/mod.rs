@@ -2,6 +2,7 @@
 //! observed. `RecordingExecutor` is the test seam that proves nothing ran: it records each call
 //! and performs none (it can only prevent execution, never cause it). `Cancel` carries a call's
 //! cancellation (client `notifications/cancelled`, session shutdown) into a running executor.
+pub mod bounded;
 pub mod budget;
 pub mod guard;
 mod http;
