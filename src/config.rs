@@ -29,6 +29,7 @@ pub struct Limits {
     pub output_retained_process_bytes: usize,
     pub output_agent_bytes: usize,
     pub shutdown_grace_seconds: u64,
+    pub ssh_idle_seconds: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -120,6 +121,7 @@ impl Config {
                 "limits.stderr_retained_per_call_bytes",
                 l.stderr_retained_per_call_bytes as u64,
             ),
+            ("limits.ssh_idle_seconds", l.ssh_idle_seconds),
             ("approvals.expiry_seconds", a.expiry_seconds),
             ("approvals.session_grant_seconds", a.session_grant_seconds),
             ("approvals.approver_idle_seconds", a.approver_idle_seconds),

@@ -2,6 +2,8 @@
 //! `vault mcp` process: a request waits, a person (or, without a terminal, the scripted path)
 //! approves it, the vault injects the secret, the target answers, the secret is scrubbed from the
 //! result, and the journal verifies. Progress is reported through a callback; nothing prints here.
+#[cfg(test)]
+pub(crate) mod ssh_target;
 mod target;
 
 use crate::approvals::{self, Verdict};

@@ -7,8 +7,10 @@ pub mod budget;
 pub mod guard;
 mod http;
 pub mod redact;
+mod ssh;
 
 pub use http::HttpExecutor;
+pub use ssh::SshExecutor;
 
 use crate::approvals::AuthorizedAction;
 use serde_json::{json, Value};

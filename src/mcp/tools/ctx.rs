@@ -5,7 +5,7 @@ use super::errors::{internal, vault_error};
 use super::result::ToolResult;
 use crate::approvals;
 use crate::credentials;
-use crate::exec::{Executor, HttpExecutor, RecordingExecutor};
+use crate::exec::{Executor, HttpExecutor, RecordingExecutor, SshExecutor};
 use crate::mcp::protocol::ClientInfo;
 use crate::paths::VaultPaths;
 use crate::vault::Vault;
@@ -45,7 +45,9 @@ impl Ctx {
             replay_window: config.replay_window(),
             http: recording_executor()
                 .unwrap_or_else(|| Arc::new(HttpExecutor::new(&config.limits))),
-            ssh: recording_executor(),
+            ssh: Some(
+                recording_executor().unwrap_or_else(|| Arc::new(SshExecutor::new(&config.limits))),
+            ),
         }
     }
 

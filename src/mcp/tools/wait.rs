@@ -60,7 +60,7 @@ pub(super) async fn dispatch(ctx: Arc<Ctx>, action: Action, cancel: Cancel) -> A
                 None => Outcome {
                     state: approvals::State::FailedBeforeSend,
                     result: json!({}),
-                    reason: Some("this build has no SSH executor yet; nothing was sent".into()),
+                    reason: Some("the SSH executor could not start (see the log of `vault mcp`); nothing was sent".into()),
                 },
             },
         };

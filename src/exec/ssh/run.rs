@@ -1,0 +1,221 @@
+//! One remote command on one session channel: the exec request (the command string as given, no
+//! local shell), both streams drained into bounded captures until the channel closes, and the
+//! stop sequence on timeout, cancellation or shutdown: TERM to the remote command, a grace
+//! period while the streams keep draining, then the channel is closed. Only what was observed
+//! is reported: an exit status or signal the server sent, and how the streams ended.
+use crate::exec::bounded::{Capture, Captured};
+use crate::exec::Cancel;
+use russh::client::Msg;
+use russh::{Channel, ChannelMsg, Sig};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// After the vault closed the channel, how long it waits for the server's close.
+const CLOSE_WAIT: Duration = Duration::from_secs(1);
+
+/// How the output streams ended (DESIGN §5 `stream_end`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamEnd {
+    Eof,
+    Cancelled,
+    Timeout,
+}
+
+impl StreamEnd {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StreamEnd::Eof => "eof",
+            StreamEnd::Cancelled => "cancelled",
+            StreamEnd::Timeout => "timeout",
+        }
+    }
+}
+
+/// Why the vault stopped the command, if it did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// `timeout_s` passed.
+    Timeout,
+    /// The call was cancelled (client cancellation or shutdown).
+    Cancelled,
+    /// The command exited but something it started kept the streams open past the grace period.
+    StreamsHeldOpen,
+}
+
+/// What was observed while the command ran.
+#[derive(Debug)]
+pub struct Observed {
+    pub stdout: Captured,
+    pub stderr: Captured,
+    /// The server refused the exec request (the command did not start).
+    pub refused: bool,
+    /// The exec request could not be handed to the connection (nothing was sent).
+    pub not_sent: Option<String>,
+    pub exit_status: Option<u32>,
+    pub exit_signal: Option<String>,
+    pub stop: Option<Stop>,
+    /// The connection ended before the channel closed.
+    pub lost: bool,
+    pub elapsed: Duration,
+}
+
+impl Observed {
+    pub fn stream_end(&self) -> StreamEnd {
+        match self.stop {
+            None => StreamEnd::Eof,
+            Some(Stop::Cancelled) => StreamEnd::Cancelled,
+            Some(Stop::Timeout | Stop::StreamsHeldOpen) => StreamEnd::Timeout,
+        }
+    }
+}
+
+enum Phase {
+    Running,
+    /// Exit observed; waiting for the streams to end.
+    Draining(Instant),
+    /// TERM sent; waiting for the command to end.
+    Signalled(Instant),
+    /// Close sent; waiting for the server's close.
+    Closing(Instant),
+}
+
+fn signal_name(s: &Sig) -> String {
+    match s {
+        Sig::ABRT => "ABRT".into(),
+        Sig::ALRM => "ALRM".into(),
+        Sig::FPE => "FPE".into(),
+        Sig::HUP => "HUP".into(),
+        Sig::ILL => "ILL".into(),
+        Sig::INT => "INT".into(),
+        Sig::KILL => "KILL".into(),
+        Sig::PIPE => "PIPE".into(),
+        Sig::QUIT => "QUIT".into(),
+        Sig::SEGV => "SEGV".into(),
+        Sig::TERM => "TERM".into(),
+        Sig::USR1 => "USR1".into(),
+        Sig::Custom(c) => c
+            .chars()
+            .filter(char::is_ascii_alphanumeric)
+            .take(16)
+            .collect(),
+    }
+}
+
+/// Runs `command` on `channel`; `timeout` counts from the exec request.
+pub async fn run(
+    mut channel: Channel<Msg>,
+    command: &str,
+    timeout: Duration,
+    grace: Duration,
+    cancel: &Cancel,
+    mut stdout: Capture,
+    mut stderr: Capture,
+) -> Observed {
+    let start = Instant::now();
+    let mut seen = Facts::default();
+    if let Err(e) = channel.exec(true, command.as_bytes()).await {
+        seen.not_sent = Some(e.to_string());
+        return seen.observed(stdout, stderr, start);
+    }
+    let deadline = start + timeout;
+    let mut phase = Phase::Running;
+    let mut started = false;
+    let mut closed = false;
+    loop {
+        let wake = match phase {
+            Phase::Running => deadline,
+            Phase::Draining(t) | Phase::Signalled(t) | Phase::Closing(t) => t,
+        };
+        let may_cancel = matches!(phase, Phase::Running | Phase::Draining(_));
+        tokio::select! {
+            msg = channel.wait() => match msg {
+                None => {
+                    // The connection went away (or the channel was already closed by us).
+                    seen.lost = !matches!(phase, Phase::Closing(_));
+                    closed = true;
+                    break;
+                }
+                Some(ChannelMsg::Data { data }) => stdout.push(&data),
+                Some(ChannelMsg::ExtendedData { data, .. }) => stderr.push(&data),
+                Some(ChannelMsg::Success) => started = true,
+                Some(ChannelMsg::Failure) if !started => {
+                    seen.refused = true;
+                    break;
+                }
+                Some(ChannelMsg::ExitStatus { exit_status }) => {
+                    seen.exit_status = Some(exit_status);
+                    if matches!(phase, Phase::Running) {
+                        phase = Phase::Draining(Instant::now() + grace);
+                    }
+                }
+                Some(ChannelMsg::ExitSignal { signal_name: s, .. }) => {
+                    seen.exit_signal = Some(signal_name(&s));
+                    if matches!(phase, Phase::Running) {
+                        phase = Phase::Draining(Instant::now() + grace);
+                    }
+                }
+                Some(ChannelMsg::Close) => {
+                    closed = true;
+                    break;
+                }
+                Some(_) => {}
+            },
+            _ = tokio::time::sleep_until(wake) => match phase {
+                Phase::Running => {
+                    seen.stop = Some(Stop::Timeout);
+                    let _ = channel.signal(Sig::TERM).await;
+                    phase = Phase::Signalled(Instant::now() + grace);
+                }
+                Phase::Draining(_) | Phase::Signalled(_) => {
+                    if seen.stop.is_none() {
+                        seen.stop = Some(Stop::StreamsHeldOpen);
+                    }
+                    let _ = channel.close().await;
+                    phase = Phase::Closing(Instant::now() + CLOSE_WAIT);
+                }
+                Phase::Closing(_) => break,
+            },
+            _ = cancel.cancelled(), if may_cancel => {
+                seen.stop = Some(Stop::Cancelled);
+                if matches!(phase, Phase::Running) {
+                    let _ = channel.signal(Sig::TERM).await;
+                    phase = Phase::Signalled(Instant::now() + grace);
+                } else {
+                    let _ = channel.close().await;
+                    phase = Phase::Closing(Instant::now() + CLOSE_WAIT);
+                }
+            }
+        }
+    }
+    if !closed {
+        // Dropping a channel does not close it; a shared connection must not keep it open.
+        let _ = channel.close().await;
+    }
+    seen.observed(stdout, stderr, start)
+}
+
+#[derive(Default)]
+struct Facts {
+    refused: bool,
+    not_sent: Option<String>,
+    exit_status: Option<u32>,
+    exit_signal: Option<String>,
+    stop: Option<Stop>,
+    lost: bool,
+}
+
+impl Facts {
+    fn observed(self, stdout: Capture, stderr: Capture, start: Instant) -> Observed {
+        Observed {
+            stdout: stdout.finish(),
+            stderr: stderr.finish(),
+            refused: self.refused,
+            not_sent: self.not_sent,
+            exit_status: self.exit_status,
+            exit_signal: self.exit_signal,
+            stop: self.stop,
+            lost: self.lost,
+            elapsed: start.elapsed(),
+        }
+    }
+}
