@@ -1,8 +1,9 @@
-//! `vault demo`: the whole flow on a throwaway vault against a loopback target, through the real
+//! `vault demo`: the whole flow on a throwaway vault against a loopback HTTP target and an
+//! in-process SSH server (`ssh.rs`, `ssh_target.rs`), through the real
 //! `vault mcp` process: a request waits, a person (or, without a terminal, the scripted path)
 //! approves it, the vault injects the secret, the target answers, the secret is scrubbed from the
 //! result, and the journal verifies. Progress is reported through a callback; nothing prints here.
-#[cfg(test)]
+mod ssh;
 pub(crate) mod ssh_target;
 mod target;
 
@@ -66,7 +67,7 @@ fn random_hex(n: usize) -> String {
 fn flow(
     paths: &VaultPaths,
     say: &mut dyn FnMut(&str),
-    approver: Approver<'_>,
+    mut approver: Approver<'_>,
 ) -> Result<(), DemoError> {
     let passphrase = random_hex(12);
     let secret = format!("demo-token-{}", random_hex(8));
@@ -138,7 +139,7 @@ fn flow(
     let (_, keys) =
         Vault::open_with_passphrase(paths.clone(), &Passphrase::from_string(passphrase.clone()))
             .map_err(|e| step(format!("passphrase: {e}")))?;
-    let approved = match approver {
+    let approved = match &mut approver {
         Approver::Person(ask) => ask(&action.summary, &action.action_hash[..12]),
         Approver::Scripted => {
             say("   No terminal: approving through the scripted path (as `vault approve --id … --approve --passphrase-stdin` does)");
@@ -197,6 +198,7 @@ fn flow(
         }
         say("7. Denied: the agent got an `Error:` result with the reason, and nothing was sent");
     }
+    ssh::run(&mut vault, &keys.approver, &mut mcp, &mut approver, say)?;
     mcp.finish()?;
 
     let report = audit::verify_store(
@@ -224,7 +226,7 @@ fn flow(
             "the exported journal does not verify, or holds the secret",
         ));
     }
-    say(&format!("8. Journal verified: {} rows, hash chain intact (also offline from the export, with no key); no secret in it", report.rows));
+    say(&format!("9. Journal verified: {} rows, hash chain intact (also offline from the export, with no key); no secret in it", report.rows));
     say("Demo complete: the agent acted without ever holding the secret.");
     Ok(())
 }
