@@ -6,7 +6,10 @@ use std::sync::Arc;
 /// Bytes still free in the process.
 #[derive(Debug)]
 pub struct Budget {
+    total: usize,
     free: AtomicUsize,
+    /// The least that was ever free: `total - low` is the most the process ever held at once.
+    low: AtomicUsize,
 }
 
 /// Bytes taken from a budget; given back on drop.
@@ -19,7 +22,9 @@ pub struct Reservation {
 impl Budget {
     pub fn new(total: usize) -> Arc<Self> {
         Arc::new(Self {
+            total,
             free: AtomicUsize::new(total),
+            low: AtomicUsize::new(total),
         })
     }
 
@@ -41,7 +46,10 @@ impl Budget {
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
-                Ok(_) => return take,
+                Ok(_) => {
+                    self.low.fetch_min(current - take, Ordering::AcqRel);
+                    return take;
+                }
                 Err(now) => current = now,
             }
         }
@@ -49,6 +57,11 @@ impl Budget {
 
     pub fn free(&self) -> usize {
         self.free.load(Ordering::Acquire)
+    }
+
+    /// The most bytes held at once since the process started (≤ the bound, by construction).
+    pub fn peak(&self) -> usize {
+        self.total - self.low.load(Ordering::Acquire)
     }
 }
 
@@ -81,6 +94,7 @@ mod tests {
         let r1 = b.reserve(60);
         let r2 = b.reserve(60);
         assert_eq!((r1.bytes(), r2.bytes(), b.free()), (60, 40, 0));
+        assert_eq!(b.peak(), 100);
         assert_eq!(b.reserve(10).bytes(), 0);
         drop(r1);
         assert_eq!(b.free(), 60);

@@ -262,8 +262,8 @@ impl Shared {
         }});
         tracing::debug!(
             elapsed_ms = seen.elapsed.as_millis() as u64,
-            stdout_budget_free = self.stdout_budget.free(),
-            stderr_budget_free = self.stderr_budget.free(),
+            stdout_budget_peak = self.stdout_budget.peak(),
+            stderr_budget_peak = self.stderr_budget.peak(),
             "SSH command done"
         );
         let grace = self.bounds.grace.as_secs();

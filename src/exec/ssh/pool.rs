@@ -138,8 +138,11 @@ impl Pool {
             keepalive_interval: Some(Duration::from_secs(15)),
             keepalive_max: 3,
             inactivity_timeout: None,
-            // At most 16 packets (512 KiB) wait per channel: backpressure, not memory.
+            // At most 16 packets (512 KiB) wait per channel: backpressure, not memory. The window
+            // bounds what is in flight when a flood is stopped (it is all drained and counted):
+            // 512 KiB still allows ~10 MB/s at 50 ms round trips.
             channel_buffer_size: 16,
+            window_size: 512 * 1024,
             nodelay: true,
             ..client::Config::default()
         };
@@ -155,47 +158,50 @@ impl Pool {
         slots.entry(key.clone()).or_default().clone()
     }
 
-    /// A session channel for one command: on a shared connection when one is open and alive,
+    /// A session channel for one command: on a shared connection when one is open with room,
     /// else on a new one. A shared connection that turns out dead is dropped and replaced once.
+    /// The slot is locked only to pick or make a connection (so calls that arrive together share
+    /// one login), never while a channel opens.
     pub async fn channel(
         &self,
         key: &Key,
         login: &Login<'_>,
     ) -> Result<(Channel<Msg>, Lease), ConnectError> {
         let slot = self.slot(key);
-        let mut conns = slot.lock().await;
-        conns.retain(|c| !c.handle.is_closed());
-        let open_timeout = login.connect_timeout;
-        if let Some(conn) = conns
-            .iter()
-            .find(|c| c.active.load(Ordering::Acquire) < MAX_CHANNELS_PER_CONNECTION)
-            .cloned()
-        {
-            let lease = Lease::new(conn.clone(), true);
-            match tokio::time::timeout(open_timeout, conn.handle.channel_open_session()).await {
+        let mut reuse = true;
+        loop {
+            let lease = {
+                let mut conns = slot.lock().await;
+                conns.retain(|c| !c.handle.is_closed());
+                let room = conns
+                    .iter()
+                    .find(|c| c.active.load(Ordering::Acquire) < MAX_CHANNELS_PER_CONNECTION);
+                match room {
+                    Some(c) if reuse => Lease::new(c.clone(), true),
+                    _ => {
+                        let conn = Arc::new(self.connect(login).await?);
+                        conns.push(conn.clone());
+                        Lease::new(conn, false)
+                    }
+                }
+            };
+            let open_timeout = login.connect_timeout;
+            let opened =
+                tokio::time::timeout(open_timeout, lease.conn.handle.channel_open_session()).await;
+            let reason = match opened {
                 Ok(Ok(ch)) => return Ok((ch, lease)),
-                Ok(Err(e)) => {
-                    tracing::info!(addr = %login.addr(), "a shared SSH connection failed ({e}); reconnecting")
-                }
-                Err(_) => {
-                    tracing::info!(addr = %login.addr(), "a shared SSH connection did not answer; reconnecting")
-                }
+                Ok(Err(e)) => e.to_string(),
+                Err(_) => format!("no answer within {}s", open_timeout.as_secs()),
+            };
+            if !lease.reused {
+                return Err(ConnectError::Channel {
+                    addr: login.addr(),
+                    reason,
+                });
             }
-            conns.retain(|c| !Arc::ptr_eq(c, &conn));
-        }
-        let conn = Arc::new(self.connect(login).await?);
-        conns.push(conn.clone());
-        let lease = Lease::new(conn.clone(), false);
-        match tokio::time::timeout(open_timeout, conn.handle.channel_open_session()).await {
-            Ok(Ok(ch)) => Ok((ch, lease)),
-            Ok(Err(e)) => Err(ConnectError::Channel {
-                addr: login.addr(),
-                reason: e.to_string(),
-            }),
-            Err(_) => Err(ConnectError::Channel {
-                addr: login.addr(),
-                reason: format!("no answer within {}s", open_timeout.as_secs()),
-            }),
+            tracing::info!(addr = %login.addr(), "a shared SSH connection failed ({reason}); reconnecting");
+            slot.lock().await.retain(|c| !Arc::ptr_eq(c, &lease.conn));
+            reuse = false;
         }
     }
 
@@ -330,13 +336,15 @@ enum AuthError {
 /// Authenticates; the parsed private key lives only for this call (ssh-key zeroizes it on drop,
 /// russh drops its copy once the server answered), the PEM text in a zeroizing buffer.
 async fn authenticate(handle: &mut Handle<Client>, login: &Login<'_>) -> Result<bool, AuthError> {
-    let result = match login.auth {
+    match login.auth {
         SshAuth::Password => {
             let password = Zeroizing::new(String::from_utf8_lossy(login.secret).into_owned());
             // russh zeroizes its copy of the password when it drops it.
             handle
                 .authenticate_password(login.user, password.as_str())
                 .await
+                .map(|r| r.success())
+                .map_err(AuthError::Ssh)
         }
         SshAuth::Key { .. } => {
             let pem = Zeroizing::new(
@@ -346,19 +354,38 @@ async fn authenticate(handle: &mut Handle<Client>, login: &Login<'_>) -> Result<
             );
             let key = russh::keys::decode_secret_key(&pem, None)
                 .map_err(|e| AuthError::Key(e.to_string()))?;
-            let hash = if key.algorithm().is_rsa() {
-                // rsa-sha2-512 or -256 as the server announces (RFC 8332); SHA-256 if it is silent.
-                match handle.best_supported_rsa_hash().await {
+            let rsa = key.algorithm().is_rsa();
+            let key = Arc::new(key);
+            let mut hashes = vec![None];
+            if rsa {
+                // rsa-sha2-512 or -256 as the server announces (RFC 8332); SHA-256 if it is
+                // silent. OpenSSH announces both even when PubkeyAcceptedAlgorithms accepts one,
+                // so the other is tried next.
+                let announced = match handle.best_supported_rsa_hash().await {
                     Ok(Some(alg)) => alg,
                     _ => Some(HashAlg::Sha256),
+                };
+                hashes = vec![announced];
+                for alt in [Some(HashAlg::Sha512), Some(HashAlg::Sha256)] {
+                    if !hashes.contains(&alt) {
+                        hashes.push(alt);
+                    }
                 }
-            } else {
-                None
-            };
-            handle
-                .authenticate_publickey(login.user, PrivateKeyWithHashAlg::new(Arc::new(key), hash))
-                .await
+            }
+            let mut last = Ok(false);
+            for hash in hashes {
+                last = handle
+                    .authenticate_publickey(
+                        login.user,
+                        PrivateKeyWithHashAlg::new(key.clone(), hash),
+                    )
+                    .await
+                    .map(|r| r.success());
+                if !matches!(last, Ok(false)) {
+                    break;
+                }
+            }
+            last.map_err(AuthError::Ssh)
         }
-    };
-    result.map(|r| r.success()).map_err(AuthError::Ssh)
+    }
 }

@@ -6,12 +6,14 @@
 use crate::exec::bounded::{Capture, Captured};
 use crate::exec::Cancel;
 use russh::client::Msg;
-use russh::{Channel, ChannelMsg, Sig};
+use russh::{Channel, ChannelMsg, ChannelWriteHalf, Sig};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// After the vault closed the channel, how long it waits for the server's close.
-const CLOSE_WAIT: Duration = Duration::from_secs(1);
+/// After the vault closed the channel, how long it waits for the server's close (OpenSSH does
+/// not answer while the command still runs).
+const CLOSE_WAIT: Duration = Duration::from_millis(500);
 
 /// How the output streams ended (DESIGN §5 `stream_end`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,9 +103,35 @@ fn signal_name(s: &Sig) -> String {
     }
 }
 
+/// How long a cancelled call waits for the command after TERM: half the grace period, so the
+/// whole stop (and recording the outcome) fits in the grace period the session gives its calls
+/// when it shuts down, which is the same `shutdown_grace_seconds`.
+fn cancel_budget(grace: Duration) -> Duration {
+    (grace / 2).max(Duration::from_millis(500))
+}
+
+/// What the vault asks of the remote side while it keeps reading.
+enum Ask {
+    Term,
+    Close,
+}
+
+/// Sends `ask` from its own task. The connection's task delivers data to every channel and
+/// waits when a channel's queue is full; a reader that awaited its own request while that task
+/// waits on another full channel could deadlock the shared connection, so readers never do.
+fn ask(write: &Arc<ChannelWriteHalf<Msg>>, ask: Ask) {
+    let w = write.clone();
+    tokio::spawn(async move {
+        let _ = match ask {
+            Ask::Term => w.signal(Sig::TERM).await,
+            Ask::Close => w.close().await,
+        };
+    });
+}
+
 /// Runs `command` on `channel`; `timeout` counts from the exec request.
 pub async fn run(
-    mut channel: Channel<Msg>,
+    channel: Channel<Msg>,
     command: &str,
     timeout: Duration,
     grace: Duration,
@@ -113,7 +141,10 @@ pub async fn run(
 ) -> Observed {
     let start = Instant::now();
     let mut seen = Facts::default();
-    if let Err(e) = channel.exec(true, command.as_bytes()).await {
+    let (mut channel, write) = channel.split();
+    let write = Arc::new(write);
+    // Nothing is queued for this channel yet, so awaiting here cannot block the connection.
+    if let Err(e) = write.exec(true, command.as_bytes()).await {
         seen.not_sent = Some(e.to_string());
         return seen.observed(stdout, stderr, start);
     }
@@ -121,12 +152,12 @@ pub async fn run(
     let mut phase = Phase::Running;
     let mut started = false;
     let mut closed = false;
+    let mut cancel_seen = false;
     loop {
         let wake = match phase {
             Phase::Running => deadline,
             Phase::Draining(t) | Phase::Signalled(t) | Phase::Closing(t) => t,
         };
-        let may_cancel = matches!(phase, Phase::Running | Phase::Draining(_));
         tokio::select! {
             msg = channel.wait() => match msg {
                 None => {
@@ -162,34 +193,55 @@ pub async fn run(
             },
             _ = tokio::time::sleep_until(wake) => match phase {
                 Phase::Running => {
+                    tracing::debug!("timeout: sending TERM");
                     seen.stop = Some(Stop::Timeout);
-                    let _ = channel.signal(Sig::TERM).await;
+                    ask(&write, Ask::Term);
                     phase = Phase::Signalled(Instant::now() + grace);
                 }
                 Phase::Draining(_) | Phase::Signalled(_) => {
                     if seen.stop.is_none() {
                         seen.stop = Some(Stop::StreamsHeldOpen);
                     }
-                    let _ = channel.close().await;
+                    tracing::debug!("grace over: closing the channel");
+                    ask(&write, Ask::Close);
                     phase = Phase::Closing(Instant::now() + CLOSE_WAIT);
                 }
-                Phase::Closing(_) => break,
+                Phase::Closing(_) => {
+                    tracing::debug!("no close from the server; leaving the channel");
+                    break;
+                }
             },
-            _ = cancel.cancelled(), if may_cancel => {
-                seen.stop = Some(Stop::Cancelled);
-                if matches!(phase, Phase::Running) {
-                    let _ = channel.signal(Sig::TERM).await;
-                    phase = Phase::Signalled(Instant::now() + grace);
-                } else {
-                    let _ = channel.close().await;
-                    phase = Phase::Closing(Instant::now() + CLOSE_WAIT);
+            _ = cancel.cancelled(), if !cancel_seen => {
+                // A cancellation (or shutdown) also cuts short a stop already under way, so the
+                // outcome is recorded within the grace period the session gives its calls.
+                cancel_seen = true;
+                let by = Instant::now() + cancel_budget(grace);
+                match phase {
+                    Phase::Running => {
+                        seen.stop = Some(Stop::Cancelled);
+                        ask(&write, Ask::Term);
+                        phase = Phase::Signalled(by);
+                    }
+                    Phase::Draining(t) => {
+                        seen.stop.get_or_insert(Stop::Cancelled);
+                        phase = Phase::Draining(t.min(by));
+                    }
+                    // TERM was sent already and the grace is running: stop waiting now.
+                    Phase::Signalled(_) => {
+                        tracing::debug!("cancelled during the grace period: closing the channel");
+                        ask(&write, Ask::Close);
+                        phase = Phase::Closing(Instant::now() + CLOSE_WAIT);
+                    }
+                    Phase::Closing(_) => {}
                 }
             }
         }
     }
+    // Stop reading first (queued data is dropped, the connection's task never waits on us),
+    // then close: dropping a channel does not close it, and a shared connection must not keep it.
+    drop(channel);
     if !closed {
-        // Dropping a channel does not close it; a shared connection must not keep it open.
-        let _ = channel.close().await;
+        ask(&write, Ask::Close);
     }
     seen.observed(stdout, stderr, start)
 }

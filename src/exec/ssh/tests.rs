@@ -229,6 +229,32 @@ fn cancellation_stops_the_command_and_says_so() {
 }
 
 #[test]
+fn a_cancel_during_the_grace_period_closes_at_once() {
+    let t = password_target();
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let cancel = Cancel::new(rx);
+    let s = shared(10);
+    let start = Instant::now();
+    let o = rt().block_on(async {
+        let fire = async {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            let _ = tx.send(true);
+            std::future::pending::<()>().await;
+        };
+        tokio::select! {
+            o = s.run(pw_job(&t, "stubborn-yes x", 1), &cancel) => o,
+            _ = fire => unreachable!(),
+        }
+    });
+    let took = start.elapsed();
+    // Without the cancel: 1 s + the 10 s grace.
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    assert_eq!(o.state, State::Indeterminate);
+    assert_eq!(ssh(&o)["stream_end"], "timeout", "the first cause is kept");
+    assert_eq!(t.signals(), ["TERM"]);
+}
+
+#[test]
 fn an_exit_with_the_stream_held_open_is_completed_after_the_grace() {
     let t = password_target();
     let o = rt().block_on(shared(1).run(pw_job(&t, "exit-then-flood bg", 30), &Cancel::never()));
