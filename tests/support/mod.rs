@@ -1,9 +1,10 @@
 //! Shared test support: a throwaway vault driven through the real `vault` binary, decoy scanning,
-//! a pseudo-terminal driver, and a real OpenSSH `sshd` on loopback.
+//! a pseudo-terminal driver, a real OpenSSH `sshd` on loopback, and SSH helpers (`ssh.rs`).
 #![allow(dead_code)]
 
 pub mod journal;
 pub mod mcp;
+pub mod ssh;
 pub mod sshd;
 pub mod target;
 pub mod tls;
