@@ -100,6 +100,11 @@ impl Capture {
         self.seen
     }
 
+    /// Scrubs a complete value with this stream's scrubbers (an error message).
+    pub fn scrub_str(&self, s: &str) -> String {
+        self.scrub.scrub_str(s)
+    }
+
     /// Counts, scrubs and retains (within the bounds) one chunk. Never refuses a chunk: the
     /// stream is drained to its end whatever its size.
     pub fn push(&mut self, chunk: &[u8]) {
