@@ -91,6 +91,10 @@ pub fn send_exec(p: &mut McpProc, id: i64, credential: &str, command: &str, extr
 pub fn result_of(p: &mut McpProc, id: i64, limit: Duration) -> Value {
     let r = p.until_id(&json!(id), limit).0;
     assert!(r.get("error").is_none(), "JSON-RPC error: {r}");
+    assert_ne!(
+        r["result"]["structuredContent"]["replayed"], true,
+        "a stored result was replayed: nothing ran"
+    );
     r["result"].clone()
 }
 
