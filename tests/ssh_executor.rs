@@ -323,3 +323,40 @@ fn approved_output_comes_back_with_the_password_and_key_scrubbed_everywhere() {
         }
     }
 }
+
+#[test]
+fn a_command_reading_its_input_gets_end_of_file() {
+    let mut v = TestVault::init("ssh-stdin");
+    let dir = v.dir.path().to_owned();
+    let key = keygen(&dir, "id_ed25519", &["-t", "ed25519"], "");
+    let sshd = Sshd::start(&key.public);
+    let f = key.private.to_str().unwrap();
+    add_ssh(
+        &mut v,
+        "k",
+        &sshd,
+        "root",
+        &["--key-file", f],
+        None,
+        "never",
+        None,
+    )
+    .ok();
+    let mut p = mcp(&v, None);
+    let start = std::time::Instant::now();
+    let r = exec(
+        &mut p,
+        1,
+        "k",
+        "wc -c; echo read-done",
+        json!({"timeout_s": 20}),
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "the command waited for input"
+    );
+    assert_eq!(r["structuredContent"]["state"], "completed", "{r}");
+    assert_eq!(text_of(&r, "stdout"), "0\nread-done\n");
+    assert_eq!(ssh_of(&r)["stream_end"], "eof");
+    p.finish(Duration::from_secs(10));
+}

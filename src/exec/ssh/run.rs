@@ -112,6 +112,7 @@ fn cancel_budget(grace: Duration) -> Duration {
 
 /// What the vault asks of the remote side while it keeps reading.
 enum Ask {
+    Eof,
     Term,
     Close,
 }
@@ -123,6 +124,7 @@ fn ask(write: &Arc<ChannelWriteHalf<Msg>>, ask: Ask) {
     let w = write.clone();
     tokio::spawn(async move {
         let _ = match ask {
+            Ask::Eof => w.eof().await,
             Ask::Term => w.signal(Sig::TERM).await,
             Ask::Close => w.close().await,
         };
@@ -148,6 +150,9 @@ pub async fn run(
         seen.not_sent = Some(e.to_string());
         return seen.observed(stdout, stderr, start);
     }
+    // The command gets no input: EOF at once, as `ssh host cmd </dev/null`, so a command that
+    // reads its input ends instead of waiting for the timeout.
+    ask(&write, Ask::Eof);
     let deadline = start + timeout;
     let mut phase = Phase::Running;
     let mut started = false;
