@@ -30,6 +30,7 @@ pub struct Limits {
     pub output_agent_bytes: usize,
     pub shutdown_grace_seconds: u64,
     pub refused_calls_per_second: u32,
+    pub ssh_idle_seconds: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -138,6 +139,7 @@ impl Config {
                 "limits.refused_calls_per_second",
                 u64::from(l.refused_calls_per_second),
             ),
+            ("limits.ssh_idle_seconds", l.ssh_idle_seconds),
             ("approvals.expiry_seconds", a.expiry_seconds),
             ("approvals.session_grant_seconds", a.session_grant_seconds),
             ("approvals.approver_idle_seconds", a.approver_idle_seconds),

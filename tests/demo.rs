@@ -30,13 +30,21 @@ fn the_demo_runs_the_whole_flow_without_a_terminal() {
         "{stdout}"
     );
     assert!(stdout.contains("Bearer [REDACTED:demo-api]"), "{stdout}");
+    assert!(
+        stdout.contains("logged in with password [REDACTED:demo-ssh]")
+            && stdout.contains("ran `login-info` once, exit status 0"),
+        "{stdout}"
+    );
     assert!(stdout.contains("Journal verified"), "{stdout}");
     assert!(stdout.contains("Demo complete"), "{stdout}");
 }
 
 #[test]
 fn the_demo_asks_a_person_on_a_terminal() {
-    let script = serde_json::to_string(&[("Approve? [y/N]", "y\n")]).unwrap();
+    // Two cards: the HTTP action, then the SSH one (its summary names the credential).
+    let script =
+        serde_json::to_string(&[("Approve? [y/N]", "y\n"), ("(credential demo-ssh)", "y\n")])
+            .unwrap();
     let out = std::process::Command::new(python())
         .arg(support_file("pty_drive.py"))
         .arg(script)

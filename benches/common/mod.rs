@@ -242,6 +242,10 @@ impl Mcp {
         self.stdin.flush().unwrap();
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Reads lines until the response to `id` (notifications are skipped).
     pub fn response(&mut self, id: &Value) -> Value {
         let mut line = String::new();

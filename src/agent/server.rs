@@ -101,7 +101,7 @@ pub(super) fn serve(
         trust: start.trust,
         paths: start.paths.clone(),
         http: Arc::new(crate::exec::HttpExecutor::new(&config.limits)),
-        ssh: None,
+        ssh: Arc::new(crate::exec::SshExecutor::new(&config.limits)),
         config,
     });
     let listener = rt.block_on(async { bind(&start.socket) });

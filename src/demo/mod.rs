@@ -1,8 +1,11 @@
-//! `vault demo`: the whole flow on a throwaway vault against a loopback target, through the real
-//! processes: `vault init` starts a custody agent, the real `vault mcp` asks for a request, it
-//! waits, a person (or, without a terminal, the scripted path) approves it, the agent injects the
-//! secret, the target answers, the secret is scrubbed from the result, and the journal verifies.
+//! `vault demo`: the whole flow on a throwaway vault against a loopback HTTP target and an
+//! in-process SSH server (`ssh.rs`, `ssh_target.rs`), through the real processes: `vault init`
+//! starts a custody agent, the real `vault mcp` asks for actions, they wait, a person (or, without
+//! a terminal, the scripted path) approves them, the agent injects the secret, the target answers,
+//! the secret is scrubbed from the result, and the journal verifies.
 //! Progress is reported through a callback; nothing prints here.
+mod ssh;
+pub(crate) mod ssh_target;
 mod target;
 
 use crate::agent::client::{approver_client, Client};
@@ -69,7 +72,7 @@ fn random_hex(n: usize) -> String {
 fn flow(
     paths: &VaultPaths,
     say: &mut dyn FnMut(&str),
-    approver: Approver<'_>,
+    mut approver: Approver<'_>,
 ) -> Result<(), DemoError> {
     let passphrase = random_hex(12);
     let secret = format!("demo-token-{}", random_hex(8));
@@ -144,7 +147,7 @@ fn flow(
     if !target.requests().is_empty() {
         return Err(step("the target was contacted before any approval"));
     }
-    let approved = match approver {
+    let approved = match &mut approver {
         Approver::Person(ask) => ask(&action.summary, &action.action_hash[..12]),
         Approver::Scripted => {
             say("   No terminal: approving through the scripted path (as `vault approve --id … --approve --passphrase-stdin` does)");
@@ -198,6 +201,14 @@ fn flow(
         }
         say("7. Denied: the agent got an `Error:` result with the reason, and nothing was sent");
     }
+    ssh::run(
+        &mut cli,
+        &mut approver_conn,
+        &keys,
+        &mut mcp,
+        &mut approver,
+        say,
+    )?;
     mcp.finish()?;
 
     let report: Value = match cli.call(Request::Verify { anchors: vec![] }) {
@@ -223,8 +234,8 @@ fn flow(
             "the exported journal does not verify, or holds the secret",
         ));
     }
-    say(&format!("8. Journal verified: {} rows, hash chain intact (also offline from the export, with no key); no secret in it", report["rows"]));
-    say("Demo complete: the AI agent got its request done without ever holding the secret.");
+    say(&format!("9. Journal verified: {} rows, hash chain intact (also offline from the export, with no key); no secret in it", report["rows"]));
+    say("Demo complete: the AI agent got its requests done without ever holding a secret.");
     Ok(())
 }
 

@@ -1,14 +1,20 @@
 //! Executors: the final boundary. They accept only an `AuthorizedAction` and report what was
 //! observed. They run in the custody agent; tests prove "nothing ran" by counting at the target.
+//! `Cancel` carries a call's cancellation (client `notifications/cancelled`) into a running
+//! executor.
+pub mod bounded;
 pub mod budget;
 pub mod guard;
 mod http;
 pub mod redact;
+mod ssh;
 
 pub use http::HttpExecutor;
+pub use ssh::SshExecutor;
 
 use crate::approvals::AuthorizedAction;
 use serde_json::Value;
+use tokio::sync::watch;
 
 /// What an executor observed.
 #[derive(Debug, Clone, PartialEq)]
@@ -20,9 +26,41 @@ pub struct Outcome {
     pub reason: Option<String>,
 }
 
-/// Runs authorized actions.
+/// Runs authorized actions. `cancel` fires when the caller gives up (client cancellation or
+/// shutdown): the executor stops what it can and still reports what it observed.
 pub trait Executor: Send + Sync {
-    fn execute(&self, action: &AuthorizedAction) -> Outcome;
+    fn execute(&self, action: &AuthorizedAction, cancel: &Cancel) -> Outcome;
+}
+
+/// A call's cancellation, seen from an executor: a cheap clone of a `watch` receiver that turns
+/// `true` once. Usable from any runtime (or none: `is_cancelled` never blocks).
+#[derive(Debug, Clone)]
+pub struct Cancel(Option<watch::Receiver<bool>>);
+
+impl Cancel {
+    pub fn new(rx: watch::Receiver<bool>) -> Self {
+        Self(Some(rx))
+    }
+
+    /// A cancellation that never fires.
+    pub fn never() -> Self {
+        Self(None)
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.0.as_ref().is_some_and(|rx| *rx.borrow())
+    }
+
+    /// Resolves once cancelled; never, if the sender went away without cancelling.
+    pub async fn cancelled(&self) {
+        if let Some(rx) = &self.0 {
+            let mut rx = rx.clone();
+            if rx.wait_for(|c| *c).await.is_ok() {
+                return;
+            }
+        }
+        std::future::pending::<()>().await;
+    }
 }
 
 /// Text written by a third party, made safe to hand to a model: ANSI escape sequences and control
@@ -78,5 +116,27 @@ mod tests {
         );
         assert_eq!(untrusted_text("\u{1b}]0;title\u{7}x", 100), "x");
         assert_eq!(untrusted_text("héllo", 2), "h");
+    }
+
+    #[test]
+    fn cancel_fires_once_and_never_without_a_sender() {
+        let (tx, rx) = watch::channel(false);
+        let c = Cancel::new(rx);
+        assert!(!c.is_cancelled());
+        tx.send(true).unwrap();
+        assert!(c.clone().is_cancelled());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(c.cancelled());
+        let (tx, rx) = watch::channel(false);
+        drop(tx);
+        let gone = Cancel::new(rx);
+        let waited = rt.block_on(async {
+            tokio::time::timeout(std::time::Duration::from_millis(30), gone.cancelled()).await
+        });
+        assert!(waited.is_err(), "a dropped sender is not a cancellation");
+        assert!(!Cancel::never().is_cancelled());
     }
 }

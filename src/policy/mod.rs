@@ -5,7 +5,7 @@ mod http;
 mod ssh;
 
 pub use http::{HttpArgs, HttpRequest};
-pub use ssh::{SshArgs, SshRequest};
+pub use ssh::{shell_syntax, SshArgs, SshRequest};
 
 use crate::credentials::{Credential, Target};
 use serde_json::{json, Value};

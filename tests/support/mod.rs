@@ -1,9 +1,10 @@
 //! Shared test support: a throwaway vault driven through the real `vault` binary, decoy scanning,
-//! a pseudo-terminal driver, and a real OpenSSH `sshd` on loopback.
+//! a pseudo-terminal driver, a real OpenSSH `sshd` on loopback, and SSH helpers (`ssh.rs`).
 #![allow(dead_code)]
 
 pub mod journal;
 pub mod mcp;
+pub mod ssh;
 pub mod sshd;
 pub mod target;
 pub mod tls;
@@ -154,6 +155,15 @@ impl TestVault {
     pub fn master_hex(&self) -> String {
         drop(self.open_db());
         self.master.get().unwrap().to_hex().to_string()
+    }
+
+    /// Replaces the vault's agent with one started under `VAULT_LOG=level` (its log is
+    /// `agent.log` in the vault directory): how a test scans the executors' logs.
+    pub fn restart_agent_logging(&mut self, level: &str) {
+        let mut c = self.command(&["unlock", "--passphrase-stdin"]);
+        c.env("VAULT_LOG", level);
+        self.run_command(&mut c, Some(&format!("{PASSPHRASE}\n")))
+            .ok();
     }
 
     /// The pid of the vault's agent (from `vault doctor --json`), if one runs.

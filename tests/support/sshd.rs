@@ -1,4 +1,6 @@
-//! A real OpenSSH `sshd` on 127.0.0.1 with its own host key, config and pid file in a temp dir.
+//! A real OpenSSH `sshd` on 127.0.0.1 with its own host key, config, pid file and log in a temp
+//! dir. `start_with` adds config lines (they take precedence: sshd keeps the first value of a
+//! keyword) such as `LogLevel VERBOSE`, whose log lines let a test count logins at the target.
 use super::TempDir;
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
@@ -25,6 +27,11 @@ fn find(bin: &str) -> String {
 impl Sshd {
     /// Starts sshd on a free loopback port; `authorized_keys` lines may be given.
     pub fn start(authorized_keys: &str) -> Self {
+        Self::start_with(authorized_keys, "")
+    }
+
+    /// The same, with `extra` config lines ahead of the defaults.
+    pub fn start_with(authorized_keys: &str, extra: &str) -> Self {
         let dir = TempDir::new("sshd");
         let d = dir.path();
         let key = d.join("host_ed25519");
@@ -48,7 +55,7 @@ impl Sshd {
             .unwrap()
             .port();
         let config = format!(
-            "ListenAddress 127.0.0.1\nPort {port}\nHostKey {}\nAuthorizedKeysFile {}\nPidFile {}\n\
+            "{extra}\nListenAddress 127.0.0.1\nPort {port}\nHostKey {}\nAuthorizedKeysFile {}\nPidFile {}\n\
              UsePAM no\nStrictModes no\nPasswordAuthentication yes\nPubkeyAuthentication yes\n\
              PermitRootLogin yes\nLogLevel ERROR\n",
             key.display(),
@@ -61,7 +68,7 @@ impl Sshd {
             .args(["-D", "-e", "-f"])
             .arg(d.join("sshd_config"))
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(d.join("sshd.log")).unwrap())
             .spawn()
             .expect("start sshd (tests run it as root)");
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -75,6 +82,37 @@ impl Sshd {
             dir,
             child,
         }
+    }
+}
+
+impl Sshd {
+    /// What sshd logged so far (its stderr).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("sshd.log")).unwrap_or_default()
+    }
+
+    /// A fresh ed25519 host key's fingerprint that is not this server's (a wrong pin).
+    pub fn other_fingerprint(&self) -> String {
+        let key = self.dir.path().join("other_host_key");
+        let _ = std::fs::remove_file(&key);
+        let _ = std::fs::remove_file(key.with_extension("pub"));
+        let st = Command::new(find("ssh-keygen"))
+            .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+            .arg(&key)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let out = Command::new(find("ssh-keygen"))
+            .arg("-lf")
+            .arg(key.with_extension("pub"))
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .split_whitespace()
+            .nth(1)
+            .unwrap()
+            .to_owned()
     }
 }
 

@@ -284,7 +284,14 @@ async fn run_call(
                 Ok((Submitted::Replayed(a), _)) => Some(action_result(&a, true)),
                 Ok((Submitted::Created(a), Some(claim))) => {
                     // Policy-allowed: claimed in the job that created it (one commit).
-                    let a = super::wait::run_claimed(env, a, claim, &events).await;
+                    let a = super::wait::run_claimed(
+                        env,
+                        a,
+                        claim,
+                        &events,
+                        crate::exec::Cancel::new(cancel.clone()),
+                    )
+                    .await;
                     wait_for(env, ses, a, wait, events, cancel, true)
                         .await
                         .map(|a| action_result(&a, false))

@@ -32,7 +32,7 @@ pub struct Env {
     pub paths: VaultPaths,
     pub config: Config,
     pub http: Arc<dyn Executor>,
-    pub ssh: Option<Arc<dyn Executor>>,
+    pub ssh: Arc<dyn Executor>,
 }
 
 /// One MCP session: a connection of `vault mcp` to the agent.

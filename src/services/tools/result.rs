@@ -151,13 +151,22 @@ pub fn action_result(a: &Action, replayed: bool) -> ToolResult {
             details,
             base,
         ),
-        State::Indeterminate => ToolResult::error(
+        State::Indeterminate => {
+            // What was observed before the outcome became uncertain (streams, a signal) is part
+            // of the answer: the agent needs it to decide whether to check or retry.
+            if let Some(Value::Object(r)) = &a.result {
+                for (k, v) in r {
+                    base.insert(k.clone(), v.clone());
+                }
+            }
+            ToolResult::error(
             "indeterminate",
             &format!("action {} may or may not have taken effect: {reason}", a.id),
             "check the target's state with a read-only request before retrying",
             details,
             base,
-        ),
+        )
+        }
     }
 }
 

@@ -6,7 +6,7 @@
 use super::{Env, EventSink, Session};
 use crate::agent::protocol::Event;
 use crate::approvals::{self, Action, State};
-use crate::exec::Outcome;
+use crate::exec::{Cancel, Outcome};
 use crate::policy::ValidatedRequest;
 use serde_json::json;
 use std::sync::atomic::Ordering;
@@ -24,20 +24,27 @@ fn runnable(s: State) -> bool {
 
 /// Claims an approved (or policy-allowed) action and runs it; returns the action in its new state
 /// (dispatched → completed / failed_before_send / indeterminate, or refused).
-async fn dispatch(env: &Arc<Env>, action: Action, events: &Arc<dyn EventSink>) -> Action {
+async fn dispatch(
+    env: &Arc<Env>,
+    action: Action,
+    events: &Arc<dyn EventSink>,
+    cancel: Cancel,
+) -> Action {
     let (trust, id) = (env.trust.clone(), action.id.clone());
     match env.db.run(move |s| approvals::claim(s, &trust, &id)).await {
-        Ok(Ok(claim)) => run_claimed(env, action, claim, events).await,
+        Ok(Ok(claim)) => run_claimed(env, action, claim, events, cancel).await,
         _ => action,
     }
 }
 
-/// Runs what a claim authorized (a refused or not-ready claim is returned as it is).
+/// Runs what a claim authorized (a refused or not-ready claim is returned as it is). `cancel`
+/// (the call's cancellation) reaches the executor, which stops what it can.
 pub(super) async fn run_claimed(
     env: &Arc<Env>,
     action: Action,
     claim: approvals::Claim,
     events: &Arc<dyn EventSink>,
+    cancel: Cancel,
 ) -> Action {
     let authorized = match claim {
         approvals::Claim::Go(a) => a,
@@ -53,23 +60,16 @@ pub(super) async fn run_claimed(
     let (env2, fallback) = (env.clone(), action.clone());
     let run = tokio::spawn(async move {
         let exec = match authorized.request() {
-            ValidatedRequest::Http(_) => Some(env2.http.clone()),
+            ValidatedRequest::Http(_) => env2.http.clone(),
             ValidatedRequest::Ssh(_) => env2.ssh.clone(),
         };
-        let outcome = tokio::task::spawn_blocking(move || match exec {
-            Some(e) => e.execute(&authorized),
-            None => Outcome {
-                state: State::FailedBeforeSend,
+        let outcome = tokio::task::spawn_blocking(move || exec.execute(&authorized, &cancel))
+            .await
+            .unwrap_or_else(|_| Outcome {
+                state: State::Indeterminate,
                 result: json!({}),
-                reason: Some("this build has no SSH executor yet; nothing was sent".into()),
-            },
-        })
-        .await
-        .unwrap_or_else(|_| Outcome {
-            state: State::Indeterminate,
-            result: json!({}),
-            reason: Some("the executor failed while running; the target may have acted".into()),
-        });
+                reason: Some("the executor failed while running; the target may have acted".into()),
+            });
         let id = action.id.clone();
         env2.db
             .run(move |s| approvals::finish(s, &id, &outcome).unwrap_or(action))
@@ -151,7 +151,7 @@ async fn wait_loop(
     let mut last_state: Option<State> = None;
     loop {
         if runnable(action.state) {
-            *action = dispatch(env, action.clone(), events).await;
+            *action = dispatch(env, action.clone(), events, Cancel::new(cancel.clone())).await;
             if !runnable(action.state) {
                 continue;
             }

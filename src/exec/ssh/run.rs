@@ -1,0 +1,278 @@
+//! One remote command on one session channel: the exec request (the command string as given, no
+//! local shell), both streams drained into bounded captures until the channel closes, and the
+//! stop sequence on timeout, cancellation or shutdown: TERM to the remote command, a grace
+//! period while the streams keep draining, then the channel is closed. Only what was observed
+//! is reported: an exit status or signal the server sent, and how the streams ended.
+use crate::exec::bounded::{Capture, Captured};
+use crate::exec::Cancel;
+use russh::client::Msg;
+use russh::{Channel, ChannelMsg, ChannelWriteHalf, Sig};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// After the vault closed the channel, how long it waits for the server's close (OpenSSH does
+/// not answer while the command still runs).
+const CLOSE_WAIT: Duration = Duration::from_millis(500);
+
+/// How the output streams ended (DESIGN §5 `stream_end`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamEnd {
+    Eof,
+    Cancelled,
+    Timeout,
+}
+
+impl StreamEnd {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StreamEnd::Eof => "eof",
+            StreamEnd::Cancelled => "cancelled",
+            StreamEnd::Timeout => "timeout",
+        }
+    }
+}
+
+/// Why the vault stopped the command, if it did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// `timeout_s` passed.
+    Timeout,
+    /// The call was cancelled (client cancellation or shutdown).
+    Cancelled,
+    /// The command exited but something it started kept the streams open past the grace period.
+    StreamsHeldOpen,
+}
+
+/// What was observed while the command ran.
+#[derive(Debug)]
+pub struct Observed {
+    pub stdout: Captured,
+    pub stderr: Captured,
+    /// The server refused the exec request (the command did not start).
+    pub refused: bool,
+    /// The exec request could not be handed to the connection (nothing was sent).
+    pub not_sent: Option<String>,
+    pub exit_status: Option<u32>,
+    pub exit_signal: Option<String>,
+    pub stop: Option<Stop>,
+    /// The connection ended before the channel closed.
+    pub lost: bool,
+    pub elapsed: Duration,
+}
+
+impl Observed {
+    pub fn stream_end(&self) -> StreamEnd {
+        match self.stop {
+            None => StreamEnd::Eof,
+            Some(Stop::Cancelled) => StreamEnd::Cancelled,
+            Some(Stop::Timeout | Stop::StreamsHeldOpen) => StreamEnd::Timeout,
+        }
+    }
+}
+
+enum Phase {
+    Running,
+    /// Exit observed; waiting for the streams to end.
+    Draining(Instant),
+    /// TERM sent; waiting for the command to end.
+    Signalled(Instant),
+    /// Close sent; waiting for the server's close.
+    Closing(Instant),
+}
+
+fn signal_name(s: &Sig) -> String {
+    match s {
+        Sig::ABRT => "ABRT".into(),
+        Sig::ALRM => "ALRM".into(),
+        Sig::FPE => "FPE".into(),
+        Sig::HUP => "HUP".into(),
+        Sig::ILL => "ILL".into(),
+        Sig::INT => "INT".into(),
+        Sig::KILL => "KILL".into(),
+        Sig::PIPE => "PIPE".into(),
+        Sig::QUIT => "QUIT".into(),
+        Sig::SEGV => "SEGV".into(),
+        Sig::TERM => "TERM".into(),
+        Sig::USR1 => "USR1".into(),
+        Sig::Custom(c) => c
+            .chars()
+            .filter(char::is_ascii_alphanumeric)
+            .take(16)
+            .collect(),
+    }
+}
+
+/// How long a cancelled call waits for the command after TERM: half the grace period, so the
+/// whole stop (and recording the outcome) fits in the grace period the session gives its calls
+/// when it shuts down, which is the same `shutdown_grace_seconds`.
+fn cancel_budget(grace: Duration) -> Duration {
+    (grace / 2).max(Duration::from_millis(500))
+}
+
+/// What the vault asks of the remote side while it keeps reading.
+enum Ask {
+    Eof,
+    Term,
+    Close,
+}
+
+/// Sends `ask` from its own task. The connection's task delivers data to every channel and
+/// waits when a channel's queue is full; a reader that awaited its own request while that task
+/// waits on another full channel could deadlock the shared connection, so readers never do.
+fn ask(write: &Arc<ChannelWriteHalf<Msg>>, ask: Ask) {
+    let w = write.clone();
+    tokio::spawn(async move {
+        let _ = match ask {
+            Ask::Eof => w.eof().await,
+            Ask::Term => w.signal(Sig::TERM).await,
+            Ask::Close => w.close().await,
+        };
+    });
+}
+
+/// Runs `command` on `channel`; `timeout` counts from the exec request.
+pub async fn run(
+    channel: Channel<Msg>,
+    command: &str,
+    timeout: Duration,
+    grace: Duration,
+    cancel: &Cancel,
+    mut stdout: Capture,
+    mut stderr: Capture,
+) -> Observed {
+    let start = Instant::now();
+    let mut seen = Facts::default();
+    let (mut channel, write) = channel.split();
+    let write = Arc::new(write);
+    // Nothing is queued for this channel yet, so awaiting here cannot block the connection.
+    if let Err(e) = write.exec(true, command.as_bytes()).await {
+        seen.not_sent = Some(e.to_string());
+        return seen.observed(stdout, stderr, start);
+    }
+    // The command gets no input: EOF at once, as `ssh host cmd </dev/null`, so a command that
+    // reads its input ends instead of waiting for the timeout.
+    ask(&write, Ask::Eof);
+    let deadline = start + timeout;
+    let mut phase = Phase::Running;
+    let mut started = false;
+    let mut closed = false;
+    let mut cancel_seen = false;
+    loop {
+        let wake = match phase {
+            Phase::Running => deadline,
+            Phase::Draining(t) | Phase::Signalled(t) | Phase::Closing(t) => t,
+        };
+        tokio::select! {
+            msg = channel.wait() => match msg {
+                None => {
+                    // The connection went away (or the channel was already closed by us).
+                    seen.lost = !matches!(phase, Phase::Closing(_));
+                    closed = true;
+                    break;
+                }
+                Some(ChannelMsg::Data { data }) => stdout.push(&data),
+                Some(ChannelMsg::ExtendedData { data, .. }) => stderr.push(&data),
+                Some(ChannelMsg::Success) => started = true,
+                Some(ChannelMsg::Failure) if !started => {
+                    seen.refused = true;
+                    break;
+                }
+                Some(ChannelMsg::ExitStatus { exit_status }) => {
+                    seen.exit_status = Some(exit_status);
+                    if matches!(phase, Phase::Running) {
+                        phase = Phase::Draining(Instant::now() + grace);
+                    }
+                }
+                Some(ChannelMsg::ExitSignal { signal_name: s, .. }) => {
+                    seen.exit_signal = Some(signal_name(&s));
+                    if matches!(phase, Phase::Running) {
+                        phase = Phase::Draining(Instant::now() + grace);
+                    }
+                }
+                Some(ChannelMsg::Close) => {
+                    closed = true;
+                    break;
+                }
+                Some(_) => {}
+            },
+            _ = tokio::time::sleep_until(wake) => match phase {
+                Phase::Running => {
+                    tracing::debug!("timeout: sending TERM");
+                    seen.stop = Some(Stop::Timeout);
+                    ask(&write, Ask::Term);
+                    phase = Phase::Signalled(Instant::now() + grace);
+                }
+                Phase::Draining(_) | Phase::Signalled(_) => {
+                    if seen.stop.is_none() {
+                        seen.stop = Some(Stop::StreamsHeldOpen);
+                    }
+                    tracing::debug!("grace over: closing the channel");
+                    ask(&write, Ask::Close);
+                    phase = Phase::Closing(Instant::now() + CLOSE_WAIT);
+                }
+                Phase::Closing(_) => {
+                    tracing::debug!("no close from the server; leaving the channel");
+                    break;
+                }
+            },
+            _ = cancel.cancelled(), if !cancel_seen => {
+                // A cancellation (or shutdown) also cuts short a stop already under way, so the
+                // outcome is recorded within the grace period the session gives its calls.
+                cancel_seen = true;
+                let by = Instant::now() + cancel_budget(grace);
+                match phase {
+                    Phase::Running => {
+                        seen.stop = Some(Stop::Cancelled);
+                        ask(&write, Ask::Term);
+                        phase = Phase::Signalled(by);
+                    }
+                    Phase::Draining(t) => {
+                        seen.stop.get_or_insert(Stop::Cancelled);
+                        phase = Phase::Draining(t.min(by));
+                    }
+                    // TERM was sent already and the grace is running: stop waiting now.
+                    Phase::Signalled(_) => {
+                        tracing::debug!("cancelled during the grace period: closing the channel");
+                        ask(&write, Ask::Close);
+                        phase = Phase::Closing(Instant::now() + CLOSE_WAIT);
+                    }
+                    Phase::Closing(_) => {}
+                }
+            }
+        }
+    }
+    // Stop reading first (queued data is dropped, the connection's task never waits on us),
+    // then close: dropping a channel does not close it, and a shared connection must not keep it.
+    drop(channel);
+    if !closed {
+        ask(&write, Ask::Close);
+    }
+    seen.observed(stdout, stderr, start)
+}
+
+#[derive(Default)]
+struct Facts {
+    refused: bool,
+    not_sent: Option<String>,
+    exit_status: Option<u32>,
+    exit_signal: Option<String>,
+    stop: Option<Stop>,
+    lost: bool,
+}
+
+impl Facts {
+    fn observed(self, stdout: Capture, stderr: Capture, start: Instant) -> Observed {
+        Observed {
+            stdout: stdout.finish(),
+            stderr: stderr.finish(),
+            refused: self.refused,
+            not_sent: self.not_sent,
+            exit_status: self.exit_status,
+            exit_signal: self.exit_signal,
+            stop: self.stop,
+            lost: self.lost,
+            elapsed: start.elapsed(),
+        }
+    }
+}
