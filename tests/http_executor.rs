@@ -327,20 +327,12 @@ fn an_echoed_secret_appears_in_no_output_log_journal_or_file() {
     assert_clean("every CLI run", v.transcript.join("\n").as_bytes());
 }
 
-fn vm_hwm_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM in /proc/PID/status")
-}
-
 #[test]
 fn a_20_mib_body_is_counted_not_kept() {
     let a = HttpTarget::start(SECRET);
     let mut v = TestVault::init("http-big");
     add_never(&mut v, "api", &a.base(), &[]);
+    let agent = v.agent_pid().expect("the vault agent runs");
     let mut p = mcp(&v, false);
     let max = 10_000;
     let r = http(
@@ -350,9 +342,9 @@ fn a_20_mib_body_is_counted_not_kept() {
         &format!("{}/big?mb=20", a.base()),
         json!({"max_output_bytes": max, "timeout_s": 60}),
     );
-    // Read while `vault mcp` is alive and has handled the whole body.
-    let hwm = vm_hwm_kib(p.pid());
-    eprintln!("vault mcp peak RSS (VmHWM) after a 20 MiB body: {hwm} KiB");
+    // The agent runs the executor: read its peak once it has handled the whole body.
+    let hwm = support::ssh::vm_hwm_kib(agent);
+    eprintln!("vault agent peak RSS (VmHWM) after a 20 MiB body: {hwm} KiB");
     let sc = &r["structuredContent"];
     assert_eq!(sc["state"], "completed", "{r}");
     assert_eq!(sc["http"]["body_truncated"], true);
@@ -365,7 +357,7 @@ fn a_20_mib_body_is_counted_not_kept() {
     );
     assert!(
         hwm < 64 * 1024,
-        "vault mcp peaked at {hwm} KiB RSS for a 20 MiB body"
+        "the vault agent peaked at {hwm} KiB RSS for a 20 MiB body"
     );
     p.finish(Duration::from_secs(10));
 }
