@@ -18,6 +18,7 @@ pub mod mcp;
 pub mod paths;
 pub mod policy;
 pub mod store;
+pub mod term;
 pub mod time;
 pub mod vault;
 

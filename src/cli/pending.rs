@@ -1,6 +1,8 @@
 //! `vault pending [--json]`: what waits for a decision. Needs the keyring key, not the passphrase.
+//! Agent-derived text (client name, summary) is printed through `term::escape`.
 use crate::approvals;
 use crate::paths::VaultPaths;
+use crate::term::escape;
 use crate::vault::Vault;
 use crate::Exit;
 use serde_json::{json, Value};
@@ -37,8 +39,8 @@ pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         println!(
             "{}  {}  {}  hash {}  expires {}",
             a.id,
-            a.client,
-            a.summary,
+            escape(&a.client),
+            escape(&a.summary),
             &a.action_hash[..12],
             a.expires_at
         );

@@ -60,8 +60,11 @@ pub(super) fn validate(t: &HttpTarget, a: HttpArgs) -> Result<HttpRequest, Polic
             ));
         }
     }
+    no_controls("url", "the URL", &a.url)?;
     let mut url = bind_url(t, &a.url)?;
     for (k, v) in &a.query {
+        no_controls("query", "a query parameter", k)?;
+        no_controls("query", "a query value", v)?;
         if k.is_empty() {
             return Err(PolicyError::invalid(
                 "query",
@@ -111,13 +114,7 @@ pub(super) fn validate(t: &HttpTarget, a: HttpArgs) -> Result<HttpRequest, Polic
                 format!("remove {name} from headers; the credential is injected for you"),
             ));
         }
-        if value.chars().any(|c| c.is_control() && c != '\t') {
-            return Err(PolicyError::invalid(
-                "headers",
-                format!("the value of {name} contains control characters"),
-                "remove line breaks from header values",
-            ));
-        }
+        no_controls("headers", "a header value", &value)?;
         headers.push((lower, value));
     }
     headers.sort();
@@ -253,6 +250,23 @@ pub fn bind_url(t: &HttpTarget, raw: &str) -> Result<Url, PolicyError> {
         ));
     }
     Ok(url)
+}
+
+/// Agent text that reaches a person's terminal (the card, `vault pending`) must hold no control
+/// character (C0, DEL, C1: line breaks and escape sequences) and no format character (bidi
+/// overrides and isolates, zero-width characters), which could repaint or reorder what is shown.
+fn no_controls(field: &'static str, what: &str, s: &str) -> Result<(), PolicyError> {
+    match s.chars().find(|&c| crate::term::needs_escape(c)) {
+        None => Ok(()),
+        Some(c) => Err(PolicyError::invalid(
+            field,
+            format!(
+                "{what} contains the control or format character U+{:04X}",
+                c as u32
+            ),
+            "remove control characters (line breaks, tabs, ESC) and bidi or zero-width characters; percent-encode what the target needs",
+        )),
+    }
 }
 
 fn bracket(host: &str) -> String {

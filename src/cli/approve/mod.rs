@@ -74,7 +74,12 @@ pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
             &serde_json::json!({"action_id": decided.id, "state": decided.state.as_str(), "summary": decided.summary}),
         );
     } else {
-        println!("{} {}: {}", decided.state, decided.id, decided.summary);
+        println!(
+            "{} {}: {}",
+            decided.state,
+            decided.id,
+            crate::term::escape(&decided.summary)
+        );
     }
     Ok(Exit::Ok)
 }

@@ -7,6 +7,7 @@
 use crate::approvals::{self, Action, Verdict};
 use crate::keys::{KeyMaterial, PassphraseSource};
 use crate::paths::VaultPaths;
+use crate::term::escape;
 use crate::vault::Vault;
 use crate::Exit;
 use std::fs::{File, OpenOptions};
@@ -142,7 +143,10 @@ pub fn run(
         if dirty {
             let screen = match queue.first() {
                 Some(a) => card(&vault, a, queue.len(), color, &note),
-                None => format!("\x1b[2J\x1b[H{note}\nNo action waits. [q] quit\n"),
+                None => format!(
+                    "\x1b[2J\x1b[H{}\nNo action waits. [q] quit\n",
+                    escape(&note)
+                ),
             };
             tty.show(&screen);
             dirty = false;
@@ -236,9 +240,7 @@ fn body_preview(vault: &Vault, a: &Action, limit: usize) -> Option<String> {
         .ok()
         .flatten();
     body.map(|b| {
-        let shown: String = String::from_utf8_lossy(&b[..b.len().min(limit)])
-            .escape_debug()
-            .collect();
+        let shown = escape(&String::from_utf8_lossy(&b[..b.len().min(limit)]));
         if b.len() > limit {
             format!("{shown} … ({} bytes in all; [v] shows more)", b.len())
         } else {
@@ -266,14 +268,16 @@ fn card(vault: &Vault, a: &Action, waiting: usize, color: bool, note: &str) -> S
         ("", "", "")
     };
     let (client, parent) = client_of(vault, a);
-    let mut s =
-        format!("\x1b[2J\x1b[H{dim}{note}{reset}\n\n{bold}Action 1 of {waiting} waiting{reset}\n");
-    s += &format!("  client      {client}  ({parent})\n");
+    let mut s = format!(
+        "\x1b[2J\x1b[H{dim}{}{reset}\n\n{bold}Action 1 of {waiting} waiting{reset}\n",
+        escape(note)
+    );
+    s += &format!("  client      {}  ({})\n", escape(&client), escape(&parent));
     s += &format!(
         "  tool        {}\n  credential  {}\n",
         a.tool, a.credential_name
     );
-    s += &format!("  {bold}{}{reset}\n", a.summary.escape_debug());
+    s += &format!("  {bold}{}{reset}\n", escape(&a.summary));
     if let Some(b) = body_preview(vault, a, 512) {
         s += &format!("  body        {b}\n");
     }
@@ -303,14 +307,17 @@ fn full_view(vault: &Vault, a: &Action) -> String {
     let body = body_preview(vault, a, 16 * 1024).unwrap_or_else(|| "(none)".into());
     format!(
         "\x1b[2J\x1b[H{}\n\naction hash {}\n{}\n\nbody:\n{}\n\n(any key to go back)\n",
-        a.summary, a.action_hash, pretty, body
+        escape(&a.summary),
+        a.action_hash,
+        crate::term::escape_lines(&pretty),
+        body
     )
 }
 
 /// A desktop notification where one is available; failures are silent.
 fn notify(a: &Action) {
     if let Ok(mut child) = std::process::Command::new("notify-send")
-        .args(["agent-vault: approval needed", &a.summary])
+        .args(["agent-vault: approval needed", &escape(&a.summary)])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
