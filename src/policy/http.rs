@@ -1,7 +1,7 @@
 //! HTTP requests: the URL must fall exactly inside the credential's scheme + host + port + path
 //! prefix after normalization (percent-decoding, dot segments, IPv4 encodings, IPv4-mapped IPv6),
 //! with no user info; headers that carry authority are the vault's, not the agent's.
-use super::{bounded, PolicyError, MAX_BODY_BYTES, TIMEOUT_S};
+use super::{bounded, path, PolicyError, MAX_BODY_BYTES, TIMEOUT_S};
 use crate::credentials::http::{is_header_token, FRAMING_HEADERS};
 use crate::credentials::{HttpAuth, HttpTarget};
 use serde::Deserialize;
@@ -219,17 +219,17 @@ pub fn bind_url(t: &HttpTarget, raw: &str) -> Result<Url, PolicyError> {
                 .expect("an http(s) URL takes an IP host");
         }
     }
+    // The path as written must be in the safe alphabet, and the parser must have had nothing to
+    // normalise in it: what the person is shown is what is sent (see `policy/path.rs`).
+    let written = path::raw_path(raw.trim())
+        .and_then(|p| path::check(p).map(|()| p))
+        .map_err(|(reason, fix)| PolicyError::invalid("url", reason, fix))?;
     let path = url.path();
-    let lower = path.to_ascii_lowercase();
-    if lower.contains("%2f")
-        || lower.contains("%5c")
-        || lower.contains("%2e")
-        || lower.contains("%00")
-    {
+    if path != written && !(written.is_empty() && path == "/") {
         return Err(PolicyError::invalid(
             "url",
-            "the path has an encoded '/', '\\', '.' or NUL",
-            "write the path plainly",
+            format!("the path {written:?} would be sent as {path:?}"),
+            "write the path exactly as it should be sent",
         ));
     }
     let decoded = percent_decode(path);
@@ -240,7 +240,7 @@ pub fn bind_url(t: &HttpTarget, raw: &str) -> Result<Url, PolicyError> {
             "write the path without them",
         ));
     }
-    if !under_prefix(&decoded, &t.path_prefix) {
+    if !under_prefix(&decoded, &t.path_prefix) || !under_prefix(path, &t.path_prefix) {
         return Err(PolicyError::denied(
             format!(
                 "the path {decoded:?} is outside the credential's prefix {:?}",

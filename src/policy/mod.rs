@@ -2,6 +2,7 @@
 //! normalized request bound to one credential of the session's profile, and refusing what the
 //! credential's rules forbid, before anything is queued. No I/O beyond the store; no DNS.
 mod http;
+mod path;
 mod ssh;
 
 pub use http::{HttpArgs, HttpRequest};

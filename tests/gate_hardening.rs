@@ -1,0 +1,146 @@
+//! What a hostile agent may ask for, through the real `vault mcp` against a recording loopback
+//! target: path spellings that servers normalise out of the credential's prefix, headers and
+//! parameters that rewrite the method or the path, proxies from the environment, and config
+//! values out of range. Every refusal is proven by zero requests at the target and no action.
+mod support;
+
+use serde_json::{json, Value};
+use std::time::Duration;
+use support::mcp::McpProc;
+use support::target::HttpTarget;
+use support::*;
+
+const SECRET: &str = "DECOY_gate_tok_9b8f2a";
+
+/// An HTTP credential with `--approval POLICY` (signed with the passphrase when not `each`).
+fn add(v: &mut TestVault, name: &str, host: &str, approval: &str, extra: &[&str]) {
+    let mut args = vec![
+        "add",
+        "http",
+        name,
+        "--host",
+        host,
+        "--bearer",
+        "--secret-stdin",
+        "--approval",
+        approval,
+    ];
+    args.extend_from_slice(extra);
+    v.run_pp(&args, Some(&format!("{SECRET}\n"))).ok();
+}
+
+fn mcp(v: &TestVault) -> McpProc {
+    let mut p = McpProc::spawn(v.command(&["mcp"]));
+    p.initialize();
+    p
+}
+
+fn call(p: &mut McpProc, id: i64, args: Value) -> Value {
+    let r = p.call(id, "http_request", args);
+    assert!(r.get("error").is_none(), "JSON-RPC error: {r}");
+    r["result"].clone()
+}
+
+#[track_caller]
+fn assert_refused(r: &Value, what: &str) {
+    let sc = &r["structuredContent"];
+    assert_eq!(r["isError"], true, "{what} was accepted: {r}");
+    assert!(
+        sc.get("action_id").is_none(),
+        "{what} became an action: {r}"
+    );
+    let code = sc["error"]["code"].as_str().unwrap_or_default();
+    assert!(
+        matches!(code, "policy_denied" | "invalid_argument"),
+        "{what}: refused as {code:?}: {r}"
+    );
+}
+
+/// Spellings of "leave /v1/" that Tomcat, Spring, nginx, IIS or a proxy in front of them
+/// normalise: each must be refused before an action exists.
+const TRAVERSALS: &[&str] = &[
+    "/v1/..;/admin",
+    "/v1/..;/../admin",
+    "/v1/x;jsessionid=1/../../admin",
+    "/v1;/admin",
+    "/v1/%252e%252e/admin",
+    "/v1/%252e%252e%252fadmin",
+    "/v1/%25%32%65%25%32%65/admin",
+    "/v1/%c0%ae%c0%ae/admin",
+    "/v1/%C0%AE%C0%AE/admin",
+    "/v1/%e0%80%ae%e0%80%ae/admin",
+    "/v1/..%c0%afadmin",
+    "/v1/..%c1%9cadmin",
+    "/v1/%u002e%u002e/admin",
+    "/v1/%u002e%u002e%u2215admin",
+    "/v1/%uff0e%uff0e/admin",
+    "/v1/..%2fadmin",
+    "/v1/..%2Fadmin",
+    "/v1/%2e%2e/admin",
+    "/v1/%2E%2E/admin",
+    "/v1/.%2e/admin",
+    "/v1/%2e./admin",
+    "/v1/..\\admin",
+    "/v1/x\\..\\..\\admin",
+    "/v1/..%5cadmin",
+    "/v1/..%5Cadmin",
+    "/v1/..%255cadmin",
+    "/v1/./admin",
+    "/v1/x/./../../admin",
+    "/v1/../admin",
+    "/v1//admin",
+    "/v1/....//admin",
+    "/v1/\u{ff0e}\u{ff0e}/admin",
+    "/v1/%ef%bc%8e%ef%bc%8e/admin",
+    "/v1/\u{2024}\u{2024}/admin",
+    "/v1/..%00/admin",
+    "/v1/%00/../admin",
+    "/v1/admin%2f",
+    "/v1/%2f",
+    "/v1/%2e",
+    "/v1/x/..",
+    "/v1/ ../admin",
+    "/v1/%20/../admin",
+    "/v1/%3b/admin",
+    "/v1/%",
+    "/v1/%zz",
+];
+
+#[test]
+fn path_traversal_spellings_are_refused_before_any_action_exists() {
+    let t = HttpTarget::start(SECRET);
+    let mut v = TestVault::init("gate-paths");
+    add(
+        &mut v,
+        "api",
+        &t.base(),
+        "never",
+        &["--path-prefix", "/v1/"],
+    );
+    let mut p = mcp(&v);
+    for (i, path) in TRAVERSALS.iter().enumerate() {
+        let url = format!("{}{path}", t.base());
+        let r = call(
+            &mut p,
+            100 + i as i64,
+            json!({"credential": "api", "method": "GET", "url": url, "wait_s": 5}),
+        );
+        assert_refused(&r, &url);
+    }
+    assert!(
+        t.requests().is_empty(),
+        "the target received {:?}",
+        t.requests()
+    );
+    // The same credential still reaches its own prefix (the target is really there).
+    let ok = call(
+        &mut p,
+        1,
+        json!({"credential": "api", "method": "GET", "url": format!("{}/v1/items/a%20b", t.base()), "wait_s": 5}),
+    );
+    assert_eq!(ok["structuredContent"]["state"], "completed", "{ok}");
+    let reqs = t.requests();
+    assert_eq!(reqs.len(), 1);
+    assert_eq!(reqs[0]["path"], "/v1/items/a%20b");
+    p.finish(Duration::from_secs(10));
+}
