@@ -144,3 +144,121 @@ fn path_traversal_spellings_are_refused_before_any_action_exists() {
     assert_eq!(reqs[0]["path"], "/v1/items/a%20b");
     p.finish(Duration::from_secs(10));
 }
+
+/// The agent's tricks for turning a GET into a DELETE, or one path into another, behind a
+/// framework (Rails, Laravel, Spring, Symfony) or a proxy that honours them.
+fn rewriting_requests(base: &str) -> Vec<Value> {
+    let url = format!("{base}/v1/items/42");
+    let mut out: Vec<Value> = [
+        "X-HTTP-Method-Override",
+        "x-http-method",
+        "X-Method-Override",
+        "X-Original-URL",
+        "X-Rewrite-URL",
+        "X-Forwarded-For",
+        "X-Forwarded-Host",
+        "X-Forwarded-Prefix",
+        "Forwarded",
+    ]
+    .iter()
+    .map(|h| json!({"url": url, "headers": {*h: "DELETE"}}))
+    .collect();
+    out.push(json!({"url": url, "query": {"_method": "DELETE"}}));
+    out.push(json!({"url": format!("{url}?_method=DELETE")}));
+    out.push(json!({"url": format!("{url}?a=1&%5Fmethod=DELETE")}));
+    out.push(json!({"url": format!("{url}?_METHOD=delete")}));
+    out
+}
+
+#[test]
+fn rewriting_headers_and_method_parameters_are_refused_unless_the_credential_allows_them() {
+    let t = HttpTarget::start(SECRET);
+    let mut v = TestVault::init("gate-rewrite");
+    add(
+        &mut v,
+        "api",
+        &t.base(),
+        "writes",
+        &["--path-prefix", "/v1/"],
+    );
+    let mut p = mcp(&v);
+    // Found: `GET /v1/items/42?_method=DELETE` with the override header ran with no card.
+    let found = call(
+        &mut p,
+        1,
+        json!({"credential": "api", "method": "GET", "url": format!("{}/v1/items/42?_method=DELETE", t.base()),
+               "headers": {"X-HTTP-Method-Override": "DELETE"}, "wait_s": 5}),
+    );
+    assert_refused(&found, "GET ?_method=DELETE with X-HTTP-Method-Override");
+    for (i, extra) in rewriting_requests(&t.base()).into_iter().enumerate() {
+        let mut args = json!({"credential": "api", "method": "GET", "wait_s": 5});
+        for (k, val) in extra.as_object().unwrap() {
+            args[k] = val.clone();
+        }
+        let r = call(&mut p, 10 + i as i64, args.clone());
+        assert_refused(&r, &args.to_string());
+    }
+    assert!(t.requests().is_empty(), "sent: {:?}", t.requests());
+    let pending = v.run(&["pending", "--json"], None).ok();
+    assert_eq!(pending.stdout.trim(), "[]");
+
+    // A credential that explicitly allows the override: accepted, but under `writes` a GET that
+    // carries it (or a body) is a write and waits for a card; a plain GET runs.
+    v.run_pp(
+        &[
+            "edit",
+            "api",
+            "--allow-header",
+            "X-HTTP-Method-Override",
+            "--allow-header",
+            "_method",
+        ],
+        None,
+    )
+    .ok();
+    let listed = v.run(&["list", "--json"], None).ok();
+    assert!(
+        listed.stdout.contains("x-http-method-override"),
+        "{}",
+        listed.stdout
+    );
+    let base = t.base();
+    for (i, args) in [
+        json!({"url": format!("{base}/v1/items/42"), "headers": {"X-HTTP-Method-Override": "DELETE"}}),
+        json!({"url": format!("{base}/v1/items/42"), "query": {"_method": "DELETE"}}),
+        json!({"url": format!("{base}/v1/items/42?_method=DELETE")}),
+        json!({"url": format!("{base}/v1/items/42"), "body": "delete=1"}),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut a = json!({"credential": "api", "method": "GET", "wait_s": 1});
+        for (k, val) in args.as_object().unwrap() {
+            a[k] = val.clone();
+        }
+        let r = call(&mut p, 50 + i as i64, a.clone());
+        assert_eq!(
+            r["structuredContent"]["state"], "pending",
+            "{a} must wait for a card under `writes`: {r}"
+        );
+    }
+    // Still refused: a rewriting header the credential did not allow.
+    let r = call(
+        &mut p,
+        60,
+        json!({"credential": "api", "method": "GET", "url": format!("{base}/v1/x"), "headers": {"X-Original-URL": "/admin"}, "wait_s": 1}),
+    );
+    assert_refused(
+        &r,
+        "X-Original-URL on a credential that allows only the method override",
+    );
+    assert!(t.requests().is_empty(), "sent: {:?}", t.requests());
+    let plain = call(
+        &mut p,
+        61,
+        json!({"credential": "api", "method": "GET", "url": format!("{base}/v1/items/42"), "wait_s": 5}),
+    );
+    assert_eq!(plain["structuredContent"]["state"], "completed", "{plain}");
+    assert_eq!(t.requests().len(), 1);
+    p.finish(Duration::from_secs(10));
+}

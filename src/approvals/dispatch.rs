@@ -46,8 +46,9 @@ pub fn gate(
     Ok(match effective_approval(conn, &public, cred, sig) {
         Approval::Each => State::Pending,
         Approval::Never => State::Received,
+        // A GET/HEAD with a body, a rewriting header or `_method` is a write too.
         Approval::Writes => match request {
-            ValidatedRequest::Http(h) if h.method == "GET" || h.method == "HEAD" => State::Received,
+            ValidatedRequest::Http(h) if h.is_read_only() => State::Received,
             _ => State::Pending,
         },
         Approval::Session => {

@@ -2,7 +2,9 @@
 //! prefix after normalization (percent-decoding, dot segments, IPv4 encodings, IPv4-mapped IPv6),
 //! with no user info; headers that carry authority are the vault's, not the agent's.
 use super::{bounded, path, PolicyError, MAX_BODY_BYTES, TIMEOUT_S};
-use crate::credentials::http::{is_header_token, FRAMING_HEADERS};
+use crate::credentials::http::{
+    is_header_token, is_rewriting_header, FRAMING_HEADERS, METHOD_PARAM,
+};
 use crate::credentials::{HttpAuth, HttpTarget};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -38,6 +40,21 @@ pub struct HttpRequest {
     pub body: Option<Vec<u8>>,
     pub timeout_s: u64,
     pub max_output_bytes: u64,
+}
+
+impl HttpRequest {
+    /// Whether the request only reads: GET or HEAD, with no body, no request-rewriting header
+    /// and no `_method` parameter (the `writes` policy runs only these without a card).
+    pub fn is_read_only(&self) -> bool {
+        let rewrites_method = Url::parse(&self.url).map_or(true, |u| {
+            u.query_pairs()
+                .any(|(k, _)| k.eq_ignore_ascii_case(METHOD_PARAM))
+        });
+        matches!(self.method.as_str(), "GET" | "HEAD")
+            && self.body.is_none()
+            && !rewrites_method
+            && !self.headers.iter().any(|(k, _)| is_rewriting_header(k))
+    }
 }
 
 /// Headers that carry authority: the vault's to set, never the agent's (besides the framing ones).
@@ -92,6 +109,16 @@ pub(super) fn validate(t: &HttpTarget, a: HttpArgs) -> Result<HttpRequest, Polic
             ));
         }
     }
+    if url
+        .query_pairs()
+        .any(|(k, _)| k.eq_ignore_ascii_case(METHOD_PARAM))
+        && !t.allow_headers.iter().any(|h| h == METHOD_PARAM)
+    {
+        return Err(PolicyError::denied(
+            format!("the {METHOD_PARAM} query parameter makes many frameworks treat the request as another method"),
+            format!("send the method itself (method: \"DELETE\"), not {METHOD_PARAM}; if the target needs it, ask the person to run `vault edit NAME --allow-header {METHOD_PARAM}`"),
+        ));
+    }
     let mut headers = Vec::with_capacity(a.headers.len());
     for (name, value) in a.headers {
         let lower = name.to_ascii_lowercase();
@@ -115,6 +142,12 @@ pub(super) fn validate(t: &HttpTarget, a: HttpArgs) -> Result<HttpRequest, Polic
             ));
         }
         no_controls("headers", "a header value", &value)?;
+        if is_rewriting_header(&lower) && !t.allow_headers.contains(&lower) {
+            return Err(PolicyError::denied(
+                format!("the {name} header makes servers or proxies treat the request as another method or path"),
+                format!("remove {name}; send the method and URL you mean. If the target needs it, ask the person to run `vault edit NAME --allow-header {name}`"),
+            ));
+        }
         headers.push((lower, value));
     }
     headers.sort();

@@ -21,6 +21,7 @@ fn http_cred(host: &str, port: u16, prefix: &str, auth: HttpAuth) -> Credential 
             methods: Some(vec!["GET".into(), "POST".into()]),
             auth,
             ca_file: None,
+            allow_headers: Vec::new(),
         }),
         created_at: String::new(),
         updated_at: String::new(),
@@ -204,4 +205,70 @@ fn ssh_allowlist_and_kind_mismatch() {
     assert!(validate_http(&c, get("https://x.example/")).is_err());
     assert!(ssh::glob_match("a*b?c", "aXXbYc"));
     assert!(!ssh::glob_match("a*b", "ab c"));
+}
+
+#[test]
+fn rewriting_headers_and_method_params_need_the_credential_to_allow_them() {
+    let mut c = http_cred("api.example.com", 443, "/", HttpAuth::Bearer);
+    let with_header = |h: &str| {
+        let mut a = get("https://api.example.com/x");
+        a.headers.insert(h.into(), "DELETE".into());
+        a
+    };
+    for h in [
+        "X-HTTP-Method-Override",
+        "x-http-method",
+        "X-Method-Override",
+        "X-Original-URL",
+        "X-Rewrite-URL",
+        "X-Forwarded-Host",
+        "Forwarded",
+    ] {
+        assert!(
+            matches!(
+                validate_http(&c, with_header(h)),
+                Err(PolicyError::Denied { .. })
+            ),
+            "{h}"
+        );
+    }
+    for url in [
+        "https://api.example.com/x?_method=DELETE",
+        "https://api.example.com/x?%5Fmethod=DELETE",
+        "https://api.example.com/x?_Method=put",
+    ] {
+        assert!(validate_http(&c, get(url)).is_err(), "{url}");
+    }
+    let mut q = get("https://api.example.com/x");
+    q.query.insert("_method".into(), "DELETE".into());
+    assert!(validate_http(&c, q.clone()).is_err());
+
+    let Target::Http(t) = &mut c.target else {
+        panic!()
+    };
+    t.allow_headers = vec!["_method".into(), "x-http-method-override".into()];
+    let read_only = |r: ValidatedRequest| match r {
+        ValidatedRequest::Http(h) => h.is_read_only(),
+        _ => panic!(),
+    };
+    assert!(!read_only(validate_http(&c, q).unwrap()));
+    assert!(!read_only(
+        validate_http(&c, with_header("X-HTTP-Method-Override")).unwrap()
+    ));
+    assert!(validate_http(&c, with_header("X-Original-URL")).is_err());
+    let mut body = get("https://api.example.com/x");
+    body.body = Some("x".into());
+    assert!(!read_only(validate_http(&c, body).unwrap()));
+    assert!(read_only(
+        validate_http(&c, get("https://api.example.com/x?a=1")).unwrap()
+    ));
+}
+
+#[test]
+fn an_http_target_stored_before_allow_headers_still_loads_and_signs_the_same() {
+    let old = r#"{"kind":"http","scheme":"https","host":"h","port":443,"path_prefix":"/","methods":null,"auth":{"type":"bearer"}}"#;
+    let t: Target = serde_json::from_str(old).unwrap();
+    let Target::Http(h) = &t else { panic!() };
+    assert!(h.allow_headers.is_empty());
+    assert_eq!(serde_json::to_string(&t).unwrap(), old);
 }
