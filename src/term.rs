@@ -92,6 +92,71 @@ pub fn is_plain(s: &str) -> bool {
     !s.chars().any(needs_escape)
 }
 
+/// Most bytes of text a request body may take when shown to a person (`show_body`): the approval
+/// card's full view shows a body whole, and nobody can approve what they cannot read. A request
+/// whose body shows longer is refused at submission when it may need a card.
+pub const MAX_SHOWN_BODY_BYTES: usize = 16 * 1024;
+
+/// A request body as a person reads it. When it is JSON that re-serializes to exactly these bytes
+/// (as every `json` argument does), it is indented two spaces per level with keys and strings in
+/// JSON quotes (`"` and `\` inside a string escaped as in JSON) and only control and format
+/// characters escaped; anything else is shown as text, line by line, escaped (`escape_lines`).
+/// Lossless either way: a duplicate key or a number that does not round-trip shows as text.
+pub fn show_body(body: &[u8]) -> String {
+    if let Ok(v) = serde_json::from_slice::<serde_json::Value>(body) {
+        if serde_json::to_vec(&v).is_ok_and(|again| again == body) {
+            let mut out = String::with_capacity(body.len() * 2);
+            pretty(&v, 0, &mut out);
+            return out;
+        }
+    }
+    escape_lines(&String::from_utf8_lossy(body))
+}
+
+fn quoted(s: &str, out: &mut String) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if needs_escape(c) => push_escaped(out, c),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+fn pretty(v: &serde_json::Value, depth: usize, out: &mut String) {
+    use serde_json::Value;
+    let indent = |out: &mut String, d: usize| out.extend(std::iter::repeat_n("  ", d));
+    match v {
+        Value::String(s) => quoted(s, out),
+        Value::Array(items) if !items.is_empty() => {
+            out.push_str("[\n");
+            for (i, item) in items.iter().enumerate() {
+                indent(out, depth + 1);
+                pretty(item, depth + 1, out);
+                out.push_str(if i + 1 < items.len() { ",\n" } else { "\n" });
+            }
+            indent(out, depth);
+            out.push(']');
+        }
+        Value::Object(map) if !map.is_empty() => {
+            out.push_str("{\n");
+            for (i, (k, item)) in map.iter().enumerate() {
+                indent(out, depth + 1);
+                quoted(k, out);
+                out.push_str(": ");
+                pretty(item, depth + 1, out);
+                out.push_str(if i + 1 < map.len() { ",\n" } else { "\n" });
+            }
+            indent(out, depth);
+            out.push('}');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,6 +188,18 @@ mod tests {
         assert_eq!(escape("héllo 世界 ok"), "héllo 世界 ok");
         assert_eq!(escape_lines("a\nb\u{1b}c"), "a\nb\\u{1b}c");
         assert!(is_plain("GET https://x/y"));
+        assert_eq!(
+            show_body(
+                &serde_json::to_vec(
+                    &serde_json::json!({"a": [1, {"b": "x\"y\u{1b}\u{202e}"}], "e": {}, "n": null})
+                )
+                .unwrap()
+            ),
+            "{\n  \"a\": [\n    1,\n    {\n      \"b\": \"x\\\"y\\u{1b}\\u{202e}\"\n    }\n  ],\n  \"e\": {},\n  \"n\": null\n}"
+        );
+        // Not byte-for-byte JSON (a duplicate key, spacing): shown as the text it is.
+        assert_eq!(show_body(br#"{"a":1,"a":2}"#), r#"{"a":1,"a":2}"#);
+        assert_eq!(show_body(b"x=1\r\ny"), "x=1\\r\ny");
         assert!(!is_plain("a\u{202e}"));
     }
 }

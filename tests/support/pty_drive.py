@@ -8,11 +8,14 @@ appears in the output (case-insensitive) after where the previous step's `expect
 so ["", "a", 0.05] types "a" 50 ms after the previous step. The transcript goes to stdout; the
 exit status is the child's.
 """
+import fcntl
 import json
 import os
 import pty
 import select
+import struct
 import sys
+import termios
 import time
 
 def main():
@@ -22,6 +25,8 @@ def main():
     pid, fd = pty.fork()
     if pid == 0:
         os.execvp(argv[0], argv)
+    # A terminal of 40 rows and 120 columns, so paged output pages the same way on every machine.
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
     out = b""
     deadline = time.time() + 60
     step = 0

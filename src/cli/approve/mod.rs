@@ -1,6 +1,7 @@
 //! `vault approve`: the human gate. Interactive (passphrase once, then a card per action, see
 //! `screen.rs`) or scripted (`--id ACT --approve|--deny --passphrase-stdin`). Decisions are
 //! signed with the approver key from `vault.key.age`; nothing here runs an action.
+mod card;
 mod screen;
 
 use crate::approvals::{self, ApprovalError, Verdict};

@@ -4,6 +4,7 @@
 //! [v] view in full, [q] quit. A bell (and a desktop notification where `notify-send` exists)
 //! marks a new card; the screen is redrawn only when the queue changes or a key is pressed; after
 //! 15 idle minutes the passphrase is asked again.
+use super::card::{self, CardData};
 use crate::approvals::{self, Action, Verdict};
 use crate::keys::{KeyMaterial, PassphraseSource};
 use crate::paths::VaultPaths;
@@ -89,6 +90,14 @@ impl Tty {
             .collect()
     }
 
+    /// Rows of the terminal (24 when it does not say).
+    fn rows(&self) -> usize {
+        match rustix::termios::tcgetwinsize(&self.file) {
+            Ok(w) if w.ws_row > 0 => usize::from(w.ws_row),
+            _ => 24,
+        }
+    }
+
     fn show(&mut self, text: &str) {
         let _ = self.file.write_all(text.replace('\n', "\r\n").as_bytes());
         let _ = self.file.flush();
@@ -121,7 +130,9 @@ pub fn run(
     let idle = config.approver_idle();
     let mut tty = Tty::open()?;
     let (mut vault, mut keys) = unlock(&paths, &source, &mut tty)?;
-    let color = std::env::var_os("NO_COLOR").is_none();
+    let style = card::Style {
+        color: std::env::var_os("NO_COLOR").is_none(),
+    };
     let mut last_ids: Vec<String> = Vec::new();
     let mut last_key = Instant::now();
     let mut dirty = true;
@@ -142,7 +153,7 @@ pub fn run(
         }
         if dirty {
             let screen = match queue.first() {
-                Some(a) => card(&vault, a, queue.len(), color, &note),
+                Some(a) => card::card(&card_data(&vault, a), queue.len(), style, &note),
                 None => format!(
                     "\x1b[2J\x1b[H{}\nNo action waits. [q] quit\n",
                     escape(&note)
@@ -169,15 +180,21 @@ pub fn run(
                 tty.show("\r\n");
                 return Ok(Exit::Ok);
             }
-            (b'a', Some(_)) => Some(Verdict::Approve),
-            (b's', Some(_)) => Some(Verdict::ApproveSession),
+            (b'a' | b's', Some(a)) => match card_data(&vault, a).approvable() {
+                Ok(()) if k == b'a' => Some(Verdict::Approve),
+                Ok(()) => Some(Verdict::ApproveSession),
+                Err(why) => {
+                    note = format!("Not approved: {} {why}.", a.id);
+                    dirty = true;
+                    None
+                }
+            },
             (b'd', Some(_)) => {
                 let reason = tty.line("Reason for the agent (Enter for none): ");
                 Some(Verdict::Deny((!reason.is_empty()).then_some(reason)))
             }
             (b'v', Some(a)) => {
-                tty.show(&full_view(&vault, a));
-                while tty.key().is_none() {}
+                page_through(&mut tty, &card::full_view(&card_data(&vault, a)));
                 dirty = true;
                 None
             }
@@ -206,7 +223,9 @@ fn capital(s: &str) -> String {
         .unwrap_or_default()
 }
 
-fn client_of(vault: &Vault, a: &Action) -> (String, String) {
+// The data a card shows, read from the vault: these few functions are the only reads.
+
+fn client_of(vault: &Vault, a: &Action) -> (String, String, String) {
     let body: Option<String> = vault
         .store
         .conn()
@@ -219,99 +238,69 @@ fn client_of(vault: &Vault, a: &Action) -> (String, String) {
     let v: serde_json::Value = body
         .and_then(|b| serde_json::from_str(&b).ok())
         .unwrap_or_default();
-    let client = format!(
-        "{} {}",
-        v["client"]["name"].as_str().unwrap_or(&a.client),
-        v["client"]["version"].as_str().unwrap_or("")
-    );
     (
-        client.trim().to_owned(),
+        v["client"]["name"].as_str().unwrap_or(&a.client).to_owned(),
+        v["client"]["version"].as_str().unwrap_or("").to_owned(),
         v["parent"]["exe"].as_str().unwrap_or("?").to_owned(),
     )
 }
 
-fn body_preview(vault: &Vault, a: &Action, limit: usize) -> Option<String> {
-    let body: Option<Vec<u8>> = vault
-        .store
-        .conn()
-        .query_row("SELECT body FROM actions WHERE id = ?1", [&a.id], |r| {
-            r.get(0)
-        })
-        .ok()
-        .flatten();
-    body.map(|b| {
-        let shown = escape(&String::from_utf8_lossy(&b[..b.len().min(limit)]));
-        if b.len() > limit {
-            format!("{shown} … ({} bytes in all; [v] shows more)", b.len())
-        } else {
-            shown
-        }
-    })
-}
-
-fn until(ts: &str) -> String {
-    let Ok(t) = ts.parse::<jiff::Timestamp>() else {
-        return ts.to_owned();
-    };
-    let secs = t.duration_since(jiff::Timestamp::now()).as_secs();
-    if secs >= 0 {
-        format!("in {} min {} s", secs / 60, secs % 60)
-    } else {
-        format!("{} s ago", -secs)
-    }
-}
-
-fn card(vault: &Vault, a: &Action, waiting: usize, color: bool, note: &str) -> String {
-    let (bold, dim, reset) = if color {
-        ("\x1b[1m", "\x1b[2m", "\x1b[0m")
-    } else {
-        ("", "", "")
-    };
-    let (client, parent) = client_of(vault, a);
-    let mut s = format!(
-        "\x1b[2J\x1b[H{dim}{}{reset}\n\n{bold}Action 1 of {waiting} waiting{reset}\n",
-        escape(note)
-    );
-    s += &format!("  client      {}  ({})\n", escape(&client), escape(&parent));
-    s += &format!(
-        "  tool        {}\n  credential  {}\n",
-        a.tool, a.credential_name
-    );
-    s += &format!("  {bold}{}{reset}\n", escape(&a.summary));
-    if let Some(b) = body_preview(vault, a, 512) {
-        s += &format!("  body        {b}\n");
-    }
-    s += &format!("  hash        {}…\n", &a.action_hash[..16]);
-    s += &format!(
-        "  asked       {}   expires {}\n\n",
-        until(&a.created_at).replace("in 0 min 0 s", "just now"),
-        until(&a.expires_at)
-    );
-    s += "[a]pprove once   [s] approve for this session   [d]eny   [v]iew in full   [q]uit\n";
-    s
-}
-
-fn full_view(vault: &Vault, a: &Action) -> String {
-    let normalized: String = vault
+fn stored_request(vault: &Vault, a: &Action) -> (serde_json::Value, Option<Vec<u8>>) {
+    vault
         .store
         .conn()
         .query_row(
-            "SELECT normalized FROM actions WHERE id = ?1",
+            "SELECT normalized, body FROM actions WHERE id = ?1",
             [&a.id],
-            |r| r.get(0),
+            |r| Ok((r.get::<_, String>(0)?, r.get::<_, Option<Vec<u8>>>(1)?)),
         )
-        .unwrap_or_default();
-    let pretty = serde_json::from_str::<serde_json::Value>(&normalized)
-        .and_then(|v| serde_json::to_string_pretty(&v))
-        .unwrap_or(normalized);
-    let body = body_preview(vault, a, 16 * 1024).unwrap_or_else(|| "(none)".into());
-    format!(
-        "\x1b[2J\x1b[H{}\n\naction hash {}\n{}\n\nbody:\n{}\n\n(any key to go back)\n",
-        escape(&a.summary),
-        a.action_hash,
-        crate::term::escape_lines(&pretty),
-        body
-    )
+        .map(|(n, b)| (serde_json::from_str(&n).unwrap_or_default(), b))
+        .unwrap_or_default()
+}
+
+/// Everything the card of `a` shows.
+fn card_data(vault: &Vault, a: &Action) -> CardData {
+    let (client_name, client_version, parent_exe) = client_of(vault, a);
+    let (normalized, body) = stored_request(vault, a);
+    CardData {
+        id: a.id.clone(),
+        tool: a.tool.clone(),
+        credential: a.credential_name.clone(),
+        summary: a.summary.clone(),
+        action_hash: a.action_hash.clone(),
+        created_at: a.created_at.clone(),
+        expires_at: a.expires_at.clone(),
+        client_name,
+        client_version,
+        parent_exe,
+        normalized,
+        body,
+    }
+}
+
+/// Shows the full view a page at a time: space for the next page, any other key goes back.
+fn page_through(tty: &mut Tty, lines: &[String]) {
+    let per_page = tty.rows().saturating_sub(2).max(8);
+    let pages = lines.len().div_ceil(per_page).max(1);
+    for (n, page) in lines.chunks(per_page).enumerate() {
+        let footer = if n + 1 == pages {
+            "(end of the action: any key to go back)".to_owned()
+        } else {
+            format!(
+                "-- page {} of {pages}: [space] next page, any other key to go back --",
+                n + 1
+            )
+        };
+        tty.show(&format!("\x1b[2J\x1b[H{}\n{footer}\n", page.join("\n")));
+        let key = loop {
+            if let Some(k) = tty.key() {
+                break k;
+            }
+        };
+        if key != b' ' {
+            return;
+        }
+    }
 }
 
 /// A desktop notification where one is available; failures are silent.
