@@ -255,3 +255,50 @@ fn a_body_that_cannot_be_shown_whole_cannot_be_approved() {
     assert!(t.requests().is_empty(), "sent: {:?}", t.requests());
     p.finish(Duration::from_secs(10));
 }
+
+#[test]
+fn keys_typed_before_a_card_was_seen_decide_nothing() {
+    let t = HttpTarget::start(SECRET);
+    let mut v = TestVault::init("card-keys");
+    add(&mut v, "api", &t.base(), &[]);
+    let mut p = mcp(&v);
+    // Found: a harmless GET, then a DELETE; `aa` typed 50 ms apart approved both.
+    send(
+        &mut p,
+        1,
+        json!({"credential": "api", "method": "GET", "url": format!("{}/v1/harmless", t.base()), "wait_s": 40}),
+    );
+    pending(&mut v, 1);
+    send(
+        &mut p,
+        2,
+        json!({"credential": "api", "method": "DELETE", "url": format!("{}/v1/projects/prod", t.base()), "wait_s": 12}),
+    );
+    let ids = pending(&mut v, 2);
+    let run = v.run_tty_timed(
+        &["approve"],
+        &[
+            ("passphrase", &format!("{PASSPHRASE}\n"), 0.2),
+            ("[a]pprove once", "a", 0.8),
+            ("", "a", 0.05),
+            ("", "s", 0.05),
+            ("Approved act_", "a", 0.1),
+            ("", "q", 1.0),
+        ],
+    );
+    assert_eq!(run.code, 0, "{}", run.stdout.escape_debug());
+    assert_eq!(
+        result_of(&mut p, 1)["structuredContent"]["state"],
+        "completed"
+    );
+    let second = result_of(&mut p, 2);
+    assert_eq!(
+        second["structuredContent"]["state"], "pending",
+        "the DELETE was decided by keys typed before its card was seen: {second}"
+    );
+    let reqs = t.requests();
+    assert_eq!(reqs.len(), 1, "only the first action may run: {reqs:?}");
+    assert_eq!(reqs[0]["method"], "GET");
+    assert_eq!(pending(&mut v, 1), vec![ids[1].clone()]);
+    p.finish(Duration::from_secs(10));
+}

@@ -4,6 +4,10 @@
 //! [v] view in full, [q] quit. A bell (and a desktop notification where `notify-send` exists)
 //! marks a new card; the screen is redrawn only when the queue changes or a key is pressed; after
 //! 15 idle minutes the passphrase is asked again.
+//!
+//! Keys typed before a card was seen decide nothing: pending input is flushed (`tcflush`) after
+//! every redraw, decision keys are ignored for `SETTLE` after a different card comes on screen,
+//! and each key is bound to the action whose card was on screen when it was read.
 use super::card::{self, CardData};
 use crate::approvals::{self, Action, Verdict};
 use crate::keys::{KeyMaterial, PassphraseSource};
@@ -11,17 +15,24 @@ use crate::paths::VaultPaths;
 use crate::term::escape;
 use crate::vault::Vault;
 use crate::Exit;
+use rustix::event::{PollFd, PollFlags, Timespec};
+use rustix::termios::{
+    self, LocalModes, OptionalActions, QueueSelector, SpecialCodeIndex, Termios,
+};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
-use std::os::fd::AsRawFd;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-const TICK_MS: i32 = 250;
+/// How long `Tty::key` waits for a key before the queue is looked at again.
+const TICK: Duration = Duration::from_millis(250);
+/// Decision keys are ignored for this long after a different card comes on screen, so a key
+/// typed for the previous card (or typed ahead) cannot decide the new one.
+const SETTLE: Duration = Duration::from_millis(500);
 
 /// The terminal in no-echo, one-key-at-a-time mode; restored on drop.
 struct Tty {
     file: File,
-    saved: libc::termios,
+    saved: Termios,
 }
 
 impl Tty {
@@ -31,37 +42,39 @@ impl Tty {
             .write(true)
             .open("/dev/tty")
             .map_err(|_| anyhow::anyhow!("`vault approve` needs a terminal; without one use `vault approve --id ACT --approve|--deny --passphrase-stdin`"))?;
-        // SAFETY: termios is plain data; tcgetattr fills it for a valid fd.
-        let mut saved: libc::termios = unsafe { std::mem::zeroed() };
-        if unsafe { libc::tcgetattr(file.as_raw_fd(), &mut saved) } != 0 {
-            anyhow::bail!("cannot read the terminal's settings");
-        }
+        let saved = termios::tcgetattr(&file)
+            .map_err(|e| anyhow::anyhow!("cannot read the terminal's settings: {e}"))?;
         let tty = Self { file, saved };
         tty.raw(true);
         Ok(tty)
     }
 
     fn raw(&self, on: bool) {
-        let mut t = self.saved;
+        let mut t = self.saved.clone();
         if on {
-            t.c_lflag &= !(libc::ICANON | libc::ECHO);
-            t.c_cc[libc::VMIN] = 0;
-            t.c_cc[libc::VTIME] = 0;
+            t.local_modes.remove(LocalModes::ICANON | LocalModes::ECHO);
+            t.special_codes[SpecialCodeIndex::VMIN] = 0;
+            t.special_codes[SpecialCodeIndex::VTIME] = 0;
         }
-        // SAFETY: valid fd and a termios derived from the one the terminal gave us.
-        unsafe { libc::tcsetattr(self.file.as_raw_fd(), libc::TCSANOW, &t) };
+        let _ = termios::tcsetattr(&self.file, OptionalActions::Now, &t);
     }
 
-    /// One key, or None after `TICK_MS`.
+    /// Discards every key typed but not read yet: after a redraw, only keys pressed while the
+    /// new screen was visible count.
+    fn flush_input(&self) {
+        let _ = termios::tcflush(&self.file, QueueSelector::IFlush);
+    }
+
+    /// One key, or None after `TICK`.
     fn key(&mut self) -> Option<u8> {
-        let mut pfd = libc::pollfd {
-            fd: self.file.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
+        let timeout = Timespec {
+            tv_sec: 0,
+            tv_nsec: TICK.as_nanos() as _,
         };
-        // SAFETY: one valid pollfd.
-        if unsafe { libc::poll(&mut pfd, 1, TICK_MS) } <= 0 {
-            return None;
+        let mut fds = [PollFd::new(&self.file, PollFlags::IN)];
+        match rustix::event::poll(&mut fds, Some(&timeout)) {
+            Ok(n) if n > 0 => {}
+            _ => return None,
         }
         let mut b = [0u8; 1];
         match self.file.read(&mut b) {
@@ -92,7 +105,7 @@ impl Tty {
 
     /// Rows of the terminal (24 when it does not say).
     fn rows(&self) -> usize {
-        match rustix::termios::tcgetwinsize(&self.file) {
+        match termios::tcgetwinsize(&self.file) {
             Ok(w) if w.ws_row > 0 => usize::from(w.ws_row),
             _ => 24,
         }
@@ -106,8 +119,27 @@ impl Tty {
 
 impl Drop for Tty {
     fn drop(&mut self) {
-        // SAFETY: restores the settings read in `open`.
-        unsafe { libc::tcsetattr(self.file.as_raw_fd(), libc::TCSANOW, &self.saved) };
+        let _ = termios::tcsetattr(&self.file, OptionalActions::Now, &self.saved);
+    }
+}
+
+/// Which card is on screen and since when: a decision key applies to this action only, and
+/// only once it has been visible for `SETTLE`.
+#[derive(Debug, Default)]
+struct OnScreen {
+    id: Option<String>,
+    since: Option<Instant>,
+}
+
+impl OnScreen {
+    fn drawn(&mut self, id: Option<&str>) {
+        if self.id.as_deref() != id {
+            self.id = id.map(str::to_owned);
+            self.since = Some(Instant::now());
+        }
+    }
+    fn settled(&self) -> bool {
+        self.since.is_some_and(|t| t.elapsed() >= SETTLE)
     }
 }
 
@@ -137,6 +169,7 @@ pub fn run(
     let mut last_key = Instant::now();
     let mut dirty = true;
     let mut note = String::from("Unlocked. Waiting for actions.");
+    let mut on_screen = OnScreen::default();
     loop {
         let _ = approvals::reap_orphans(&mut vault.store);
         let _ = approvals::expire_due(&mut vault.store);
@@ -160,6 +193,8 @@ pub fn run(
                 ),
             };
             tty.show(&screen);
+            tty.flush_input();
+            on_screen.drawn(queue.first().map(|a| a.id.as_str()));
             dirty = false;
         }
         let Some(k) = tty.key() else { continue };
@@ -174,7 +209,16 @@ pub fn run(
             continue;
         }
         last_key = Instant::now();
-        let current = queue.first();
+        // The action whose card is on screen; a key never decides another one.
+        let current = queue
+            .iter()
+            .find(|a| on_screen.id.as_deref() == Some(a.id.as_str()));
+        if matches!(k, b'a' | b's' | b'd') && current.is_some() && !on_screen.settled() {
+            note = "Key ignored: this card had just appeared. Read it, then press the key again."
+                .into();
+            dirty = true;
+            continue;
+        }
         let verdict = match (k, current) {
             (b'q' | b'Q', _) => {
                 tty.show("\r\n");
