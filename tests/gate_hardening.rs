@@ -262,3 +262,75 @@ fn rewriting_headers_and_method_parameters_are_refused_unless_the_credential_all
     assert_eq!(t.requests().len(), 1);
     p.finish(Duration::from_secs(10));
 }
+
+#[test]
+fn proxies_from_the_environment_are_ignored() {
+    let t = HttpTarget::start(SECRET);
+    let proxy = HttpTarget::start(SECRET);
+    let mut v = TestVault::init("gate-proxy");
+    add(&mut v, "api", &t.base(), "never", &[]);
+    let mut cmd = v.command(&["mcp"]);
+    let via = format!("http://user:pw@127.0.0.1:{}", proxy.port);
+    for k in [
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+    ] {
+        cmd.env(k, &via);
+    }
+    cmd.env_remove("NO_PROXY").env_remove("no_proxy");
+    let mut p = McpProc::spawn(cmd);
+    p.initialize();
+    let r = call(
+        &mut p,
+        1,
+        json!({"credential": "api", "method": "GET", "url": format!("{}/echo?via=direct", t.base()), "wait_s": 10}),
+    );
+    assert_eq!(r["structuredContent"]["state"], "completed", "{r}");
+    assert!(
+        proxy.requests().is_empty(),
+        "the proxy from the environment received {:?}",
+        proxy.requests()
+    );
+    let reqs = t.requests();
+    assert_eq!(reqs.len(), 1);
+    assert_eq!(reqs[0]["path"], "/echo?via=direct");
+    assert!(reqs[0]["headers"].get("proxy-authorization").is_none());
+    p.finish(Duration::from_secs(10));
+}
+
+#[test]
+fn a_nat64_address_counts_as_the_ipv4_address_it_embeds() {
+    let mut v = TestVault::init("gate-nat64");
+    // 169.254.169.254 (cloud metadata) behind the well-known NAT64 prefix and the local-use one.
+    for (name, host) in [
+        ("wkp", "https://[64:ff9b::a9fe:a9fe]"),
+        ("local", "https://[64:ff9b:1::a9fe:a9fe]"),
+    ] {
+        add(&mut v, name, host, "never", &[]);
+    }
+    let mut p = mcp(&v);
+    for (i, (name, url)) in [
+        ("wkp", "https://[64:ff9b::a9fe:a9fe]/latest/meta-data/"),
+        ("local", "https://[64:ff9b:1::a9fe:a9fe]/latest/meta-data/"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let r = call(
+            &mut p,
+            1 + i as i64,
+            json!({"credential": name, "method": "GET", "url": url, "wait_s": 10}),
+        );
+        assert_eq!(r["structuredContent"]["state"], "failed_before_send", "{r}");
+        let text = r["content"][0]["text"].as_str().unwrap();
+        assert!(
+            text.contains("cloud metadata"),
+            "{url} must be refused by the guard as metadata, not tried: {text}"
+        );
+    }
+    p.finish(Duration::from_secs(10));
+}

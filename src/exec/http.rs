@@ -158,6 +158,9 @@ impl Executor for HttpExecutor {
             tls = tls.root_certs(ureq::tls::RootCerts::PlatformVerifier);
         }
         let config = ureq::Agent::config_builder()
+            // Never a proxy from HTTP(S)_PROXY / ALL_PROXY: the request goes to the checked
+            // address of the credential's own host, and nowhere else.
+            .proxy(None)
             .max_redirects(0)
             .http_status_as_error(false)
             .timeout_global(Some(Duration::from_secs(req.timeout_s)))
