@@ -334,3 +334,90 @@ fn a_nat64_address_counts_as_the_ipv4_address_it_embeds() {
     }
     p.finish(Duration::from_secs(10));
 }
+
+#[test]
+fn config_values_out_of_range_are_named_with_their_range_and_nothing_panics() {
+    let t = HttpTarget::start(SECRET);
+    let mut v = TestVault::init("gate-config");
+    add(&mut v, "api", &t.base(), "each", &[]);
+    let config = v.vault_dir().join("config.toml");
+    // Found: this value panicked at the first tool call and poisoned the session.
+    std::fs::write(
+        &config,
+        "[approvals]\nexpiry_seconds = 9223372036854775807\n",
+    )
+    .unwrap();
+    let mut p = McpProc::spawn(v.command(&["mcp"]));
+    p.send(&json!({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}));
+    p.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "http_request", "arguments": {"credential": "api", "method": "POST", "url": format!("{}/x", t.base()), "wait_s": 1}}}));
+    let (code, _, stderr) = p.finish(Duration::from_secs(10));
+    assert_ne!(code, 0, "vault mcp ran with an unusable config: {stderr}");
+    assert!(
+        stderr.contains("expiry_seconds") && stderr.contains("1..=604800"),
+        "the error names the key and its range: {stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(t.requests().is_empty());
+
+    for (text, key, range) in [
+        (
+            "[approvals]\nexpiry_seconds = 0\n",
+            "expiry_seconds",
+            "1..=604800",
+        ),
+        (
+            "[approvals]\nwait_seconds = -5\n",
+            "wait_seconds",
+            "0..=120",
+        ),
+        (
+            "[approvals]\nwait_seconds = \"soon\"\n",
+            "wait_seconds",
+            "0..=120",
+        ),
+        (
+            "[approvals]\nsession_grant_seconds = 9999999999\n",
+            "session_grant_seconds",
+            "1..=86400",
+        ),
+        (
+            "[approvals]\nreplay_window_seconds = 1e9\n",
+            "replay_window_seconds",
+            "0..=86400",
+        ),
+        (
+            "[limits]\nshutdown_grace_seconds = 100000\n",
+            "shutdown_grace_seconds",
+            "0..=300",
+        ),
+        (
+            "[limits]\noutput_retained_process_bytes = 9223372036854775807\n",
+            "output_retained_process_bytes",
+            "1..=1073741824",
+        ),
+        (
+            "[limits]\nstderr_agent_excerpt_bytes = 0\n",
+            "stderr_agent_excerpt_bytes",
+            "1..=",
+        ),
+        ("[limits]\nnot_a_key = 1\n", "not_a_key", "unknown"),
+        ("[nope]\nx = 1\n", "nope", "unknown"),
+    ] {
+        std::fs::write(&config, text).unwrap();
+        let r = v.run(&["doctor"], None).code(1);
+        let out = format!("{}{}", r.stdout, r.stderr);
+        assert!(
+            out.contains(key) && out.contains(range),
+            "{text:?}: doctor must name {key} and {range}: {out}"
+        );
+        assert!(!out.contains("panicked"), "{out}");
+    }
+    std::fs::write(
+        &config,
+        "[approvals]\nexpiry_seconds = 604800\nwait_seconds = 0\n",
+    )
+    .unwrap();
+    let r = v.run(&["doctor"], None);
+    assert!(r.stdout.contains("config.toml"), "{}", r.stdout);
+    assert!(!r.stdout.contains("not valid"), "{}", r.stdout);
+}
