@@ -170,10 +170,14 @@ fn patterns(secret: &[u8]) -> Vec<Pattern> {
             secret
                 .iter()
                 .map(|&b| {
-                    vec![
+                    let mut alts = vec![
                         alt(vec![b], false),
                         alt(percent_encoding::percent_encode_byte(b).into(), true),
-                    ]
+                    ];
+                    if b == b' ' {
+                        alts.push(alt(b"+".to_vec(), false));
+                    }
+                    alts
                 })
                 .collect(),
         ));
