@@ -54,7 +54,7 @@ fn forms(secret: &[u8]) -> Vec<(String, Vec<u8>, bool)> {
         true,
     ));
     let form: String = url::form_urlencoded::byte_serialize(secret).collect();
-    out.push(("form-encoded".into(), form.into_bytes(), true));
+    out.push(("form-encoded".into(), form.into_bytes(), false));
     let json_u: String = text.encode_utf16().map(|u| format!("\\u{u:04x}")).collect();
     out.push(("JSON \\u-escaped".into(), json_u.into_bytes(), true));
     out.push(("hex".into(), hex::encode(secret).into_bytes(), true));

@@ -70,8 +70,19 @@ impl Pattern {
     /// Every match of this pattern that starts at `start`, at once (positions reachable after
     /// each unit), so ambiguous units (`%` vs `%25`) cost no backtracking.
     fn probe(&self, data: &[u8], start: usize) -> Probe {
-        let mut at = vec![start];
         let mut partial = false;
+        // Most positions fail on the first unit: decide that without allocating.
+        let rest = &data[start..];
+        let first_fits = self.units.first().is_some_and(|unit| {
+            unit.iter().any(|alt| {
+                let n = alt.bytes.len().min(rest.len());
+                same(&rest[..n], &alt.bytes[..n], alt.fold)
+            })
+        });
+        if !first_fits {
+            return Probe::default();
+        }
+        let mut at = vec![start];
         for unit in &self.units {
             let mut next = Vec::new();
             for &p in &at {
@@ -164,8 +175,9 @@ fn patterns(secret: &[u8]) -> Vec<Pattern> {
     let mut out = Vec::new();
     let text = String::from_utf8_lossy(secret);
     out.push(Pattern::new(text.chars().map(char_alts).collect()));
-    if std::str::from_utf8(secret).is_err() {
-        // Bytes that are not UTF-8: the raw bytes and their percent-encoding, byte by byte.
+    if !secret.is_ascii() {
+        // Non-ASCII (or not UTF-8): byte by byte, each raw or percent-encoded, so an encoder
+        // that escapes only some bytes of a multi-byte character is caught too.
         out.push(Pattern::new(
             secret
                 .iter()
