@@ -252,19 +252,7 @@ pub fn bind_url(t: &HttpTarget, raw: &str) -> Result<Url, PolicyError> {
                 .expect("an http(s) URL takes an IP host");
         }
     }
-    // The path as written must be in the safe alphabet, and the parser must have had nothing to
-    // normalise in it: what the person is shown is what is sent (see `policy/path.rs`).
-    let written = path::raw_path(raw.trim())
-        .and_then(|p| path::check(p).map(|()| p))
-        .map_err(|(reason, fix)| PolicyError::invalid("url", reason, fix))?;
     let path = url.path();
-    if path != written && !(written.is_empty() && path == "/") {
-        return Err(PolicyError::invalid(
-            "url",
-            format!("the path {written:?} would be sent as {path:?}"),
-            "write the path exactly as it should be sent",
-        ));
-    }
     let decoded = percent_decode(path);
     if decoded.split('/').any(|s| s == "." || s == "..") {
         return Err(PolicyError::invalid(
@@ -280,6 +268,18 @@ pub fn bind_url(t: &HttpTarget, raw: &str) -> Result<Url, PolicyError> {
                 t.path_prefix
             ),
             fix_url,
+        ));
+    }
+    // The path as written must be in the safe alphabet, and the parser must have had nothing to
+    // normalise in it: what the person is shown is what is sent (see `policy/path.rs`).
+    let written = path::raw_path(raw.trim())
+        .and_then(|p| path::check(p).map(|()| p))
+        .map_err(|(reason, fix)| PolicyError::invalid("url", reason, fix))?;
+    if path != written && !(written.is_empty() && path == "/") {
+        return Err(PolicyError::invalid(
+            "url",
+            format!("the path {written:?} would be sent as {path:?}"),
+            "write the path exactly as it should be sent",
         ));
     }
     Ok(url)
