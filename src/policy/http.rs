@@ -148,6 +148,15 @@ pub(super) fn validate(t: &HttpTarget, a: HttpArgs) -> Result<HttpRequest, Polic
                 format!("remove {name}; send the method and URL you mean. If the target needs it, ask the person to run `vault edit NAME --allow-header {name}`"),
             ));
         }
+        if headers.iter().any(|(k, _): &(String, String)| *k == lower) {
+            // Two spellings of one name would both be sent, and the stored request could not be
+            // rebuilt as one map at dispatch (found by fuzz/tool_args).
+            return Err(PolicyError::invalid(
+                "headers",
+                format!("the header {lower} is given more than once (names ignore case)"),
+                "give each header once",
+            ));
+        }
         headers.push((lower, value));
     }
     headers.sort();

@@ -132,6 +132,10 @@ fn methods_headers_query_and_bodies() {
         );
     }
     let mut a = get("https://api.example.com/x");
+    a.headers.insert("X-Dup".into(), "1".into());
+    a.headers.insert("x-dup".into(), "2".into());
+    assert!(validate_http(&c, a).is_err(), "one name in two cases");
+    let mut a = get("https://api.example.com/x");
     a.headers.insert("X-Ok".into(), "a\r\nX-Evil: 1".into());
     assert!(validate_http(&c, a).is_err());
     assert!(validate_http(&c, get("https://api.example.com/x?key=stolen")).is_err());
