@@ -38,6 +38,7 @@ fn cred(i: usize) -> NewCredential {
             methods: None,
             auth: HttpAuth::Bearer,
             ca_file: None,
+            allow_headers: Vec::new(),
         }),
         secret: Secret::new(format!("token-{i}").into_bytes()),
     }

@@ -1,11 +1,65 @@
 //! `$VAULT_DIR/config.toml`: byte budgets and approval timings (DESIGN §6). The defaults are
 //! `assets/config.default.toml`, embedded, so the documented file and the code cannot disagree.
-//! A missing file means the defaults; an unknown key or an unusable value is an error that names it.
+//! A missing file or key means its default; an unknown key, a value that is not a whole number,
+//! or one outside its range (`BOUNDS`) is an error that names the key and the range. Nothing in
+//! the file can make a later computation overflow.
 use crate::paths::VaultPaths;
 use serde::Deserialize;
 use std::time::Duration;
 
 const DEFAULTS: &str = include_str!("../assets/config.default.toml");
+
+const KIB: u64 = 1024;
+const MIB: u64 = 1024 * KIB;
+
+/// Every key of the file: (section, key, least, most, unit). A value outside its range is refused.
+pub const BOUNDS: &[(&str, &str, u64, u64, &str)] = &[
+    (
+        "limits",
+        "stderr_retained_per_call_bytes",
+        1,
+        16 * MIB,
+        "bytes",
+    ),
+    (
+        "limits",
+        "stderr_retained_process_bytes",
+        1,
+        256 * MIB,
+        "bytes",
+    ),
+    ("limits", "stderr_agent_excerpt_bytes", 1, MIB, "bytes"),
+    (
+        "limits",
+        "output_retained_per_call_bytes",
+        1,
+        64 * MIB,
+        "bytes",
+    ),
+    (
+        "limits",
+        "output_retained_process_bytes",
+        1,
+        1024 * MIB,
+        "bytes",
+    ),
+    ("limits", "output_agent_bytes", 1, 16 * MIB, "bytes"),
+    ("limits", "shutdown_grace_seconds", 0, 300, "seconds"),
+    (
+        "limits",
+        "refused_calls_per_second",
+        1,
+        100_000,
+        "journaled refusals per second",
+    ),
+    ("limits", "ssh_idle_seconds", 1, 86400, "seconds"),
+    ("approvals", "expiry_seconds", 1, 7 * 86400, "seconds"),
+    ("approvals", "wait_seconds", 0, 120, "seconds"),
+    ("approvals", "session_grant_seconds", 1, 86400, "seconds"),
+    ("approvals", "approver_idle_seconds", 1, 86400, "seconds"),
+    ("approvals", "replay_window_seconds", 0, 86400, "seconds"),
+    ("agent", "idle_seconds", 0, 30 * 86400, "seconds; 0: never"),
+];
 
 /// Errors reading the configuration.
 #[derive(Debug, thiserror::Error)]
@@ -46,26 +100,18 @@ pub struct Approvals {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Agent {
+    /// The agent locks itself after this long with no request (0: never).
     pub idle_seconds: u64,
 }
 
+/// Every field is required here: the user's keys are laid over the shipped file's table first,
+/// so the defaults live in one place (`assets/config.default.toml`).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     pub limits: Limits,
     pub approvals: Approvals,
     pub agent: Agent,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Partial {
-    #[serde(default)]
-    limits: toml::Table,
-    #[serde(default)]
-    approvals: toml::Table,
-    #[serde(default)]
-    agent: toml::Table,
 }
 
 impl Default for Config {
@@ -95,24 +141,44 @@ impl Config {
         })
     }
 
-    /// Parses a config file's text over the defaults.
+    /// Parses a config file's text over the defaults. Every key is checked against `BOUNDS`
+    /// before anything is typed, so the error names the key and its range.
     pub fn parse(text: &str) -> Result<Self, String> {
-        let user: Partial = toml::from_str(text).map_err(|e| e.message().to_owned())?;
+        let user: toml::Table = toml::from_str(text).map_err(|e| e.message().to_owned())?;
         let mut merged: toml::Table = toml::from_str(DEFAULTS).expect("defaults parse");
-        for (section, table) in [
-            ("limits", user.limits),
-            ("approvals", user.approvals),
-            ("agent", user.agent),
-        ] {
-            let base = merged
-                .get_mut(section)
-                .and_then(toml::Value::as_table_mut)
-                .expect("default section");
-            for (k, v) in table {
-                if !base.contains_key(&k) {
-                    return Err(format!("unknown key [{section}] {k}"));
+        for (section, table) in &user {
+            let Some(table) = table.as_table() else {
+                return Err(format!(
+                    "[{section}] must be a section; the sections are [limits], [approvals] and [agent]"
+                ));
+            };
+            for (key, value) in table {
+                let Some(&(_, _, min, max, unit)) =
+                    BOUNDS.iter().find(|(s, k, ..)| s == section && k == key)
+                else {
+                    return Err(format!(
+                        "unknown key [{section}] {key} (the keys are those of assets/config.default.toml)"
+                    ));
+                };
+                let ok = value
+                    .as_integer()
+                    .and_then(|n| u64::try_from(n).ok())
+                    .is_some_and(|n| (min..=max).contains(&n));
+                if !ok {
+                    let value = match value {
+                        toml::Value::Integer(n) => n.to_string(),
+                        toml::Value::Float(f) => f.to_string(),
+                        toml::Value::String(s) => format!("{s:?}"),
+                        toml::Value::Boolean(b) => b.to_string(),
+                        _ => "a table or array".to_owned(),
+                    };
+                    return Err(format!(
+                        "[{section}] {key} = {value} is outside {min}..={max} ({unit}); give a whole number in that range"
+                    ));
                 }
-                base.insert(k, v);
+                if let Some(base) = merged.get_mut(section).and_then(toml::Value::as_table_mut) {
+                    base.insert(key.clone(), value.clone());
+                }
             }
         }
         let cfg: Config = toml::Value::Table(merged)
@@ -124,29 +190,6 @@ impl Config {
 
     fn check(&self) -> Result<(), String> {
         let l = &self.limits;
-        let a = &self.approvals;
-        let positive = [
-            (
-                "limits.output_retained_per_call_bytes",
-                l.output_retained_per_call_bytes as u64,
-            ),
-            ("limits.output_agent_bytes", l.output_agent_bytes as u64),
-            (
-                "limits.stderr_retained_per_call_bytes",
-                l.stderr_retained_per_call_bytes as u64,
-            ),
-            (
-                "limits.refused_calls_per_second",
-                u64::from(l.refused_calls_per_second),
-            ),
-            ("limits.ssh_idle_seconds", l.ssh_idle_seconds),
-            ("approvals.expiry_seconds", a.expiry_seconds),
-            ("approvals.session_grant_seconds", a.session_grant_seconds),
-            ("approvals.approver_idle_seconds", a.approver_idle_seconds),
-        ];
-        if let Some((k, _)) = positive.iter().find(|(_, v)| *v == 0) {
-            return Err(format!("{k} must be above 0"));
-        }
         if l.output_agent_bytes > l.output_retained_per_call_bytes
             || l.output_retained_per_call_bytes > l.output_retained_process_bytes
         {
@@ -156,11 +199,6 @@ impl Config {
             || l.stderr_retained_per_call_bytes > l.stderr_retained_process_bytes
         {
             return Err("limits must satisfy stderr_agent_excerpt_bytes <= stderr_retained_per_call_bytes <= stderr_retained_process_bytes".into());
-        }
-        if a.wait_seconds > 120 {
-            return Err(
-                "approvals.wait_seconds must be at most 120 (clients time out near 60)".into(),
-            );
         }
         Ok(())
     }
@@ -198,18 +236,49 @@ mod tests {
         assert_eq!(c.approvals.wait_seconds, 50);
         assert_eq!(c.limits, d.limits);
         assert!(Config::parse("").is_ok());
+        // The shipped file parses to the defaults, and every default is inside its bounds.
+        assert_eq!(Config::parse(DEFAULTS).unwrap(), d);
+        let table: toml::Table = toml::from_str(DEFAULTS).unwrap();
+        let keys: usize = table.values().map(|s| s.as_table().unwrap().len()).sum();
+        assert_eq!(
+            keys,
+            BOUNDS.len(),
+            "BOUNDS covers every key of the defaults"
+        );
     }
 
     #[test]
-    fn unknown_keys_and_unusable_values_are_named() {
+    fn unknown_keys_and_unusable_values_are_named_with_the_range() {
         assert!(Config::parse("[limits]\noutput_agnet_bytes = 5\n")
             .unwrap_err()
             .contains("output_agnet_bytes"));
         assert!(Config::parse("[extra]\nx = 1\n").is_err());
-        assert!(Config::parse("[approvals]\nexpiry_seconds = 0\n")
+        assert!(Config::parse("limits = 3\n").is_err());
+        for (text, want) in [
+            (
+                "[approvals]\nexpiry_seconds = 0\n",
+                "expiry_seconds = 0 is outside 1..=604800",
+            ),
+            (
+                "[approvals]\nexpiry_seconds = 9223372036854775807\n",
+                "outside 1..=604800 (seconds)",
+            ),
+            (
+                "[approvals]\nwait_seconds = -1\n",
+                "wait_seconds = -1 is outside 0..=120",
+            ),
+            ("[approvals]\nwait_seconds = \"soon\"\n", "outside 0..=120"),
+            ("[approvals]\nwait_seconds = 1.5\n", "outside 0..=120"),
+            (
+                "[limits]\noutput_agent_bytes = 99999999\n",
+                "outside 1..=16777216",
+            ),
+        ] {
+            let e = Config::parse(text).unwrap_err();
+            assert!(e.contains(want), "{text:?}: {e}");
+        }
+        assert!(Config::parse("[limits]\noutput_agent_bytes = 2000000\n")
             .unwrap_err()
-            .contains("expiry_seconds"));
-        assert!(Config::parse("[limits]\noutput_agent_bytes = 99999999\n").is_err());
-        assert!(Config::parse("[approvals]\nwait_seconds = \"soon\"\n").is_err());
+            .contains("output_agent_bytes <= output_retained_per_call_bytes"));
     }
 }

@@ -22,6 +22,7 @@ pub mod policy;
 pub mod services;
 pub mod store;
 pub mod sys;
+pub mod term;
 pub mod time;
 pub mod vault;
 

@@ -264,12 +264,13 @@ fn the_interactive_queue_in_a_real_terminal() {
     let mut p = McpProc::spawn(v.command(&["mcp"]));
     p.initialize();
     let _act = ask(&mut p, &mut v, 1, &format!("{}/echo", target.base()), 40);
-    let run = v.run_tty(
+    // A decision key counts only once the card has been on screen for half a second.
+    let run = v.run_tty_timed(
         &["approve"],
         &[
-            ("passphrase", &format!("{PASSPHRASE}\n")),
-            ("[a]pprove once", "a"),
-            ("Approved act_", "q"),
+            ("passphrase", &format!("{PASSPHRASE}\n"), 0.2),
+            ("[a]pprove once", "a", 0.8),
+            ("Approved act_", "q", 0.2),
         ],
     );
     assert_eq!(run.code, 0, "{}", run.stdout);

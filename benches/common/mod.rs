@@ -154,6 +154,7 @@ impl BenchVault {
                 methods: None,
                 auth: HttpAuth::Bearer,
                 ca_file: None,
+                allow_headers: Vec::new(),
             }),
             secret: Secret::new(SECRET.as_bytes().to_vec()),
         };

@@ -3,11 +3,13 @@
 //!
 //! Input layout: the low 4 bits of byte 0 count the chunk-length bytes that follow (each a chunk
 //! length 1..=256, cycled); the rest is the stream. Byte 0 = 0xff instead puts the stream behind
-//! a line of filler that ends `next byte` bytes short of `MAX_LINE`, to hit the length cap exactly.
+//! a line of filler that ends `next byte` bytes short of the cap of a splitter made with
+//! `LineSplitter::with_cap(CAP)`, to hit the length cap exactly (the production cap, `MAX_LINE`,
+//! is the same code with a 4 MiB constant; a small cap keeps each such case microseconds long).
 //!
-//! Invariants: no panic; chunking never changes the frames; a `Line` never exceeds `MAX_LINE`
+//! Invariants: no panic; chunking never changes the frames; a `Line` never exceeds the cap
 //! and never holds `\n`; without `TooLong` the frames rebuild the stream exactly; nothing follows
-//! `TooLong`, which comes exactly when a line passes `MAX_LINE`; `classify` is `Ok` only for a JSON object with `jsonrpc: "2.0"`, a string `method`
+//! `TooLong`, which comes exactly when a line passes the cap; `classify` is `Ok` only for a JSON object with `jsonrpc: "2.0"`, a string `method`
 //! and a string or integer `id`; its errors are -32700 or -32600 only.
 #![no_main]
 
@@ -17,21 +19,25 @@ use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 use std::sync::OnceLock;
 
+/// The cap of the length-cap cases: above 255 (the largest `short`), far below `MAX_LINE`.
+const CAP: usize = 1024;
+
 fn filler() -> &'static [u8] {
     static F: OnceLock<Vec<u8>> = OnceLock::new();
-    F.get_or_init(|| vec![b' '; MAX_LINE])
+    F.get_or_init(|| vec![b' '; CAP])
 }
 
 fn split<'a>(parts: impl Iterator<Item = &'a [u8]>) -> Vec<Frame> {
-    let mut s = LineSplitter::new();
+    split_capped(MAX_LINE, parts)
+}
+
+fn split_capped<'a>(cap: usize, parts: impl Iterator<Item = &'a [u8]>) -> Vec<Frame> {
+    let mut s = LineSplitter::with_cap(cap);
+    assert_eq!(s.cap(), cap);
     let mut out = Vec::new();
     for p in parts {
         s.push(p, &mut out);
-        assert!(
-            s.buffered() <= MAX_LINE,
-            "buffered {} > MAX_LINE",
-            s.buffered()
-        );
+        assert!(s.buffered() <= cap, "buffered {} > cap {cap}", s.buffered());
     }
     out.extend(s.finish());
     out
@@ -103,15 +109,15 @@ fn check_classify(line: &[u8]) {
     }
 }
 
-/// Behind a filler line ending `short` bytes before `MAX_LINE`: the cap must hit exactly. Only
-/// one (chunked) split here, since scanning 4 MiB costs milliseconds under instrumentation; the
-/// oracle is arithmetic on the stream, and what follows the first line must split as if alone.
+/// Behind a filler line ending `short` bytes before the cap: the cap must hit exactly. The
+/// oracle is arithmetic on the stream, and what follows the first line must split as if alone
+/// (under the same cap).
 fn check_cap(short: usize, stream: &[u8], lens: &[u8]) {
-    let prefix = &filler()[..MAX_LINE - short];
-    let frames = split(std::iter::once(prefix).chain(chunked(stream, lens)));
+    let prefix = &filler()[..CAP - short];
+    let frames = split_capped(CAP, std::iter::once(prefix).chain(chunked(stream, lens)));
     let nl = stream.iter().position(|&b| b == b'\n');
-    let first_len = MAX_LINE - short + nl.unwrap_or(stream.len());
-    if first_len > MAX_LINE {
+    let first_len = CAP - short + nl.unwrap_or(stream.len());
+    if first_len > CAP {
         assert_eq!(frames, vec![Frame::TooLong], "a line of {first_len} bytes");
         return;
     }
@@ -119,8 +125,11 @@ fn check_cap(short: usize, stream: &[u8], lens: &[u8]) {
     match (first, nl) {
         (Frame::Line(l), Some(i)) => {
             assert_eq!(l.len(), first_len);
-            assert_eq!(&l[MAX_LINE - short..], &stream[..i]);
-            assert_eq!(rest, &split(std::iter::once(&stream[i + 1..]))[..]);
+            assert_eq!(&l[CAP - short..], &stream[..i]);
+            assert_eq!(
+                rest,
+                &split_capped(CAP, std::iter::once(&stream[i + 1..]))[..]
+            );
         }
         (Frame::Truncated(t), None) => {
             assert_eq!(t.len(), first_len);

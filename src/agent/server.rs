@@ -113,6 +113,7 @@ pub(super) fn serve(
         }
     };
     ready(Ok(&status));
+    tracing::info!(pid = status.pid, socket = %status.socket, locks_at = %status.locks_at, "vault agent listening");
     let (stop, _) = watch::channel(None);
     let agent = Arc::new(Agent {
         env,
@@ -382,6 +383,8 @@ impl Conn {
         if matches!(req, Request::Hello { .. }) {
             return Err("hello was already said".into());
         }
+        // Finished tasks the select loop has not reaped yet are not in flight.
+        while self.tasks.try_join_next().is_some() {}
         let inflight = self.tasks.len() + self.watchers.len();
         if inflight >= MAX_INFLIGHT {
             self.writer

@@ -37,6 +37,7 @@ pub fn gate(
     Ok(match effective_approval(trust, cred, sig) {
         Approval::Each => State::Pending,
         Approval::Never => State::Received,
+        // A GET/HEAD with a body, a rewriting header or `_method` is a write too.
         Approval::Writes if is_read(request) => State::Received,
         Approval::Writes => State::Pending,
         Approval::Session => match valid_grant(conn, trust, session_id, cred)? {
@@ -237,9 +238,10 @@ fn check(
     Ok((request, cred, basis))
 }
 
-/// GET and HEAD: what the `writes` policy lets run without a card.
+/// What the `writes` policy lets run without a card: a read-only HTTP request (GET or HEAD with
+/// no body, no rewriting header, no `_method`; `HttpRequest::is_read_only`).
 pub(crate) fn is_read(request: &ValidatedRequest) -> bool {
-    matches!(request, ValidatedRequest::Http(h) if h.method == "GET" || h.method == "HEAD")
+    matches!(request, ValidatedRequest::Http(h) if h.is_read_only())
 }
 
 fn valid_decision(

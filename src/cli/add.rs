@@ -64,6 +64,11 @@ pub struct HttpArgs {
     /// Send the secret as this query parameter.
     #[arg(long, value_name = "PARAM")]
     query: Option<String>,
+    /// Let the agent send this request-rewriting header (repeatable): X-HTTP-Method-Override,
+    /// X-HTTP-Method, X-Method-Override, X-Original-URL, X-Rewrite-URL, Forwarded,
+    /// X-Forwarded-*, or `_method` for the query parameter. Refused otherwise.
+    #[arg(long = "allow-header", value_name = "NAME")]
+    allow_headers: Vec<String>,
     /// Extra trusted root certificates (PEM) for this host.
     #[arg(long, value_name = "FILE")]
     ca_file: Option<PathBuf>,
@@ -188,6 +193,7 @@ fn http(a: HttpArgs) -> anyhow::Result<(Common, Target, Secret, String)> {
             .transpose()?,
         auth,
         ca_file,
+        allow_headers: super::edit::allow_headers(&a.allow_headers)?,
     });
     let secret = if a.secret_stdin {
         read_stdin_line("secret")?

@@ -2,7 +2,7 @@
 use super::backend::{unexpected, Backend};
 use crate::agent::protocol::{Reply, Request};
 use crate::credentials::{
-    check_host_key, check_path_prefix, parse_methods, Approval, Edit, Secret,
+    check_allow_header, check_host_key, check_path_prefix, parse_methods, Approval, Edit, Secret,
 };
 use crate::keys::{read_file_line, read_stdin_line, PassphraseSource};
 use crate::paths::VaultPaths;
@@ -22,6 +22,13 @@ pub struct Args {
     /// HTTP: only these methods; `any` lifts the limit.
     #[arg(long)]
     methods: Option<String>,
+    /// HTTP: replace the request-rewriting headers the agent may send (repeatable), e.g.
+    /// X-HTTP-Method-Override, X-Forwarded-For, or `_method` for the query parameter.
+    #[arg(long = "allow-header", value_name = "NAME")]
+    allow_headers: Vec<String>,
+    /// HTTP: allow no request-rewriting header again.
+    #[arg(long, conflicts_with = "allow_headers")]
+    no_allow_header: bool,
     /// SSH: a new pinned host key fingerprint.
     #[arg(long, value_name = "SHA256:…")]
     host_key: Option<String>,
@@ -76,6 +83,13 @@ pub fn run(paths: VaultPaths, a: Args) -> anyhow::Result<Exit> {
         } else {
             Some(a.allow_commands)
         },
+        allow_headers: if a.no_allow_header {
+            Some(Vec::new())
+        } else if a.allow_headers.is_empty() {
+            None
+        } else {
+            Some(allow_headers(&a.allow_headers)?)
+        },
         secret: secret.map(|s| Secret::new(s.as_bytes().to_vec())),
     };
     let approval = match edit.approval {
@@ -112,4 +126,15 @@ pub fn run(paths: VaultPaths, a: Args) -> anyhow::Result<Exit> {
         cred.approval.as_str()
     );
     Ok(Exit::Ok)
+}
+
+/// `--allow-header` values, checked, lowercased, deduplicated and sorted.
+pub(super) fn allow_headers(names: &[String]) -> anyhow::Result<Vec<String>> {
+    let mut out = names
+        .iter()
+        .map(|n| check_allow_header(n))
+        .collect::<Result<Vec<_>, _>>()?;
+    out.sort();
+    out.dedup();
+    Ok(out)
 }

@@ -1,10 +1,12 @@
 //! `vault log [--json] [--session S] [--since T] [--follow]`: what each agent did, as a
 //! projection of the journal: time, client, tool, credential, target summary, state, duration.
+//! Text lines print agent-derived fields through `term::escape`; `--json` is JSON-escaped.
 use super::backend::Backend;
 use super::mirror::Mirror;
 use crate::audit::{ActionEntry, Activity};
 use crate::keys::PassphraseSource;
 use crate::paths::VaultPaths;
+use crate::term::escape;
 use crate::Exit;
 use anyhow::Context;
 use serde_json::json;
@@ -110,17 +112,17 @@ fn entry_json(a: &Activity, e: &ActionEntry) -> serde_json::Value {
 fn entry_line(a: &Activity, e: &ActionEntry, style: &Style) -> String {
     let client = a
         .session_of(e)
-        .and_then(|s| s.client_name.clone())
+        .and_then(|s| s.client_name.as_deref().map(escape))
         .unwrap_or_else(|| "-".into());
     format!(
         "{}  {:<14}  {:<12}  {:<14}  {}  {:>7}  {}",
         local_time(&e.started),
         client,
-        e.tool.as_deref().unwrap_or("-"),
-        e.credential.as_deref().unwrap_or("-"),
-        style.state(&e.state),
+        escape(e.tool.as_deref().unwrap_or("-")),
+        escape(e.credential.as_deref().unwrap_or("-")),
+        style.state(&escape(&e.state)),
         duration(e.duration_ms),
-        e.summary.as_deref().unwrap_or("")
+        escape(e.summary.as_deref().unwrap_or(""))
     )
 }
 

@@ -1,8 +1,10 @@
 //! `vault pending [--json]`: what waits for a decision. Through the agent, no passphrase needed.
+//! Agent-derived text (client name, summary) is printed through `term::escape`.
 use super::backend::{unexpected, Backend};
 use crate::agent::protocol::{Reply, Request};
 use crate::keys::PassphraseSource;
 use crate::paths::VaultPaths;
+use crate::term::escape;
 use crate::Exit;
 use serde_json::{json, Value};
 
@@ -40,8 +42,8 @@ pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         println!(
             "{}  {}  {}  hash {}  expires {}",
             a.id,
-            a.client.escape_debug(),
-            a.summary.escape_debug(),
+            escape(&a.client),
+            escape(&a.summary),
             &a.action_hash[..12],
             a.expires_at
         );

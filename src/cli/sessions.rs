@@ -1,10 +1,12 @@
 //! `vault sessions [--json]`: each MCP session (client name and version, parent process, start
-//! and end, actions by state), as a projection of the journal.
+//! and end, actions by state), as a projection of the journal. Agent-derived text (the client's
+//! self-reported name and version) is printed through `term::escape`.
 use super::backend::Backend;
 use super::mirror::Mirror;
 use crate::audit::{Activity, SessionSummary};
 use crate::keys::PassphraseSource;
 use crate::paths::VaultPaths;
+use crate::term::escape;
 use crate::Exit;
 use serde_json::{json, Value};
 
@@ -51,27 +53,27 @@ pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     for s in &activity.sessions {
         let client = format!(
             "{} {}",
-            s.client_name.as_deref().unwrap_or("?"),
-            s.client_version.as_deref().unwrap_or("")
+            escape(s.client_name.as_deref().unwrap_or("?")),
+            escape(s.client_version.as_deref().unwrap_or(""))
         );
         let parent = match (s.parent_pid, s.parent_exe.as_deref()) {
-            (Some(pid), Some(exe)) => format!("{pid} {exe}"),
+            (Some(pid), Some(exe)) => format!("{pid} {}", escape(exe)),
             (Some(pid), None) => pid.to_string(),
-            (None, Some(exe)) => exe.to_owned(),
+            (None, Some(exe)) => escape(exe),
             (None, None) => "-".into(),
         };
         let ended = match (&s.ended, &s.end_reason) {
-            (Some(t), Some(r)) => format!("{t} ({r})"),
-            (Some(t), None) => t.clone(),
+            (Some(t), Some(r)) => format!("{} ({})", escape(t), escape(r)),
+            (Some(t), None) => escape(t),
             (None, _) => "running or cut off".into(),
         };
         let counts: Vec<String> = s.counts.iter().map(|(k, n)| format!("{k}={n}")).collect();
         println!(
             "{:<24}  {:<24}  {:<24}  {:<24}  {:<24}  {}",
-            s.id,
+            escape(&s.id),
             client.trim(),
             parent,
-            s.started,
+            escape(&s.started),
             ended,
             if counts.is_empty() {
                 "-".into()

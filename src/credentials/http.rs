@@ -20,6 +20,49 @@ pub struct HttpTarget {
     /// A PEM file of extra trusted roots for this credential's host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_file: Option<String>,
+    /// Request-rewriting headers (lowercase) and `_method` that the agent may send with this
+    /// credential (`--allow-header`); all others of `REWRITING_HEADERS` are refused. Older rows
+    /// have none; an empty list is not serialized, so their policy signatures still verify.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_headers: Vec<String>,
+}
+
+/// Headers that make a server or proxy treat a request as another method or another path
+/// (Rails, Laravel, Spring, Symfony, IIS URL Rewrite, reverse proxies). Refused unless the
+/// credential allows them by name; `x-forwarded-*` counts as one of them too.
+pub const REWRITING_HEADERS: &[&str] = &[
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
+    "x-original-url",
+    "x-rewrite-url",
+    "x-original-method",
+    "forwarded",
+];
+
+/// The query parameter that frameworks read as the request's method (`?_method=DELETE`).
+pub const METHOD_PARAM: &str = "_method";
+
+/// Whether a (lowercase) header name rewrites the method or the path.
+pub fn is_rewriting_header(lower: &str) -> bool {
+    REWRITING_HEADERS.contains(&lower) || lower.starts_with("x-forwarded-")
+}
+
+/// `--allow-header NAME`: a rewriting header (or `_method`), lowercased. Any other header needs
+/// no allowing, and the ones the vault sets can never be allowed.
+pub fn check_allow_header(name: &str) -> Result<String, CredentialError> {
+    let lower = name.trim().to_ascii_lowercase();
+    if lower == METHOD_PARAM || (is_header_token(&lower) && is_rewriting_header(&lower)) {
+        Ok(lower)
+    } else {
+        Err(invalid(
+            "--allow-header",
+            format!(
+                "{name:?} is not a request-rewriting header; only {}, x-forwarded-* and the {METHOD_PARAM} query parameter need allowing",
+                REWRITING_HEADERS.join(", ")
+            ),
+        ))
+    }
 }
 
 /// Headers only the HTTP layer sets (routing and framing): neither a credential nor an agent may.
@@ -138,14 +181,20 @@ impl HttpTarget {
             Some(m) => format!(" {}", m.join(",")),
             None => String::new(),
         };
+        let allows = if self.allow_headers.is_empty() {
+            String::new()
+        } else {
+            format!(" allows {}", self.allow_headers.join(","))
+        };
         format!(
-            "{}://{}:{}{} ({}){}",
+            "{}://{}:{}{} ({}){}{}",
             self.scheme,
             host,
             self.port,
             self.path_prefix,
             self.auth.summary(),
-            methods
+            methods,
+            allows
         )
     }
 }

@@ -6,7 +6,8 @@ mod service;
 mod ssh;
 
 pub use http::{
-    check_path_prefix, is_loopback, normalize_host, parse_host, parse_methods, HttpAuth, HttpTarget,
+    check_allow_header, check_path_prefix, is_loopback, is_rewriting_header, normalize_host,
+    parse_host, parse_methods, HttpAuth, HttpTarget, METHOD_PARAM,
 };
 pub use service::{
     add, edit, get, get_by_id, list, policy_payload, policy_signature, remove, sign_policy, Edit,
@@ -215,6 +216,7 @@ pub(crate) fn test_bearer(name: &str, secret: &str) -> NewCredential {
             methods: None,
             auth: HttpAuth::Bearer,
             ca_file: None,
+            allow_headers: Vec::new(),
         }),
         secret: Secret::new(secret.as_bytes().to_vec()),
     }

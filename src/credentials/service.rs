@@ -30,6 +30,8 @@ pub struct Edit {
     pub methods: Option<Option<Vec<String>>>,
     pub host_key: Option<String>,
     pub allow_commands: Option<Vec<String>>,
+    /// HTTP: replaces the allowed request-rewriting headers (`Some(vec![])` clears them).
+    pub allow_headers: Option<Vec<String>>,
     pub secret: Option<Secret>,
 }
 
@@ -279,6 +281,10 @@ pub fn edit(
                 h.methods = m;
                 changed.push("methods");
             }
+            if let Some(allow) = edit.allow_headers {
+                h.allow_headers = allow;
+                changed.push("allow_headers");
+            }
             if edit.host_key.is_some() || edit.allow_commands.is_some() {
                 return Err(invalid(
                     "option",
@@ -295,10 +301,11 @@ pub fn edit(
                 s.allow_commands = c;
                 changed.push("allow_commands");
             }
-            if edit.path_prefix.is_some() || edit.methods.is_some() {
+            if edit.path_prefix.is_some() || edit.methods.is_some() || edit.allow_headers.is_some()
+            {
                 return Err(invalid(
                     "option",
-                    "--path-prefix and --methods apply to http credentials only",
+                    "--path-prefix, --methods and --allow-header apply to http credentials only",
                 ));
             }
         }

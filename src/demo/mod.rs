@@ -111,6 +111,7 @@ fn flow(
                 methods: None,
                 auth: HttpAuth::Bearer,
                 ca_file: None,
+                allow_headers: Vec::new(),
             }),
             secret: Secret::new(secret.clone().into_bytes()),
         },

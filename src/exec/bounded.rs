@@ -55,6 +55,14 @@ impl Scrubber {
     pub fn scrub_str(&self, s: &str) -> String {
         self.0.iter().fold(s.to_owned(), |acc, r| r.scrub_str(&acc))
     }
+
+    /// Scrubs every string and key of a parsed JSON value (decoding `\u` escapes can spell out
+    /// what the byte scan did not see).
+    pub fn scrub_json(&self, v: &mut Value) {
+        for r in &self.0 {
+            r.scrub_json(v);
+        }
+    }
 }
 
 /// One stream being captured.
@@ -175,6 +183,7 @@ impl Capture {
             dropped: self.dropped,
             budget_short: self.budget_short && self.dropped,
             text: decode(bytes, self.keep, self.dropped),
+            scrub: std::mem::take(&mut self.scrub),
             _reservation: self.reservation,
         }
     }
@@ -238,6 +247,8 @@ pub struct Captured {
     pub budget_short: bool,
     /// The retained bytes, decoded.
     pub text: String,
+    /// The call's scrubbers, for what decoding or cleaning the text might reassemble.
+    scrub: Scrubber,
     _reservation: Reservation,
 }
 
@@ -255,7 +266,11 @@ impl Captured {
     /// `max_bytes` of it (the kept end), behind a marker the vault writes when anything was cut,
     /// e.g. `[stderr truncated: kept last 16384 of 184320 bytes; showing the last 4096]`.
     pub fn excerpt(&self, max_bytes: usize) -> Excerpt {
-        let clean = untrusted_text(&self.text, self.text.len());
+        // Scrubbed again after cleaning: removing a control character from the middle of an
+        // echo must not join the halves of a secret back together.
+        let clean = self
+            .scrub
+            .scrub_str(&untrusted_text(&self.text, self.text.len()));
         let shown = match self.keep {
             Keep::Head => untrusted_text(&clean, max_bytes),
             Keep::Tail => {
@@ -296,6 +311,16 @@ impl Captured {
             text,
             truncated: true,
         }
+    }
+
+    /// Scrubs a value derived from the text (see `Scrubber::scrub_str`).
+    pub fn scrub_str(&self, s: &str) -> String {
+        self.scrub.scrub_str(s)
+    }
+
+    /// Scrubs a JSON value parsed from the text (see `Scrubber::scrub_json`).
+    pub fn scrub_json(&self, v: &mut Value) {
+        self.scrub.scrub_json(v)
     }
 
     /// `{"untrusted_text": …, "note": …}` for a result.

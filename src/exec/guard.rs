@@ -1,4 +1,5 @@
-//! The network guard: after resolving, which addresses a credentialed request may reach.
+//! The network guard: after resolving, which addresses a credentialed request may reach (an IPv6
+//! address that embeds an IPv4 one, such as NAT64, counts as that IPv4 address).
 //! Link-local and cloud-metadata addresses never; loopback, private and CGNAT ranges only when
 //! the credential's own host names such an address. The checked addresses are then the only ones
 //! the connection may use (a pinned resolver), so DNS rebinding cannot swap them.
@@ -17,18 +18,54 @@ pub enum GuardError {
     },
 }
 
-/// The address class of an IP.
+/// The address class of an IP. An IPv6 address that carries an IPv4 address (IPv4-mapped,
+/// IPv4-compatible, NAT64 `64:ff9b::/96` and `64:ff9b:1::/48`, 6to4 `2002::/16`) is classed by
+/// the IPv4 address it reaches; where the embedding is ambiguous, by the stricter reading.
 pub fn classify(ip: IpAddr) -> Option<&'static str> {
-    let ip = match ip {
-        IpAddr::V6(v6) => v6
-            .to_ipv4_mapped()
-            .map(IpAddr::V4)
-            .unwrap_or(IpAddr::V6(v6)),
-        v4 => v4,
-    };
     match ip {
         IpAddr::V4(v4) => classify_v4(v4),
-        IpAddr::V6(v6) => classify_v6(v6),
+        IpAddr::V6(v6) => {
+            let embedded = embedded_v4(v6);
+            if embedded.is_empty() {
+                return classify_v6(v6);
+            }
+            embedded
+                .into_iter()
+                .map(classify_v4)
+                .min_by_key(|class| strictness(*class))
+                .flatten()
+        }
+    }
+}
+
+/// Lower is stricter: never reachable, then reachable only when named, then public.
+fn strictness(class: Option<&'static str>) -> u8 {
+    match class {
+        Some("link-local / cloud metadata" | "cloud metadata" | "not a unicast address") => 0,
+        Some(_) => 1,
+        None => 2,
+    }
+}
+
+/// The IPv4 addresses an IPv6 address may stand for.
+fn embedded_v4(ip: Ipv6Addr) -> Vec<Ipv4Addr> {
+    let o = ip.octets();
+    let s = ip.segments();
+    let last32 = Ipv4Addr::new(o[12], o[13], o[14], o[15]);
+    if let Some(v4) = ip.to_ipv4_mapped() {
+        return vec![v4];
+    }
+    match s {
+        // NAT64 well-known prefix (RFC 6052): the last 32 bits.
+        [0x64, 0xff9b, 0, 0, 0, 0, _, _] => vec![last32],
+        // Local-use NAT64 (RFC 8215): a /96 inside it (last 32 bits) or the /48 layout of
+        // RFC 6052 (bits 48-63 and 72-87, around the u octet).
+        [0x64, 0xff9b, 1, ..] => vec![last32, Ipv4Addr::new(o[6], o[7], o[9], o[10])],
+        // 6to4 (RFC 3056): bits 16-47.
+        [0x2002, ..] => vec![Ipv4Addr::new(o[2], o[3], o[4], o[5])],
+        // IPv4-compatible (deprecated ::a.b.c.d), but not :: and ::1.
+        [0, 0, 0, 0, 0, 0, _, _] if u32::from(last32) > 1 => vec![last32],
+        _ => Vec::new(),
     }
 }
 
@@ -136,6 +173,30 @@ mod tests {
         ] {
             assert_eq!(classify(ip.parse().unwrap()), class, "{ip}");
         }
+    }
+
+    #[test]
+    fn nat64_6to4_and_compatible_addresses_are_their_ipv4_address() {
+        for (ip, class) in [
+            ("64:ff9b::a9fe:a9fe", Some("link-local / cloud metadata")),
+            ("64:ff9b::7f00:1", Some("loopback")),
+            ("64:ff9b::a00:1", Some("private network")),
+            ("64:ff9b::5db8:d822", None),
+            ("64:ff9b:1::a9fe:a9fe", Some("link-local / cloud metadata")),
+            (
+                "64:ff9b:1:a9fe:a9:fe00:0:5db8",
+                Some("link-local / cloud metadata"),
+            ),
+            ("2002:a9fe:a9fe::1", Some("link-local / cloud metadata")),
+            ("::a9fe:a9fe", Some("link-local / cloud metadata")),
+            ("::1", Some("loopback")),
+        ] {
+            assert_eq!(classify(ip.parse().unwrap()), class, "{ip}");
+        }
+        assert!(matches!(
+            resolve_checked("64:ff9b::a9fe:a9fe", 443, "64:ff9b::a9fe:a9fe"),
+            Err(GuardError::Forbidden { .. })
+        ));
     }
 
     #[test]

@@ -1,12 +1,217 @@
-//! Scrubbing a secret out of everything an executor returns: the raw bytes and the encodings a
-//! target could echo (base64 standard and URL-safe, percent-encoded, basic-auth `user:secret`
-//! base64, JSON-escaped), replaced by `[REDACTED:<credential>]`, across chunk boundaries, before
-//! anything is retained, returned, logged or journaled.
+//! Scrubbing a secret out of everything an executor returns, before anything is retained,
+//! returned, logged or journaled: every encoding the vault itself produces and the usual echoes,
+//! replaced by `[REDACTED:<credential>]`, across chunk boundaries.
+//!
+//! Forms caught (see `patterns`):
+//! - the secret as text where each character may independently be literal, percent-encoded
+//!   (`%xx` in either case, so mixed case and partial encoding; `+` for a space, as the
+//!   form encoding of a query credential sends it), or JSON-escaped (`\u00XX` in either case,
+//!   surrogate pairs, and the short escapes `\"` `\\` `\/` `\n` …);
+//! - base64 of the secret, standard and URL-safe, at each of the three byte alignments it can
+//!   have inside a longer base64 string (`Bearer <secret>`, `user:<secret>`): the run of base64
+//!   characters that depends only on the secret's bytes;
+//! - hex of the secret, in either case.
+//!
+//! A stream is held back by the longest possible match, so a match split across chunks is still
+//! found; at the end of a stream (or of a complete value) a held-back tail that could be the
+//! beginning of a match is dropped, never flushed, and marked.
+use base64::Engine;
 use zeroize::Zeroizing;
+
+/// A trailing partial match of at least this many bytes is dropped at the end of a stream.
+const MIN_PARTIAL: usize = 4;
+
+/// One way of writing one unit of the secret.
+struct Alt {
+    bytes: Zeroizing<Vec<u8>>,
+    /// Compare ASCII case-insensitively (hex digits of `%xx`, `\uXXXX`, hex).
+    fold: bool,
+}
+
+/// A sequence of units, each written in any of its alternatives.
+struct Pattern {
+    units: Vec<Vec<Alt>>,
+    max_len: usize,
+}
+
+/// How a pattern fares at a position.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Probe {
+    /// The end of the longest complete match.
+    end: Option<usize>,
+    /// The data ended while a match was still possible.
+    partial: bool,
+}
+
+fn same(a: &[u8], b: &[u8], fold: bool) -> bool {
+    if fold {
+        a.eq_ignore_ascii_case(b)
+    } else {
+        a == b
+    }
+}
+
+impl Pattern {
+    fn fixed(bytes: Vec<u8>, fold: bool) -> Self {
+        Self::new(vec![vec![Alt {
+            bytes: Zeroizing::new(bytes),
+            fold,
+        }]])
+    }
+
+    fn new(units: Vec<Vec<Alt>>) -> Self {
+        let max_len = units
+            .iter()
+            .map(|u| u.iter().map(|a| a.bytes.len()).max().unwrap_or(0))
+            .sum();
+        Self { units, max_len }
+    }
+
+    /// Every match of this pattern that starts at `start`, at once (positions reachable after
+    /// each unit), so ambiguous units (`%` vs `%25`) cost no backtracking.
+    fn probe(&self, data: &[u8], start: usize) -> Probe {
+        let mut partial = false;
+        // Most positions fail on the first unit: decide that without allocating.
+        let rest = &data[start..];
+        let first_fits = self.units.first().is_some_and(|unit| {
+            unit.iter().any(|alt| {
+                let n = alt.bytes.len().min(rest.len());
+                same(&rest[..n], &alt.bytes[..n], alt.fold)
+            })
+        });
+        if !first_fits {
+            return Probe::default();
+        }
+        let mut at = vec![start];
+        for unit in &self.units {
+            let mut next = Vec::new();
+            for &p in &at {
+                let rest = &data[p..];
+                for alt in unit {
+                    let n = alt.bytes.len();
+                    if rest.len() >= n {
+                        if same(&rest[..n], &alt.bytes, alt.fold) {
+                            next.push(p + n);
+                        }
+                    } else if same(rest, &alt.bytes[..rest.len()], alt.fold) {
+                        partial = true;
+                    }
+                }
+            }
+            if next.is_empty() {
+                return Probe { end: None, partial };
+            }
+            next.sort_unstable();
+            next.dedup();
+            at = next;
+        }
+        Probe {
+            end: at.last().copied(),
+            partial,
+        }
+    }
+}
+
+fn alt(bytes: Vec<u8>, fold: bool) -> Alt {
+    Alt {
+        bytes: Zeroizing::new(bytes),
+        fold,
+    }
+}
+
+/// The ways one character may be written: literal, percent-encoded (per byte), `+` for a space,
+/// JSON-escaped.
+fn char_alts(c: char) -> Vec<Alt> {
+    let mut utf8 = [0u8; 4];
+    let raw = c.encode_utf8(&mut utf8).as_bytes().to_vec();
+    let mut out = vec![alt(raw.clone(), false)];
+    let percent: String = raw
+        .iter()
+        .map(|&b| percent_encoding::percent_encode_byte(b))
+        .collect();
+    out.push(alt(percent.into_bytes(), true));
+    if c == ' ' {
+        out.push(alt(b"+".to_vec(), false));
+    }
+    let mut units = [0u16; 2];
+    let escaped: String = c
+        .encode_utf16(&mut units)
+        .iter()
+        .map(|u| format!("\\u{u:04x}"))
+        .collect();
+    out.push(alt(escaped.into_bytes(), true));
+    let short: Option<&[u8]> = match c {
+        '"' => Some(b"\\\""),
+        '\\' => Some(b"\\\\"),
+        '/' => Some(b"\\/"),
+        '\u{8}' => Some(b"\\b"),
+        '\u{c}' => Some(b"\\f"),
+        '\n' => Some(b"\\n"),
+        '\r' => Some(b"\\r"),
+        '\t' => Some(b"\\t"),
+        _ => None,
+    };
+    if let Some(s) = short {
+        out.push(alt(s.to_vec(), false));
+    }
+    out
+}
+
+/// The base64 characters that depend only on `secret` when it starts `k` bytes into a 3-byte
+/// group (k = 0, 1, 2), in `engine`'s alphabet.
+fn base64_run(engine: &base64::engine::GeneralPurpose, secret: &[u8], k: usize) -> Vec<u8> {
+    let mut data = vec![0u8; k];
+    data.extend_from_slice(secret);
+    let enc = Zeroizing::new(engine.encode(&data));
+    let start = (8 * k).div_ceil(6);
+    let end = (8 * (k + secret.len())) / 6;
+    enc.as_bytes()
+        .get(start..end.min(enc.len()))
+        .unwrap_or_default()
+        .to_vec()
+}
+
+fn patterns(secret: &[u8]) -> Vec<Pattern> {
+    let mut out = Vec::new();
+    let text = String::from_utf8_lossy(secret);
+    out.push(Pattern::new(text.chars().map(char_alts).collect()));
+    if !secret.is_ascii() {
+        // Non-ASCII (or not UTF-8): byte by byte, each raw or percent-encoded, so an encoder
+        // that escapes only some bytes of a multi-byte character is caught too.
+        out.push(Pattern::new(
+            secret
+                .iter()
+                .map(|&b| {
+                    let mut alts = vec![
+                        alt(vec![b], false),
+                        alt(percent_encoding::percent_encode_byte(b).into(), true),
+                    ];
+                    if b == b' ' {
+                        alts.push(alt(b"+".to_vec(), false));
+                    }
+                    alts
+                })
+                .collect(),
+        ));
+    }
+    use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
+    for engine in [&STANDARD_NO_PAD, &URL_SAFE_NO_PAD] {
+        for k in 0..3 {
+            let run = base64_run(engine, secret, k);
+            if run.len() >= MIN_PARTIAL {
+                out.push(Pattern::fixed(run, false));
+            }
+        }
+    }
+    out.push(Pattern::fixed(hex::encode(secret).into_bytes(), true));
+    out
+}
 
 /// A streaming scrubber for one secret.
 pub struct Redactor {
-    patterns: Vec<Zeroizing<Vec<u8>>>,
+    patterns: Vec<Pattern>,
+    /// Bytes that can start a match (both cases where a pattern folds case).
+    first: [bool; 256],
     marker: Vec<u8>,
     held: Vec<u8>,
     longest: usize,
@@ -18,196 +223,126 @@ impl std::fmt::Debug for Redactor {
     }
 }
 
-fn b64(alphabet: &[u8; 64], data: &[u8], pad: bool) -> Vec<u8> {
-    let mut out = Vec::with_capacity(data.len().div_ceil(3) * 4);
-    for chunk in data.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        let chars = [(n >> 18) & 63, (n >> 12) & 63, (n >> 6) & 63, n & 63];
-        for (i, c) in chars.iter().enumerate() {
-            if i <= chunk.len() {
-                out.push(alphabet[*c as usize]);
-            } else if pad {
-                out.push(b'=');
+impl Redactor {
+    /// A scrubber for `secret`. The base64 runs already cover `user:secret` at any alignment;
+    /// `basic_user` adds the whole basic-auth value, so an echoed `Authorization` header reads
+    /// `Basic [REDACTED:…]` rather than keeping the user's part.
+    pub fn new(secret: &[u8], basic_user: Option<&str>, credential: &str) -> Self {
+        let mut patterns = if secret.is_empty() {
+            Vec::new()
+        } else {
+            patterns(secret)
+        };
+        if let (Some(user), false) = (basic_user, secret.is_empty()) {
+            let mut pair = Zeroizing::new(format!("{user}:").into_bytes());
+            pair.extend_from_slice(secret);
+            use base64::engine::general_purpose::STANDARD;
+            patterns.push(Pattern::fixed(STANDARD.encode(&*pair).into_bytes(), false));
+        }
+        let mut first = [false; 256];
+        for p in &patterns {
+            for a in p.units.first().into_iter().flatten() {
+                if let Some(&b) = a.bytes.first() {
+                    first[usize::from(b)] = true;
+                    if a.fold {
+                        first[usize::from(b.to_ascii_lowercase())] = true;
+                        first[usize::from(b.to_ascii_uppercase())] = true;
+                    }
+                }
             }
         }
-    }
-    out
-}
-
-const STD: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-const URL: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-fn percent(data: &[u8], upper: bool) -> Vec<u8> {
-    let mut out = Vec::new();
-    for &c in data {
-        if c.is_ascii_alphanumeric() || b"-._~".contains(&c) {
-            out.push(c);
-        } else if upper {
-            out.extend_from_slice(format!("%{c:02X}").as_bytes());
-        } else {
-            out.extend_from_slice(format!("%{c:02x}").as_bytes());
-        }
-    }
-    out
-}
-
-fn json_escaped(data: &[u8]) -> Vec<u8> {
-    let s = String::from_utf8_lossy(data);
-    let quoted = serde_json::to_string(&s).unwrap_or_default();
-    quoted.as_bytes()[1..quoted.len() - 1].to_vec()
-}
-
-impl Redactor {
-    /// A scrubber for `secret`; `basic_user` adds the basic-auth `user:secret` form.
-    pub fn new(secret: &[u8], basic_user: Option<&str>, credential: &str) -> Self {
-        let mut forms: Vec<Vec<u8>> = vec![
-            secret.to_vec(),
-            b64(STD, secret, true),
-            b64(STD, secret, false),
-            b64(URL, secret, false),
-            percent(secret, true),
-            percent(secret, false),
-            json_escaped(secret),
-            json_escaped(secret)
-                .iter()
-                .flat_map(|&c| if c == b'/' { b"\\/".to_vec() } else { vec![c] })
-                .collect(),
-        ];
-        if let Some(user) = basic_user {
-            let mut pair = user.as_bytes().to_vec();
-            pair.push(b':');
-            pair.extend_from_slice(secret);
-            forms.push(b64(STD, &pair, true));
-            forms.push(b64(STD, &pair, false));
-        }
-        forms.retain(|f| !f.is_empty());
-        forms.sort_by_key(|f| std::cmp::Reverse(f.len()));
-        forms.dedup();
-        let longest = forms.first().map_or(1, Vec::len);
+        let longest = patterns.iter().map(|p| p.max_len).max().unwrap_or(1);
         Self {
-            patterns: forms.into_iter().map(Zeroizing::new).collect(),
+            patterns,
+            first,
             marker: format!("[REDACTED:{credential}]").into_bytes(),
             held: Vec::new(),
             longest,
         }
     }
 
-    fn replace_all(&self, data: &[u8]) -> Vec<u8> {
-        let mut out = Vec::with_capacity(data.len());
-        let mut i = 0;
-        'scan: while i < data.len() {
-            for p in &self.patterns {
-                if data[i..].starts_with(p) {
-                    out.extend_from_slice(&self.marker);
-                    i += p.len();
-                    continue 'scan;
-                }
-            }
-            out.push(data[i]);
-            i += 1;
+    fn probe(&self, data: &[u8], i: usize) -> Probe {
+        let mut best = Probe::default();
+        if !self.first[usize::from(data[i])] {
+            return best;
         }
-        out
+        for p in &self.patterns {
+            let r = p.probe(data, i);
+            best.partial |= r.partial;
+            if r.end > best.end {
+                best.end = r.end;
+            }
+        }
+        best
+    }
+
+    /// Scrubs `data[..upto]` (matches may read past `upto`); returns the output and where it
+    /// stopped. At `end_of_data`, a tail that could begin a match is dropped and marked.
+    fn scan(&self, data: &[u8], upto: usize, end_of_data: bool) -> (Vec<u8>, usize) {
+        let mut out = Vec::with_capacity(upto);
+        let mut i = 0;
+        while i < upto {
+            let p = self.probe(data, i);
+            if let Some(end) = p.end {
+                out.extend_from_slice(&self.marker);
+                i = end;
+            } else if end_of_data && p.partial && data.len() - i >= MIN_PARTIAL {
+                out.extend_from_slice(&self.marker);
+                return (out, data.len());
+            } else {
+                out.push(data[i]);
+                i += 1;
+            }
+        }
+        (out, i)
     }
 
     /// Feeds a chunk; returns the scrubbed bytes that can no longer be part of a match.
     pub fn push(&mut self, chunk: &[u8]) -> Vec<u8> {
         self.held.extend_from_slice(chunk);
-        let keep = self.longest.saturating_sub(1).min(self.held.len());
-        let cut = self.held.len() - keep;
-        // Find a safe cut: no pattern may start before `cut` and end after it.
-        let mut safe = cut;
-        while let Some(start) = self.straddling(safe) {
-            safe = start;
-        }
-        let ready: Vec<u8> = self.held.drain(..safe).collect();
-        self.replace_all(&ready)
+        // A match starting before `upto` lies wholly inside what is held.
+        let upto = self
+            .held
+            .len()
+            .saturating_sub(self.longest.saturating_sub(1));
+        let (out, used) = self.scan(&self.held, upto, false);
+        self.held.drain(..used);
+        out
     }
 
-    /// The start of a match that begins before `cut` and ends after it, if any.
-    fn straddling(&self, cut: usize) -> Option<usize> {
-        self.patterns.iter().find_map(|p| {
-            (cut.saturating_sub(p.len() - 1)..cut).find(|&start| {
-                let end = start + p.len();
-                end > cut && end <= self.held.len() && self.held[start..end] == p[..]
-            })
-        })
-    }
-
-    /// Flushes what is held at the end of the stream.
+    /// Ends the stream: what is held, scrubbed; a tail that could begin a match is dropped.
     pub fn finish(&mut self) -> Vec<u8> {
         let rest = std::mem::take(&mut self.held);
-        self.replace_all(&rest)
+        self.scan(&rest, rest.len(), true).0
     }
 
     /// Scrubs a complete value (a header, an error message).
     pub fn scrub(&self, data: &[u8]) -> Vec<u8> {
-        self.replace_all(data)
+        self.scan(data, data.len(), true).0
     }
 
     pub fn scrub_str(&self, s: &str) -> String {
-        String::from_utf8_lossy(&self.replace_all(s.as_bytes())).into_owned()
+        String::from_utf8_lossy(&self.scrub(s.as_bytes())).into_owned()
     }
-}
 
-/// Standard base64 with padding (for the basic-auth header).
-pub fn base64_std(data: &[u8]) -> String {
-    String::from_utf8(b64(STD, data, true)).expect("base64 is ASCII")
+    /// Scrubs every string (and object key) of a parsed JSON value: decoding `\u` escapes can
+    /// spell out a secret that the bytes did not.
+    pub fn scrub_json(&self, v: &mut serde_json::Value) {
+        use serde_json::Value;
+        match v {
+            Value::String(s) => *s = self.scrub_str(s),
+            Value::Array(items) => items.iter_mut().for_each(|i| self.scrub_json(i)),
+            Value::Object(map) => {
+                let entries = std::mem::take(map);
+                for (k, mut item) in entries {
+                    self.scrub_json(&mut item);
+                    map.insert(self.scrub_str(&k), item);
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const SECRET: &[u8] = b"s3cr3t/T0ken+value?x=1";
-
-    fn forms(r: &Redactor) -> Vec<Vec<u8>> {
-        r.patterns.iter().map(|p| p.to_vec()).collect()
-    }
-
-    #[test]
-    fn every_encoding_is_scrubbed_at_every_chunk_boundary() {
-        let r0 = Redactor::new(SECRET, Some("alice"), "api");
-        for form in forms(&r0) {
-            let mut text = b"before ".to_vec();
-            text.extend_from_slice(&form);
-            text.extend_from_slice(b" middle ");
-            text.extend_from_slice(&form);
-            text.extend_from_slice(b" after");
-            for split in 1..text.len() {
-                let mut r = Redactor::new(SECRET, Some("alice"), "api");
-                let mut out = r.push(&text[..split]);
-                out.extend(r.push(&text[split..]));
-                out.extend(r.finish());
-                let s = String::from_utf8_lossy(&out);
-                assert_eq!(
-                    s,
-                    "before [REDACTED:api] middle [REDACTED:api] after",
-                    "form {:?} split {split}",
-                    String::from_utf8_lossy(&form)
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn byte_by_byte_and_known_encodings() {
-        assert_eq!(b64(STD, b"alice:pw", true), b"YWxpY2U6cHc=");
-        assert_eq!(b64(URL, &[0xfb, 0xff], false), b"-_8");
-        assert_eq!(percent(b"a/b c", true), b"a%2Fb%20c");
-        let mut r = Redactor::new(SECRET, None, "x");
-        let input = [b"xx".as_slice(), SECRET, b"yy"].concat();
-        let mut out = Vec::new();
-        for b in &input {
-            out.extend(r.push(std::slice::from_ref(b)));
-        }
-        out.extend(r.finish());
-        assert_eq!(out, b"xx[REDACTED:x]yy");
-        assert_eq!(r.scrub_str("no secret here"), "no secret here");
-        assert!(!format!("{r:?}").contains("s3cr3t"));
-    }
-}
+mod tests;

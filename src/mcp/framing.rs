@@ -9,22 +9,45 @@ pub const MAX_LINE: usize = 4 * 1024 * 1024;
 pub enum Frame {
     /// A complete line without its `\n`.
     Line(Vec<u8>),
-    /// A line passed `MAX_LINE` before its `\n`; the session must close.
+    /// A line passed the cap (`MAX_LINE` in production) before its `\n`; the session must close.
     TooLong,
     /// EOF arrived after these bytes and no `\n`: an incomplete frame.
     Truncated(Vec<u8>),
 }
 
 /// Splits a byte stream into frames. Feed chunks with `push`, then call `finish` at EOF.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct LineSplitter {
     buf: Vec<u8>,
     dead: bool,
+    cap: usize,
+}
+
+impl Default for LineSplitter {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl LineSplitter {
+    /// The production splitter: lines of at most `MAX_LINE` bytes.
     pub fn new() -> Self {
-        Self::default()
+        Self::with_cap(MAX_LINE)
+    }
+
+    /// A splitter whose lines may hold at most `cap` bytes (the fuzzer uses a small cap, so its
+    /// length-cap cases need no 4 MiB filler).
+    pub fn with_cap(cap: usize) -> Self {
+        Self {
+            buf: Vec::new(),
+            dead: false,
+            cap,
+        }
+    }
+
+    /// The longest line this splitter accepts.
+    pub fn cap(&self) -> usize {
+        self.cap
     }
 
     /// Appends `chunk`, pushing every completed frame to `out`. After `TooLong` nothing more is
@@ -33,7 +56,7 @@ impl LineSplitter {
         while !self.dead && !chunk.is_empty() {
             match chunk.iter().position(|&b| b == b'\n') {
                 Some(i) => {
-                    if self.buf.len() + i > MAX_LINE {
+                    if self.buf.len() + i > self.cap {
                         self.overflow(out);
                         return;
                     }
@@ -42,7 +65,7 @@ impl LineSplitter {
                     chunk = &chunk[i + 1..];
                 }
                 None => {
-                    if self.buf.len() + chunk.len() > MAX_LINE {
+                    if self.buf.len() + chunk.len() > self.cap {
                         self.overflow(out);
                         return;
                     }
@@ -64,7 +87,7 @@ impl LineSplitter {
         (!self.dead && !self.buf.is_empty()).then_some(Frame::Truncated(self.buf))
     }
 
-    /// Bytes held for the current, incomplete line (never above `MAX_LINE`).
+    /// Bytes held for the current, incomplete line (never above the cap).
     pub fn buffered(&self) -> usize {
         self.buf.len()
     }
@@ -120,5 +143,10 @@ mod tests {
         s.push(&vec![b'z'; MAX_LINE], &mut out);
         s.push(b"\n", &mut out);
         assert!(matches!(&out[..], [Frame::Line(l)] if l.len() == MAX_LINE));
+        // A small cap behaves the same way.
+        let mut s = LineSplitter::with_cap(3);
+        let mut out = Vec::new();
+        s.push(b"abc\nabcd", &mut out);
+        assert_eq!(out, vec![Frame::Line(b"abc".to_vec()), Frame::TooLong]);
     }
 }

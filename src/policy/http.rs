@@ -1,8 +1,10 @@
 //! HTTP requests: the URL must fall exactly inside the credential's scheme + host + port + path
 //! prefix after normalization (percent-decoding, dot segments, IPv4 encodings, IPv4-mapped IPv6),
 //! with no user info; headers that carry authority are the vault's, not the agent's.
-use super::{bounded, PolicyError, MAX_BODY_BYTES, TIMEOUT_S};
-use crate::credentials::http::{is_header_token, FRAMING_HEADERS};
+use super::{bounded, path, PolicyError, MAX_BODY_BYTES, TIMEOUT_S};
+use crate::credentials::http::{
+    is_header_token, is_rewriting_header, FRAMING_HEADERS, METHOD_PARAM,
+};
 use crate::credentials::{HttpAuth, HttpTarget};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -40,6 +42,21 @@ pub struct HttpRequest {
     pub max_output_bytes: u64,
 }
 
+impl HttpRequest {
+    /// Whether the request only reads: GET or HEAD, with no body, no request-rewriting header
+    /// and no `_method` parameter (the `writes` policy runs only these without a card).
+    pub fn is_read_only(&self) -> bool {
+        let rewrites_method = Url::parse(&self.url).map_or(true, |u| {
+            u.query_pairs()
+                .any(|(k, _)| k.eq_ignore_ascii_case(METHOD_PARAM))
+        });
+        matches!(self.method.as_str(), "GET" | "HEAD")
+            && self.body.is_none()
+            && !rewrites_method
+            && !self.headers.iter().any(|(k, _)| is_rewriting_header(k))
+    }
+}
+
 /// Headers that carry authority: the vault's to set, never the agent's (besides the framing ones).
 const AUTHORITY_HEADERS: &[&str] = &["authorization", "proxy-authorization", "cookie"];
 
@@ -60,8 +77,11 @@ pub(super) fn validate(t: &HttpTarget, a: HttpArgs) -> Result<HttpRequest, Polic
             ));
         }
     }
+    no_controls("url", "the URL", &a.url)?;
     let mut url = bind_url(t, &a.url)?;
     for (k, v) in &a.query {
+        no_controls("query", "a query parameter", k)?;
+        no_controls("query", "a query value", v)?;
         if k.is_empty() {
             return Err(PolicyError::invalid(
                 "query",
@@ -89,6 +109,16 @@ pub(super) fn validate(t: &HttpTarget, a: HttpArgs) -> Result<HttpRequest, Polic
             ));
         }
     }
+    if url
+        .query_pairs()
+        .any(|(k, _)| k.eq_ignore_ascii_case(METHOD_PARAM))
+        && !t.allow_headers.iter().any(|h| h == METHOD_PARAM)
+    {
+        return Err(PolicyError::denied(
+            format!("the {METHOD_PARAM} query parameter makes many frameworks treat the request as another method"),
+            format!("send the method itself (method: \"DELETE\"), not {METHOD_PARAM}; if the target needs it, ask the person to run `vault edit NAME --allow-header {METHOD_PARAM}`"),
+        ));
+    }
     let mut headers = Vec::with_capacity(a.headers.len());
     for (name, value) in a.headers {
         let lower = name.to_ascii_lowercase();
@@ -111,11 +141,20 @@ pub(super) fn validate(t: &HttpTarget, a: HttpArgs) -> Result<HttpRequest, Polic
                 format!("remove {name} from headers; the credential is injected for you"),
             ));
         }
-        if value.chars().any(|c| c.is_control() && c != '\t') {
+        no_controls("headers", "a header value", &value)?;
+        if is_rewriting_header(&lower) && !t.allow_headers.contains(&lower) {
+            return Err(PolicyError::denied(
+                format!("the {name} header makes servers or proxies treat the request as another method or path"),
+                format!("remove {name}; send the method and URL you mean. If the target needs it, ask the person to run `vault edit NAME --allow-header {name}`"),
+            ));
+        }
+        if headers.iter().any(|(k, _): &(String, String)| *k == lower) {
+            // Two spellings of one name would both be sent, and the stored request could not be
+            // rebuilt as one map at dispatch (found by fuzz/tool_args).
             return Err(PolicyError::invalid(
                 "headers",
-                format!("the value of {name} contains control characters"),
-                "remove line breaks from header values",
+                format!("the header {lower} is given more than once (names ignore case)"),
+                "give each header once",
             ));
         }
         headers.push((lower, value));
@@ -223,18 +262,6 @@ pub fn bind_url(t: &HttpTarget, raw: &str) -> Result<Url, PolicyError> {
         }
     }
     let path = url.path();
-    let lower = path.to_ascii_lowercase();
-    if lower.contains("%2f")
-        || lower.contains("%5c")
-        || lower.contains("%2e")
-        || lower.contains("%00")
-    {
-        return Err(PolicyError::invalid(
-            "url",
-            "the path has an encoded '/', '\\', '.' or NUL",
-            "write the path plainly",
-        ));
-    }
     let decoded = percent_decode(path);
     if decoded.split('/').any(|s| s == "." || s == "..") {
         return Err(PolicyError::invalid(
@@ -243,7 +270,7 @@ pub fn bind_url(t: &HttpTarget, raw: &str) -> Result<Url, PolicyError> {
             "write the path without them",
         ));
     }
-    if !under_prefix(&decoded, &t.path_prefix) {
+    if !under_prefix(&decoded, &t.path_prefix) || !under_prefix(path, &t.path_prefix) {
         return Err(PolicyError::denied(
             format!(
                 "the path {decoded:?} is outside the credential's prefix {:?}",
@@ -252,7 +279,36 @@ pub fn bind_url(t: &HttpTarget, raw: &str) -> Result<Url, PolicyError> {
             fix_url,
         ));
     }
+    // The path as written must be in the safe alphabet, and the parser must have had nothing to
+    // normalise in it: what the person is shown is what is sent (see `policy/path.rs`).
+    let written = path::raw_path(raw.trim())
+        .and_then(|p| path::check(p).map(|()| p))
+        .map_err(|(reason, fix)| PolicyError::invalid("url", reason, fix))?;
+    if path != written && !(written.is_empty() && path == "/") {
+        return Err(PolicyError::invalid(
+            "url",
+            format!("the path {written:?} would be sent as {path:?}"),
+            "write the path exactly as it should be sent",
+        ));
+    }
     Ok(url)
+}
+
+/// Agent text that reaches a person's terminal (the card, `vault pending`) must hold no control
+/// character (C0, DEL, C1: line breaks and escape sequences) and no format character (bidi
+/// overrides and isolates, zero-width characters), which could repaint or reorder what is shown.
+fn no_controls(field: &'static str, what: &str, s: &str) -> Result<(), PolicyError> {
+    match s.chars().find(|&c| crate::term::needs_escape(c)) {
+        None => Ok(()),
+        Some(c) => Err(PolicyError::invalid(
+            field,
+            format!(
+                "{what} contains the control or format character U+{:04X}",
+                c as u32
+            ),
+            "remove control characters (line breaks, tabs, ESC) and bidi or zero-width characters; percent-encode what the target needs",
+        )),
+    }
 }
 
 fn bracket(host: &str) -> String {

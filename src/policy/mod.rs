@@ -2,12 +2,13 @@
 //! normalized request bound to one credential of the session's profile, and refusing what the
 //! credential's rules forbid, before anything is queued. No I/O beyond the store; no DNS.
 mod http;
+mod path;
 mod ssh;
 
 pub use http::{HttpArgs, HttpRequest};
 pub use ssh::{shell_syntax, SshArgs, SshRequest};
 
-use crate::credentials::{Credential, Target};
+use crate::credentials::{Approval, Credential, Target};
 use serde_json::{json, Value};
 
 /// Largest request body the vault forwards.
@@ -142,12 +143,33 @@ pub fn action_hash(normalized: &Value) -> String {
         .to_string()
 }
 
-/// Validates HTTP arguments against the credential (which must be an HTTP credential).
+/// Validates HTTP arguments against the credential (which must be an HTTP credential). A body
+/// that a person could not read whole on the approval card (`term::MAX_SHOWN_BODY_BYTES` of
+/// displayed text) is refused when the credential's policy may ask for a card.
 pub fn validate_http(cred: &Credential, args: HttpArgs) -> Result<ValidatedRequest, PolicyError> {
-    match &cred.target {
-        Target::Http(t) => http::validate(t, args).map(ValidatedRequest::Http),
-        Target::Ssh(_) => Err(wrong_kind(cred, "ssh", "ssh_exec")),
+    let req = match &cred.target {
+        Target::Http(t) => http::validate(t, args)?,
+        Target::Ssh(_) => return Err(wrong_kind(cred, "ssh", "ssh_exec")),
+    };
+    let may_need_card = match cred.approval {
+        Approval::Each | Approval::Session => true,
+        Approval::Writes => !req.is_read_only(),
+        Approval::Never => false,
+    };
+    if let (true, Some(body)) = (may_need_card, &req.body) {
+        let shown = crate::term::show_body(body).len();
+        if shown > crate::term::MAX_SHOWN_BODY_BYTES {
+            return Err(PolicyError::invalid(
+                "body",
+                format!(
+                    "the body takes {shown} bytes to show on the approval card, more than the {} a person can be shown whole, so it could not be approved",
+                    crate::term::MAX_SHOWN_BODY_BYTES
+                ),
+                "send a smaller body (split the work into several requests)",
+            ));
+        }
     }
+    Ok(ValidatedRequest::Http(req))
 }
 
 /// Validates SSH arguments against the credential (which must be an SSH credential).

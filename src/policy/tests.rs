@@ -21,6 +21,7 @@ fn http_cred(host: &str, port: u16, prefix: &str, auth: HttpAuth) -> Credential 
             methods: Some(vec!["GET".into(), "POST".into()]),
             auth,
             ca_file: None,
+            allow_headers: Vec::new(),
         }),
         created_at: String::new(),
         updated_at: String::new(),
@@ -41,7 +42,6 @@ fn only_the_exact_scheme_host_port_and_prefix_bind() {
     let c = http_cred("api.example.com", 443, "/v1/", HttpAuth::Bearer);
     for ok in [
         "https://api.example.com/v1/items",
-        "https://API.example.com:443/v1/a/../b",
         "https://api.example.com./v1/x?q=1",
     ] {
         assert!(validate_http(&c, get(ok)).is_ok(), "{ok}");
@@ -58,6 +58,14 @@ fn only_the_exact_scheme_host_port_and_prefix_bind() {
         "https://api.example.com/v1/%2e%2e/admin",
         "https://api.example.com/v1/..%2fadmin",
         "https://api.example.com/v1/x#frag",
+        "https://API.example.com:443/v1/a/../b",
+        "https://api.example.com/v1/./x",
+        "https://api.example.com/v1/..;/admin",
+        "https://api.example.com/v1/%252e%252e/admin",
+        "https://api.example.com/v1/%c0%ae%c0%ae/admin",
+        "https://api.example.com/v1/\u{ff0e}\u{ff0e}/admin",
+        "https://api.example.com/v1/x\\..\\..\\admin",
+        "https:api.example.com/v1/x",
         "/v1/x",
         "https://169.254.169.254/v1/x",
     ] {
@@ -123,6 +131,10 @@ fn methods_headers_query_and_bodies() {
             "{h}"
         );
     }
+    let mut a = get("https://api.example.com/x");
+    a.headers.insert("X-Dup".into(), "1".into());
+    a.headers.insert("x-dup".into(), "2".into());
+    assert!(validate_http(&c, a).is_err(), "one name in two cases");
     let mut a = get("https://api.example.com/x");
     a.headers.insert("X-Ok".into(), "a\r\nX-Evil: 1".into());
     assert!(validate_http(&c, a).is_err());
@@ -292,4 +304,70 @@ fn shell_syntax_is_named_for_the_card() {
     assert!(shell_syntax("echo $HOME")
         .iter()
         .any(|n| n.contains("variable")));
+}
+
+#[test]
+fn rewriting_headers_and_method_params_need_the_credential_to_allow_them() {
+    let mut c = http_cred("api.example.com", 443, "/", HttpAuth::Bearer);
+    let with_header = |h: &str| {
+        let mut a = get("https://api.example.com/x");
+        a.headers.insert(h.into(), "DELETE".into());
+        a
+    };
+    for h in [
+        "X-HTTP-Method-Override",
+        "x-http-method",
+        "X-Method-Override",
+        "X-Original-URL",
+        "X-Rewrite-URL",
+        "X-Forwarded-Host",
+        "Forwarded",
+    ] {
+        assert!(
+            matches!(
+                validate_http(&c, with_header(h)),
+                Err(PolicyError::Denied { .. })
+            ),
+            "{h}"
+        );
+    }
+    for url in [
+        "https://api.example.com/x?_method=DELETE",
+        "https://api.example.com/x?%5Fmethod=DELETE",
+        "https://api.example.com/x?_Method=put",
+    ] {
+        assert!(validate_http(&c, get(url)).is_err(), "{url}");
+    }
+    let mut q = get("https://api.example.com/x");
+    q.query.insert("_method".into(), "DELETE".into());
+    assert!(validate_http(&c, q.clone()).is_err());
+
+    let Target::Http(t) = &mut c.target else {
+        panic!()
+    };
+    t.allow_headers = vec!["_method".into(), "x-http-method-override".into()];
+    let read_only = |r: ValidatedRequest| match r {
+        ValidatedRequest::Http(h) => h.is_read_only(),
+        _ => panic!(),
+    };
+    assert!(!read_only(validate_http(&c, q).unwrap()));
+    assert!(!read_only(
+        validate_http(&c, with_header("X-HTTP-Method-Override")).unwrap()
+    ));
+    assert!(validate_http(&c, with_header("X-Original-URL")).is_err());
+    let mut body = get("https://api.example.com/x");
+    body.body = Some("x".into());
+    assert!(!read_only(validate_http(&c, body).unwrap()));
+    assert!(read_only(
+        validate_http(&c, get("https://api.example.com/x?a=1")).unwrap()
+    ));
+}
+
+#[test]
+fn an_http_target_stored_before_allow_headers_still_loads_and_signs_the_same() {
+    let old = r#"{"kind":"http","scheme":"https","host":"h","port":443,"path_prefix":"/","methods":null,"auth":{"type":"bearer"}}"#;
+    let t: Target = serde_json::from_str(old).unwrap();
+    let Target::Http(h) = &t else { panic!() };
+    assert!(h.allow_headers.is_empty());
+    assert_eq!(serde_json::to_string(&t).unwrap(), old);
 }

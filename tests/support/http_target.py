@@ -9,6 +9,12 @@ as one JSON line: time, method, path, headers, body (base64). Routes:
   /leak            200 text echoing SECRET raw, base64, URL-encoded (body and X-Echo header)
   /status/NNN      that status
   /redirect?to=URL 302 to URL
+  /forms?kind=K    200 text echoing the credential it received (K: bearer, basic, header, query)
+                   in every form (raw, base64 at three alignments standard and URL-safe, percent
+                   upper/lower/mixed/partial, form-encoded, JSON \\u-escaped, Go-escaped, hex), in
+                   the body and in the X-Request-Id, ETag, Link, Location and Cache-Control headers
+  /forms.json?kind=K  the same as a JSON document (so that decoding its escapes spells it out)
+  /cut?kind=K      a body that ends in the middle of the received credential
   /big?mb=N        N MiB of text, streamed
   /slow?s=N        answers after N seconds
   anything else    200 {"ok": true, "path": ...}
@@ -25,6 +31,44 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 RECORD = sys.argv[1]
 SECRET = sys.argv[2] if len(sys.argv) > 2 else ""
 LOCK = threading.Lock()
+
+
+def received_secret(handler, kind, query):
+    """The credential as this request carried it, or "" if it did not."""
+    auth = handler.headers.get("Authorization", "")
+    if kind == "bearer" and auth.startswith("Bearer "):
+        return auth[len("Bearer "):]
+    if kind == "basic" and auth.startswith("Basic "):
+        return base64.b64decode(auth[len("Basic "):]).decode().split(":", 1)[1]
+    if kind == "header":
+        v = handler.headers.get("X-Api-Key", "")
+        return v[len("Token "):] if v.startswith("Token ") else ""
+    if kind == "query":
+        return query.get("api_key", [""])[0]
+    return ""
+
+
+def forms_of(s):
+    """Every form of `s` a careless or hostile target could echo."""
+    b = s.encode()
+    out = [("raw", s)]
+    for prefix in [b"", b"B", b"Be", b"Bearer ", b"user:"]:
+        for name, enc in [("std", base64.b64encode), ("url", base64.urlsafe_b64encode)]:
+            e = enc(prefix + b).decode()
+            out.append(("b64-%s-%d" % (name, len(prefix)), e))
+            out.append(("b64-%s-%d-nopad" % (name, len(prefix)), e.rstrip("=")))
+    out.append(("pct-upper", "".join("%%%02X" % c for c in b)))
+    out.append(("pct-lower", "".join("%%%02x" % c for c in b)))
+    out.append(("pct-mixed", "".join(("%%%02X" if i % 2 else "%%%02x") % c for i, c in enumerate(b))))
+    out.append(("pct-partial", urllib.parse.quote(s, safe="")))
+    out.append(("form", urllib.parse.quote_plus(s)))
+    out.append(("json-u", "".join("\\u%04x" % ord(c) for c in s)))
+    out.append(("json-U", "".join("\\u%04X" % ord(c) for c in s)))
+    go = json.dumps(s)[1:-1].replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+    out.append(("json-go", go))
+    out.append(("hex", b.hex()))
+    out.append(("HEX", b.hex().upper()))
+    return out
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -68,6 +112,27 @@ class Handler(BaseHTTPRequestHandler):
             forms = [s, base64.b64encode(s), base64.urlsafe_b64encode(s).rstrip(b"="), urllib.parse.quote(SECRET, safe="").encode()]
             text = b"here it is: " + b" | ".join(forms) + b" \x1b[31mred\x1b[0m"
             return self._send(200, text, "text/plain", {"X-Echo": forms[0].decode(), "Location": "/x?t=" + forms[3].decode()})
+        if url.path in ("/forms", "/forms.json", "/cut"):
+            secret = received_secret(self, q.get("kind", [""])[0], q)
+            if not secret:
+                return self._send(400, b'{"error":"no credential received"}')
+            forms = forms_of(secret)
+            headers = {
+                "X-Request-Id": secret,
+                "ETag": '"%s"' % dict(forms)["b64-std-7"],
+                "Link": "<https://x/?t=%s>; rel=next" % dict(forms)["pct-mixed"],
+                "Location": "/x?t=" + dict(forms)["form"] + "&h=" + dict(forms)["hex"],
+                "Cache-Control": "private, tag=" + dict(forms)["b64-url-2-nopad"],
+            }
+            if url.path == "/cut":
+                return self._send(200, b'{"token": "' + secret.encode()[: len(secret) // 2], "text/plain")
+            if url.path == "/forms.json":
+                doc = {name: value for name, value in forms}
+                # A string whose escapes, once decoded, are the secret itself.
+                text = json.dumps(doc).replace(json.dumps(secret), '"' + dict(forms)["json-u"] + '"')
+                return self._send(200, text.encode(), "application/json", headers)
+            text = "\n".join("%s: %s" % (name, value) for name, value in forms)
+            return self._send(200, text.encode(), "text/plain", headers)
         if url.path.startswith("/status/"):
             return self._send(int(url.path.split("/")[2]), b'{"status":"set"}')
         if url.path == "/redirect":

@@ -245,6 +245,13 @@ impl TestVault {
 
     /// Runs `vault ARGS` in a pseudo-terminal, answering prompts: [(expect, send)].
     pub fn run_tty(&mut self, args: &[&str], script: &[(&str, &str)]) -> Run {
+        let steps: Vec<(&str, &str, f64)> = script.iter().map(|&(e, s)| (e, s, 0.2)).collect();
+        self.run_tty_timed(args, &steps)
+    }
+
+    /// `run_tty` with a delay per step: (expect, send, seconds to wait after seeing `expect`).
+    /// Each `expect` is looked for after where the previous one was found; "" matches at once.
+    pub fn run_tty_timed(&mut self, args: &[&str], script: &[(&str, &str, f64)]) -> Run {
         let script = serde_json::to_string(script).unwrap();
         let mut c = Command::new(python());
         c.arg(support_file("pty_drive.py"))

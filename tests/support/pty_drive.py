@@ -2,14 +2,20 @@
 """Run a command in a real pseudo-terminal and answer its prompts.
 
 usage: pty_drive.py SCRIPT_JSON -- COMMAND [ARGS...]
-SCRIPT_JSON is a list of [expect, send] pairs: wait until `expect` appears in the output (case-
-insensitive), then type `send`. The transcript goes to stdout; the exit status is the child's.
+SCRIPT_JSON is a list of [expect, send] or [expect, send, delay_s] steps: wait until `expect`
+appears in the output (case-insensitive) after where the previous step's `expect` was found, wait
+`delay_s` (default 0.2 s, as a person would), then type `send`. An empty `expect` matches at once,
+so ["", "a", 0.05] types "a" 50 ms after the previous step. The transcript goes to stdout; the
+exit status is the child's.
 """
+import fcntl
 import json
 import os
 import pty
 import select
+import struct
 import sys
+import termios
 import time
 
 def main():
@@ -19,17 +25,25 @@ def main():
     pid, fd = pty.fork()
     if pid == 0:
         os.execvp(argv[0], argv)
+    # A terminal of 40 rows and 120 columns, so paged output pages the same way on every machine.
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
     out = b""
     deadline = time.time() + 60
     step = 0
+    seen_upto = 0
     while True:
-        if step < len(script) and script[step][0].lower().encode() in out.lower():
-            # A prompt is printed before echo is turned off; answer after it settled, as a
-            # person would, so the answer is never echoed into the transcript.
-            time.sleep(0.2)
-            os.write(fd, script[step][1].encode())
-            step += 1
-            continue
+        if step < len(script):
+            want = script[step][0].lower().encode()
+            at = out.lower().find(want, seen_upto)
+            if at >= 0:
+                # A prompt is printed before echo is turned off; answer after it settled, as a
+                # person would, so the answer is never echoed into the transcript.
+                delay = script[step][2] if len(script[step]) > 2 else 0.2
+                time.sleep(delay)
+                os.write(fd, script[step][1].encode())
+                seen_upto = at + len(want)
+                step += 1
+                continue
         if time.time() > deadline:
             sys.stdout.write(out.decode(errors="replace"))
             sys.stdout.write("\n[pty_drive.py: timed out waiting for %r]\n" % (script[step][0] if step < len(script) else "exit"))

@@ -3,6 +3,7 @@
 //! agent that proves it holds the vault's key (starting one if none does), re-derives every
 //! action's hash from the request it shows, and signs exactly that hash with the approver key
 //! from `vault.key.age`; nothing here runs an action.
+mod card;
 mod screen;
 
 use crate::agent::client::{approver_client, ClientError};
@@ -88,7 +89,7 @@ pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
             "{} {}: {}",
             decided.state,
             decided.id,
-            decided.summary.escape_debug()
+            crate::term::escape(&decided.summary)
         );
     }
     Ok(Exit::Ok)

@@ -4,24 +4,37 @@
 //! [v] view in full, [q] quit. A bell (and a desktop notification where `notify-send` exists)
 //! marks a new card; the screen is redrawn only when the queue changes or a key is pressed; after
 //! 15 idle minutes the passphrase is asked again.
+//!
+//! Keys typed before a card was seen decide nothing: pending input is flushed (`tcflush`) after
+//! every redraw, decision keys are ignored for `SETTLE` after a different card comes on screen,
+//! and each key is bound to the action whose card was on screen when it was read.
+use super::card::{self, CardData};
 use crate::agent::client::Client;
 use crate::agent::protocol::{ApprovalView, Event, Reply, Request};
 use crate::approvals::Verdict;
 use crate::keys::{KeyMaterial, PassphraseSource};
 use crate::paths::VaultPaths;
+use crate::term::escape;
 use crate::vault::Vault;
 use crate::Exit;
+use rustix::event::{PollFd, PollFlags, Timespec};
+use rustix::termios::{
+    self, LocalModes, OptionalActions, QueueSelector, SpecialCodeIndex, Termios,
+};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
-use std::time::Duration;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-const TICK_MS: i64 = 250;
+/// How long `Tty::key` waits for a key before the queue is looked at again.
+const TICK: Duration = Duration::from_millis(250);
+/// Decision keys are ignored for this long after a different card comes on screen, so a key
+/// typed for the previous card (or typed ahead) cannot decide the new one.
+const SETTLE: Duration = Duration::from_millis(500);
 
 /// The terminal in no-echo, one-key-at-a-time mode; restored on drop.
 struct Tty {
     file: File,
-    saved: rustix::termios::Termios,
+    saved: Termios,
 }
 
 impl Tty {
@@ -31,34 +44,39 @@ impl Tty {
             .write(true)
             .open("/dev/tty")
             .map_err(|_| anyhow::anyhow!("`vault approve` needs a terminal; without one use `vault approve --id ACT --approve|--deny --passphrase-stdin`"))?;
-        let saved = rustix::termios::tcgetattr(&file)
-            .map_err(|_| anyhow::anyhow!("cannot read the terminal's settings"))?;
+        let saved = termios::tcgetattr(&file)
+            .map_err(|e| anyhow::anyhow!("cannot read the terminal's settings: {e}"))?;
         let tty = Self { file, saved };
         tty.raw(true);
         Ok(tty)
     }
 
     fn raw(&self, on: bool) {
-        use rustix::termios::{LocalModes, OptionalActions, SpecialCodeIndex};
         let mut t = self.saved.clone();
         if on {
-            t.local_modes &= !(LocalModes::ICANON | LocalModes::ECHO);
+            t.local_modes.remove(LocalModes::ICANON | LocalModes::ECHO);
             t.special_codes[SpecialCodeIndex::VMIN] = 0;
             t.special_codes[SpecialCodeIndex::VTIME] = 0;
         }
-        let _ = rustix::termios::tcsetattr(&self.file, OptionalActions::Now, &t);
+        let _ = termios::tcsetattr(&self.file, OptionalActions::Now, &t);
     }
 
-    /// One key, or None after `TICK_MS`.
+    /// Discards every key typed but not read yet: after a redraw, only keys pressed while the
+    /// new screen was visible count.
+    fn flush_input(&self) {
+        let _ = termios::tcflush(&self.file, QueueSelector::IFlush);
+    }
+
+    /// One key, or None after `TICK`.
     fn key(&mut self) -> Option<u8> {
-        use rustix::event::{poll, PollFd, PollFlags, Timespec};
-        let mut fds = [PollFd::new(&self.file, PollFlags::IN)];
-        let tick = Timespec {
+        let timeout = Timespec {
             tv_sec: 0,
-            tv_nsec: TICK_MS * 1_000_000,
+            tv_nsec: TICK.as_nanos() as _,
         };
-        if poll(&mut fds, Some(&tick)).unwrap_or(0) == 0 {
-            return None;
+        let mut fds = [PollFd::new(&self.file, PollFlags::IN)];
+        match rustix::event::poll(&mut fds, Some(&timeout)) {
+            Ok(n) if n > 0 => {}
+            _ => return None,
         }
         let mut b = [0u8; 1];
         match self.file.read(&mut b) {
@@ -87,6 +105,14 @@ impl Tty {
             .collect()
     }
 
+    /// Rows of the terminal (24 when it does not say).
+    fn rows(&self) -> usize {
+        match termios::tcgetwinsize(&self.file) {
+            Ok(w) if w.ws_row > 0 => usize::from(w.ws_row),
+            _ => 24,
+        }
+    }
+
     fn show(&mut self, text: &str) {
         let _ = self.file.write_all(text.replace('\n', "\r\n").as_bytes());
         let _ = self.file.flush();
@@ -95,15 +121,32 @@ impl Tty {
 
 impl Drop for Tty {
     fn drop(&mut self) {
-        let _ = rustix::termios::tcsetattr(
-            &self.file,
-            rustix::termios::OptionalActions::Now,
-            &self.saved,
-        );
+        let _ = termios::tcsetattr(&self.file, OptionalActions::Now, &self.saved);
     }
 }
 
-/// Asks the passphrase, then connects to the vault's real agent and subscribes to the queue.
+/// Which card is on screen and since when: a decision key applies to this action only, and
+/// only once it has been visible for `SETTLE`.
+#[derive(Debug, Default)]
+struct OnScreen {
+    id: Option<String>,
+    since: Option<Instant>,
+}
+
+impl OnScreen {
+    fn drawn(&mut self, id: Option<&str>) {
+        if self.id.as_deref() != id {
+            self.id = id.map(str::to_owned);
+            self.since = Some(Instant::now());
+        }
+    }
+    fn settled(&self) -> bool {
+        self.since.is_some_and(|t| t.elapsed() >= SETTLE)
+    }
+}
+
+/// Asks the passphrase, then connects to the vault's real agent (one that proves it holds the
+/// key) and subscribes to the queue.
 fn unlock(
     paths: &VaultPaths,
     source: &PassphraseSource,
@@ -139,12 +182,15 @@ pub fn run(
     let idle = config.approver_idle();
     let mut tty = Tty::open()?;
     let (mut client, mut keys) = unlock(&paths, &source, &mut tty)?;
-    let color = std::env::var_os("NO_COLOR").is_none();
+    let style = card::Style {
+        color: std::env::var_os("NO_COLOR").is_none(),
+    };
     let mut queue: Vec<ApprovalView> = Vec::new();
     let mut last_ids: Vec<String> = Vec::new();
     let mut last_key = Instant::now();
     let mut dirty = true;
     let mut note = String::from("Unlocked. Waiting for actions.");
+    let mut on_screen = OnScreen::default();
     loop {
         if let Some(q) = latest_queue(&mut client)? {
             queue = q;
@@ -161,10 +207,15 @@ pub fn run(
         }
         if dirty {
             let screen = match queue.first() {
-                Some(v) => card(v, queue.len(), color, &note),
-                None => format!("\x1b[2J\x1b[H{note}\nNo action waits. [q] quit\n"),
+                Some(v) => card::card(&card_data(v), queue.len(), style, &note),
+                None => format!(
+                    "\x1b[2J\x1b[H{}\nNo action waits. [q] quit\n",
+                    escape(&note)
+                ),
             };
             tty.show(&screen);
+            tty.flush_input();
+            on_screen.drawn(queue.first().map(|v| v.action.id.as_str()));
             dirty = false;
         }
         let Some(k) = tty.key() else { continue };
@@ -179,21 +230,36 @@ pub fn run(
             continue;
         }
         last_key = Instant::now();
-        let current = queue.first();
+        // The action whose card is on screen; a key never decides another one.
+        let current = queue
+            .iter()
+            .find(|v| on_screen.id.as_deref() == Some(v.action.id.as_str()));
+        if matches!(k, b'a' | b's' | b'd') && current.is_some() && !on_screen.settled() {
+            note = "Key ignored: this card had just appeared. Read it, then press the key again."
+                .into();
+            dirty = true;
+            continue;
+        }
         let verdict = match (k, current) {
             (b'q' | b'Q', _) => {
                 tty.show("\r\n");
                 return Ok(Exit::Ok);
             }
-            (b'a', Some(_)) => Some(Verdict::Approve),
-            (b's', Some(_)) => Some(Verdict::ApproveSession),
+            (b'a' | b's', Some(v)) => match card_data(v).approvable() {
+                Ok(()) if k == b'a' => Some(Verdict::Approve),
+                Ok(()) => Some(Verdict::ApproveSession),
+                Err(why) => {
+                    note = format!("Not approved: {} {why}.", v.action.id);
+                    dirty = true;
+                    None
+                }
+            },
             (b'd', Some(_)) => {
                 let reason = tty.line("Reason for the agent (Enter for none): ");
                 Some(Verdict::Deny((!reason.is_empty()).then_some(reason)))
             }
             (b'v', Some(v)) => {
-                tty.show(&full_view(v));
-                while tty.key().is_none() {}
+                page_through(&mut tty, &card::full_view(&card_data(v)));
                 dirty = true;
                 None
             }
@@ -216,94 +282,61 @@ fn capital(s: &str) -> String {
         .unwrap_or_default()
 }
 
-fn client_of(v: &ApprovalView) -> (String, String) {
-    let client = format!(
-        "{} {}",
-        v.client["name"].as_str().unwrap_or(&v.action.client),
-        v.client["version"].as_str().unwrap_or("")
-    );
-    (
-        client.trim().to_owned(),
-        v.peer["parent"]["exe"].as_str().unwrap_or("?").to_owned(),
-    )
-}
-
-fn body_preview(v: &ApprovalView, limit: usize) -> Option<String> {
-    let b = hex::decode(v.body_hex.as_deref()?).ok()?;
-    let shown: String = String::from_utf8_lossy(&b[..b.len().min(limit)])
-        .escape_debug()
-        .collect();
-    Some(if b.len() > limit {
-        format!("{shown} … ({} bytes in all; [v] shows more)", b.len())
-    } else {
-        shown
-    })
-}
-
-fn until(ts: &str) -> String {
-    let Ok(t) = ts.parse::<jiff::Timestamp>() else {
-        return ts.to_owned();
+/// Everything the card of `v` shows. The request is shown only once it re-derives the action's
+/// hash (`ApprovalView::verified_request`); otherwise the card says so and cannot be approved.
+fn card_data(v: &ApprovalView) -> CardData {
+    let a = &v.action;
+    let (normalized, body) = match v.verified_request() {
+        Ok(n) => (n, v.body_hex.as_deref().and_then(|h| hex::decode(h).ok())),
+        // `CardData::approvable` refuses a card with no request.
+        Err(_) => (serde_json::Value::Null, None),
     };
-    let secs = t.duration_since(jiff::Timestamp::now()).as_secs();
-    if secs >= 0 {
-        format!("in {} min {} s", secs / 60, secs % 60)
-    } else {
-        format!("{} s ago", -secs)
+    CardData {
+        id: a.id.clone(),
+        tool: a.tool.clone(),
+        credential: a.credential_name.clone(),
+        summary: a.summary.clone(),
+        action_hash: a.action_hash.clone(),
+        created_at: a.created_at.clone(),
+        expires_at: a.expires_at.clone(),
+        client_name: v.client["name"].as_str().unwrap_or(&a.client).to_owned(),
+        client_version: v.client["version"].as_str().unwrap_or("").to_owned(),
+        parent_exe: v.peer["parent"]["exe"].as_str().unwrap_or("?").to_owned(),
+        normalized,
+        body,
     }
 }
 
-fn card(v: &ApprovalView, waiting: usize, color: bool, note: &str) -> String {
-    let a = &v.action;
-    let (bold, dim, reset) = if color {
-        ("\x1b[1m", "\x1b[2m", "\x1b[0m")
-    } else {
-        ("", "", "")
-    };
-    let (client, parent) = client_of(v);
-    let mut s =
-        format!("\x1b[2J\x1b[H{dim}{note}{reset}\n\n{bold}Action 1 of {waiting} waiting{reset}\n");
-    s += &format!("  client      {client}  ({parent})\n");
-    s += &format!(
-        "  tool        {}\n  credential  {}\n",
-        a.tool, a.credential_name
-    );
-    s += &format!("  {bold}{}{reset}\n", a.summary.escape_debug());
-    if let Some(b) = body_preview(v, 512) {
-        s += &format!("  body        {b}\n");
+/// Shows the full view a page at a time: space for the next page, any other key goes back.
+fn page_through(tty: &mut Tty, lines: &[String]) {
+    let per_page = tty.rows().saturating_sub(2).max(8);
+    let pages = lines.len().div_ceil(per_page).max(1);
+    for (n, page) in lines.chunks(per_page).enumerate() {
+        let footer = if n + 1 == pages {
+            "(end of the action: any key to go back)".to_owned()
+        } else {
+            format!(
+                "-- page {} of {pages}: [space] next page, any other key to go back --",
+                n + 1
+            )
+        };
+        tty.show(&format!("\x1b[2J\x1b[H{}\n{footer}\n", page.join("\n")));
+        let key = loop {
+            if let Some(k) = tty.key() {
+                break k;
+            }
+        };
+        if key != b' ' {
+            return;
+        }
     }
-    s += &format!("  hash        {}…\n", &a.action_hash[..16]);
-    s += &format!(
-        "  asked       {}   expires {}\n\n",
-        until(&a.created_at).replace("in 0 min 0 s", "just now"),
-        until(&a.expires_at)
-    );
-    s += "[a]pprove once   [s] approve for this session   [d]eny   [v]iew in full   [q]uit\n";
-    s
-}
-
-fn full_view(v: &ApprovalView) -> String {
-    let a = &v.action;
-    let pretty = serde_json::from_str::<serde_json::Value>(&v.normalized)
-        .and_then(|n| serde_json::to_string_pretty(&n))
-        .unwrap_or_else(|_| v.normalized.clone());
-    let body = body_preview(v, 16 * 1024).unwrap_or_else(|| "(none)".into());
-    format!(
-        "\x1b[2J\x1b[H{}\n\naction hash {}\n{}\n\nbody:\n{}\n\n(any key to go back)\n",
-        a.summary.escape_debug(),
-        a.action_hash,
-        pretty,
-        body
-    )
 }
 
 /// A desktop notification where one is available; failures are silent.
 fn notify(v: &ApprovalView) {
     let a = &v.action;
     if let Ok(mut child) = std::process::Command::new("notify-send")
-        .args([
-            "agent-vault: approval needed",
-            &a.summary.escape_debug().to_string(),
-        ])
+        .args(["agent-vault: approval needed", &escape(&a.summary)])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

@@ -361,7 +361,7 @@ fn authorized(t: &SshTarget, command: &str) -> crate::approvals::AuthorizedActio
     )
     .unwrap();
     let trust = crate::approvals::Trust::new("vlt_t", &key);
-    let unsigned = crate::credentials::get(&mut store, "default", "box").unwrap();
+    let unsigned = crate::credentials::get(&store, "default", "box").unwrap();
     let sig = crate::credentials::policy_signature(&key, "vlt_t", &unsigned);
     let cred = crate::credentials::sign_policy(&mut store, &trust, &unsigned.id, &sig).unwrap();
     let request = crate::policy::validate_ssh(

@@ -213,7 +213,7 @@ async fn run_call(
     if !matches!(name, "http_request" | "ssh_exec") {
         if let Some(refusal) = env
             .db
-            .run(|s| paused_refusal(s))
+            .run(paused_refusal)
             .await
             .unwrap_or_else(|_| Some(internal("the vault agent is stopping")))
         {

@@ -51,6 +51,7 @@ pub(super) async fn run_claimed(
         approvals::Claim::Refused(a) | approvals::Claim::NotReady(a) => return a,
     };
     // The intent row is committed; tell the client before the first byte goes out.
+    tracing::debug!(action_id = %action.id, tool = %action.tool, "dispatching");
     events
         .send(Event::State {
             action_id: action.id.clone(),
@@ -70,6 +71,8 @@ pub(super) async fn run_claimed(
                 result: json!({}),
                 reason: Some("the executor failed while running; the target may have acted".into()),
             });
+        tracing::debug!(action_id = %action.id, state = %outcome.state, reason = ?outcome.reason, "executor finished");
+        tracing::trace!(action_id = %action.id, result = %outcome.result, "scrubbed result");
         let id = action.id.clone();
         env2.db
             .run(move |s| approvals::finish(s, &id, &outcome).unwrap_or(action))
