@@ -31,7 +31,7 @@ fn main() {
         "agent-journal",
         target.port,
         Approval::Each,
-        "[limits]\nrefused_calls_per_second = 1000000\n",
+        "[limits]\nrefused_calls_per_second = 100000\n",
     );
 
     // Peer: today's design, every writer its own connection, one fsync per row.

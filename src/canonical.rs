@@ -7,7 +7,7 @@
 use serde_json::Value;
 
 /// The canonical bytes of a JSON value.
-pub fn to_string(value: &Value) -> String {
+pub(crate) fn to_string(value: &Value) -> String {
     let mut out = String::with_capacity(128);
     write_value(value, &mut out);
     out

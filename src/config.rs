@@ -1,4 +1,4 @@
-//! `$VAULT_DIR/config.toml`: byte budgets and approval timings (DESIGN §6). The defaults are
+//! `$VAULT_DIR/config.toml`: byte budgets and approval timings (docs/design.md §6). The defaults are
 //! `assets/config.default.toml`, embedded, so the documented file and the code cannot disagree.
 //! A missing file or key means its default; an unknown key, a value that is not a whole number,
 //! or one outside its range (`BOUNDS`) is an error that names the key and the range. Nothing in

@@ -5,28 +5,37 @@
 #![deny(clippy::print_stdout, clippy::print_stderr, clippy::dbg_macro)]
 #![forbid(unsafe_op_in_unsafe_fn)]
 #![deny(unsafe_code)]
+#![warn(unreachable_pub)]
 
 pub mod agent;
 pub mod approvals;
 pub mod audit;
-pub mod canonical;
-pub mod cli;
+mod canonical;
+mod cli;
 pub mod config;
 pub mod credentials;
-pub mod demo;
+mod demo;
 pub mod exec;
 pub mod keys;
 pub mod mcp;
 pub mod paths;
 pub mod policy;
-pub mod services;
+mod services;
 pub mod store;
 pub mod sys;
 pub mod term;
-pub mod time;
+mod time;
 pub mod vault;
 
-/// Exit codes of the `vault` binary (DESIGN §7).
+/// The `vault` binary: umask 077 first, logs to stderr, then the command line (`src/main.rs` is
+/// only this call). The CLI and the demo are not part of the library's API.
+pub fn run_binary() -> Exit {
+    paths::restrict_umask();
+    cli::init_tracing();
+    cli::main()
+}
+
+/// Exit codes of the `vault` binary (docs/design.md §7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
     Ok = 0,

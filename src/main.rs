@@ -1,9 +1,6 @@
-//! The `vault` binary: restrict the umask, start logging on stderr, parse, run, map to an exit code.
+//! The `vault` binary: everything is in the library (`agent_vault::run_binary`).
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    agent_vault::paths::restrict_umask();
-    agent_vault::cli::init_tracing();
-    let code = agent_vault::cli::main();
-    ExitCode::from(code as u8)
+    ExitCode::from(agent_vault::run_binary() as u8)
 }

@@ -51,7 +51,7 @@ impl VaultPaths {
     pub fn db(&self) -> PathBuf {
         self.dir.join("vault.db")
     }
-    /// The age file holding the master key and the approver seed (DESIGN §3).
+    /// The age file holding the master key and the approver seed (docs/design.md §3).
     pub fn key_file(&self) -> PathBuf {
         self.dir.join("vault.key.age")
     }
@@ -59,7 +59,7 @@ impl VaultPaths {
     pub fn id_file(&self) -> PathBuf {
         self.dir.join("vault.id")
     }
-    /// Optional limits and timings (DESIGN §6).
+    /// Optional limits and timings (docs/design.md §6).
     pub fn config(&self) -> PathBuf {
         self.dir.join("config.toml")
     }

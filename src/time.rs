@@ -2,17 +2,17 @@
 use jiff::Timestamp;
 
 /// Now, as the journal writes it.
-pub fn now_utc() -> String {
+pub(crate) fn now_utc() -> String {
     format_utc(Timestamp::now())
 }
 
 /// A timestamp in the journal's form (always `Z`, always three fractional digits).
-pub fn format_utc(ts: Timestamp) -> String {
+pub(crate) fn format_utc(ts: Timestamp) -> String {
     ts.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
 }
 
 /// Milliseconds since the Unix epoch.
-pub fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     Timestamp::now().as_millisecond()
 }
 

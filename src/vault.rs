@@ -35,7 +35,7 @@ pub enum VaultError {
 }
 
 impl VaultError {
-    /// The process exit code this error maps to (DESIGN §7).
+    /// The process exit code this error maps to (docs/design.md §7).
     pub fn exit(&self) -> Exit {
         match self {
             VaultError::Locked(_) | VaultError::KeyFile(KeyFileError::WrongPassphrase) => {

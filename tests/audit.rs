@@ -447,8 +447,13 @@ fn log_follow_prints_new_transitions_as_they_are_journaled() {
     let line = |rx: &std::sync::mpsc::Receiver<String>| -> Value {
         serde_json::from_str(&rx.recv_timeout(Duration::from_secs(10)).expect("a line")).unwrap()
     };
-    // The first action comes from the initial load: once it is printed, follow is following.
+    // The initial load holds the first action and nothing else; the second is asked only after
+    // the load printed and went quiet, so its line can only come through following.
     assert_eq!(line(&rx)["action_id"].as_str(), Some(first.as_str()));
+    assert!(
+        rx.recv_timeout(Duration::from_millis(500)).is_err(),
+        "the initial load printed more than the first action"
+    );
     let second = ask(&mut mcp, 2, "/second");
     let e = line(&rx);
     let _ = child.kill();

@@ -106,6 +106,18 @@ fn input_of(case: &Value) -> Vec<u8> {
     }
 }
 
+fn rejected_rows(v: &TestVault) -> i64 {
+    v.open_db()
+        .store
+        .conn()
+        .query_row(
+            "SELECT count(*) FROM audit WHERE kind = 'call.rejected'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap()
+}
+
 #[test]
 fn every_hostile_input_is_refused_before_anything_can_act() {
     let corpus: Value = serde_json::from_str(
@@ -115,6 +127,7 @@ fn every_hostile_input_is_refused_before_anything_can_act() {
     let cases = corpus["cases"].as_array().unwrap();
     assert!(cases.len() >= 40, "the corpus keeps at least 40 cases");
     let mut v = corpus_vault();
+    let mut rejected_before = rejected_rows(&v);
     for case in cases {
         let name = case["name"].as_str().unwrap();
         let mut stdin = Vec::new();
@@ -192,6 +205,17 @@ fn every_hostile_input_is_refused_before_anything_can_act() {
                 if closes { "close" } else { "stay open" }
             );
         }
+        // Each refused call is journaled once, as `call.rejected`; a case marked
+        // `"journaled": false` says why it is not a call (a lifecycle refusal before or at
+        // `initialize`, when the session has no agent connection yet, or a version refusal).
+        let rejected = rejected_rows(&v);
+        let want = i64::from(expect.get("ok").is_none() && case["journaled"] != false);
+        assert_eq!(
+            rejected - rejected_before,
+            want,
+            "{name}: call.rejected rows written for this case"
+        );
+        rejected_before = rejected;
     }
 
     // No rejected request left an action behind, and no secret went anywhere.
@@ -225,17 +249,6 @@ fn every_hostile_input_is_refused_before_anything_can_act() {
         .unwrap()
         .map(Result::unwrap)
         .collect();
-    let refused = cases
-        .iter()
-        .filter(|c| c["expect"].get("ok").is_none())
-        .count();
-    // Lifecycle refusals (second initialize, requests before initialize, versions) are answered
-    // but are not calls; every other refusal is journaled.
-    assert!(
-        bodies.len() + 6 >= refused,
-        "{} call.rejected rows for {refused} refusals",
-        bodies.len()
-    );
     for b in &bodies {
         let v: Value = serde_json::from_str(b).unwrap();
         assert_eq!(v["fingerprint"].as_str().unwrap().len(), 64, "{b}");

@@ -67,12 +67,25 @@ pub(super) fn serve(
     hardening: crate::sys::Hardening,
     ready: impl FnOnce(Result<&AgentStatus, &AgentError>),
 ) -> Result<(), AgentError> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
+    // Whatever stops the start is told to the one waiting for it (`vault unlock`), never left
+    // for it to time out on.
+    let started = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
-        .build()?;
-    let config =
-        crate::config::Config::load(&start.paths).map_err(|e| AgentError::Start(e.to_string()))?;
+        .build()
+        .map_err(AgentError::from)
+        .and_then(|rt| {
+            let config = crate::config::Config::load(&start.paths)
+                .map_err(|e| AgentError::Start(e.to_string()))?;
+            Ok((rt, config))
+        });
+    let (rt, config) = match started {
+        Ok(ok) => ok,
+        Err(e) => {
+            ready(Err(&e));
+            return Err(e);
+        }
+    };
     let hub = Arc::new(Hub::default());
     let (db, db_thread) = Db::start(store, hub.clone(), start.paths.clone());
     let mut proof_key = super::proof_key(&start.master);

@@ -1,4 +1,4 @@
-//! Actions and their lifecycle (DESIGN §4): submitting a validated request as a pending action
+//! Actions and their lifecycle (docs/design.md §4): submitting a validated request as a pending action
 //! (with idempotency), reading, listing, withdrawing and expiring actions, all scoped to the
 //! session that asked. Every state change goes through `transition`, which checks the move is
 //! legal, updates the row and appends its `action.<state>` journal row in the same transaction,
@@ -15,7 +15,7 @@ pub use decide::{
 };
 pub use dispatch::{claim, effective_approval, finish, gate, reap_orphans, Claim};
 pub use signing::{Signed, Trust};
-pub use state::State;
+pub use state::{State, Tone};
 
 use crate::audit;
 use crate::credentials::Credential;

@@ -1,4 +1,4 @@
-//! The states of an action (DESIGN §4) and which of them are final.
+//! The states of an action (docs/design.md §4) and which of them are final.
 use std::fmt;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -49,20 +49,26 @@ impl State {
         Self::ALL.into_iter().find(|st| st.as_str() == s)
     }
 
-    /// No further transition happens from a terminal state.
+    /// No further transition happens from a terminal state (it has no successors).
     pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            State::Denied
-                | State::Expired
-                | State::Withdrawn
-                | State::Completed
-                | State::FailedBeforeSend
-                | State::Indeterminate
-        )
+        self.successors().is_empty()
     }
 
-    /// The states an action may move to from this one (DESIGN §4). Every transition, and
+    /// How the state reads to a person (`vault log` colours by it).
+    pub fn tone(self) -> Tone {
+        match self {
+            State::Completed => Tone::Done,
+            State::Received | State::Pending | State::Approved | State::Dispatched => {
+                Tone::InProgress
+            }
+            State::Indeterminate => Tone::Uncertain,
+            State::Denied | State::Expired | State::Withdrawn | State::FailedBeforeSend => {
+                Tone::Failed
+            }
+        }
+    }
+
+    /// The states an action may move to from this one (docs/design.md §4). Every transition, and
     /// `vault verify` reading the journal, holds to this table.
     pub fn successors(self) -> &'static [State] {
         use State::*;
@@ -84,6 +90,15 @@ impl State {
     pub fn is_initial(self) -> bool {
         matches!(self, State::Pending | State::Received)
     }
+}
+
+/// A state as a person reads it: done, still moving, maybe done, or not done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tone {
+    Done,
+    InProgress,
+    Uncertain,
+    Failed,
 }
 
 impl fmt::Display for State {

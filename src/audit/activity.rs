@@ -6,16 +6,6 @@ use rusqlite::Connection;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 
-/// States after which an action never changes again.
-pub const TERMINAL_STATES: &[&str] = &[
-    "completed",
-    "denied",
-    "expired",
-    "withdrawn",
-    "failed_before_send",
-    "indeterminate",
-];
-
 /// One line of `vault log`: an action (its latest state) or a rejected call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ActionEntry {
@@ -216,8 +206,8 @@ impl Activity {
                 e.tool = string(body, "tool").or(e.tool.take());
                 e.credential = string(body, "credential").or(e.credential.take());
                 e.summary = string(body, "summary").or(e.summary.take());
-                e.duration_ms = TERMINAL_STATES
-                    .contains(&state.as_str())
+                e.duration_ms = crate::approvals::State::parse(&state)
+                    .is_some_and(crate::approvals::State::is_terminal)
                     .then(|| ms_between(&e.started, &e.updated))
                     .flatten();
                 let sid = e.session.clone();

@@ -1,7 +1,7 @@
 //! Anchors: heads of the chain (seq, hash) kept outside the database in `anchors.jsonl`, so a
 //! history that was cut off or rewritten (even with its hashes recomputed) no longer matches.
 use crate::paths::{self, PathError, VaultPaths};
-use rusqlite::{Connection, OptionalExtension};
+use rusqlite::Connection;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
 
@@ -56,9 +56,10 @@ impl std::fmt::Display for Anchor {
 
 fn parse_parts(seq: &str, hash: &str) -> Option<Anchor> {
     let seq: i64 = seq.parse().ok().filter(|s| *s >= 1)?;
-    let lower = hash.len() == 64 && hash.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
-    let mut out = [0u8; 32];
-    (lower && hex::decode_to_slice(hash, &mut out).is_ok()).then_some(Anchor { seq, hash: out })
+    Some(Anchor {
+        seq,
+        hash: super::hex32(hash)?,
+    })
 }
 
 /// Parses `SEQ:HASH` (the form `vault verify` prints).
@@ -156,11 +157,7 @@ pub fn last_anchored_seq(paths: &VaultPaths) -> Result<i64, AnchorError> {
 /// Anchors the committed head when it is `ANCHOR_EVERY` or more rows past the last anchor.
 /// Cheap (one indexed read and the last 4 KiB of the file): call it after each commit.
 pub fn maybe_anchor(paths: &VaultPaths, conn: &Connection) -> Result<Option<Anchor>, AnchorError> {
-    let head: Option<(i64, Vec<u8>)> = conn
-        .prepare_cached("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1")?
-        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?;
-    let Some((seq, hash)) = head else {
+    let Some((seq, hash)) = super::head(conn)? else {
         return Ok(None);
     };
     let Ok(hash) = <[u8; 32]>::try_from(hash) else {

@@ -11,7 +11,7 @@ mod anchor;
 mod export;
 mod verify;
 
-pub use activity::{ActionEntry, Activity, SessionSummary, TERMINAL_STATES};
+pub use activity::{ActionEntry, Activity, SessionSummary};
 pub use anchor::{
     last_anchored_seq, maybe_anchor, parse_anchor, read_anchors, write_anchor, Anchor, AnchorError,
     ANCHOR_EVERY,
@@ -122,6 +122,20 @@ pub struct Appended {
 
 /// Appends one row inside `tx` (which must be a write transaction, e.g. `Store::write`), so the
 /// row commits or rolls back with the state change it records.
+/// The journal's last row: its seq and stored hash (`None` before the first row).
+pub(crate) fn head(conn: &Connection) -> rusqlite::Result<Option<(i64, Vec<u8>)>> {
+    conn.prepare_cached("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1")?
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()
+}
+
+/// Exactly 64 lowercase hex digits (as the journal, exports and anchors write a hash), decoded.
+pub(crate) fn hex32(s: &str) -> Option<[u8; 32]> {
+    let lower = s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    let mut out = [0u8; 32];
+    (lower && hex::decode_to_slice(s, &mut out).is_ok()).then_some(out)
+}
+
 pub fn append(
     tx: &Connection,
     kind: &str,
@@ -129,11 +143,7 @@ pub fn append(
     action: Option<&str>,
     body: &Value,
 ) -> Result<Appended, AuditError> {
-    let head: Option<(i64, Vec<u8>)> = tx
-        .prepare_cached("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1")?
-        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?;
-    let (seq, prev) = match head {
+    let (seq, prev) = match head(tx)? {
         Some((seq, hash)) => {
             let prev: [u8; 32] = hash.try_into().map_err(|_| AuditError::BadHead(seq))?;
             (seq + 1, prev)

@@ -190,7 +190,7 @@ impl Verifier {
         }
     }
 
-    /// Checks one `action.<state>` row against the lifecycle (DESIGN §4): the first row of an
+    /// Checks one `action.<state>` row against the lifecycle (docs/design.md §4): the first row of an
     /// action is `pending` or `received`, each next state is a legal successor of the last, and a
     /// dispatch spends a decision nonce at most once.
     fn check_lifecycle(
@@ -550,12 +550,7 @@ struct ExportLine<'a> {
 
 /// Lowercase hex of exactly 32 bytes (as `export-audit` writes it), nothing else.
 fn hex32(s: &str, field: &str) -> Result<[u8; 32], String> {
-    let ok = s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
-    let mut out = [0u8; 32];
-    if !ok || hex::decode_to_slice(s, &mut out).is_err() {
-        return Err(format!("{field} is not 64 lowercase hex digits"));
-    }
-    Ok(out)
+    super::hex32(s).ok_or_else(|| format!("{field} is not 64 lowercase hex digits"))
 }
 
 /// Verifies an export (`vault export-audit`) with no key, keyring or vault: the genesis comes

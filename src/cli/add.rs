@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Debug, clap::Subcommand)]
-pub enum Kind {
+pub(super) enum Kind {
     /// An HTTP API credential bound to one scheme + host + port (+ path prefix).
     Http(HttpArgs),
     /// An SSH login bound to one host, port, user and pinned host key.
@@ -22,9 +22,9 @@ pub enum Kind {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct Common {
+pub(super) struct Common {
     /// When a person must approve: each action, once per session, writes only, or never.
-    #[arg(long, value_enum, default_value = "each")]
+    #[arg(long, value_parser = super::approval_parser(), default_value = "each")]
     approval: Approval,
     /// Profile the credential belongs to (`vault mcp --profile P` sees only that profile).
     #[arg(long, default_value = "default")]
@@ -37,7 +37,7 @@ pub struct Common {
 #[derive(Debug, clap::Args)]
 #[command(group(ArgGroup::new("inject").required(true).args(["bearer", "basic", "header", "query"])))]
 #[command(group(ArgGroup::new("source").args(["secret_stdin", "secret_file"])))]
-pub struct HttpArgs {
+pub(super) struct HttpArgs {
     /// Credential name, e.g. github.
     name: String,
     /// host[:port], or https://host[:port] (http:// only for loopback).
@@ -85,7 +85,7 @@ pub struct HttpArgs {
 #[derive(Debug, clap::Args)]
 #[command(group(ArgGroup::new("auth").required(true).args(["key_file", "password_stdin"])))]
 #[command(group(ArgGroup::new("pin").required(true).args(["host_key", "fetch_host_key"])))]
-pub struct SshArgs {
+pub(super) struct SshArgs {
     /// Credential name, e.g. prod-web.
     name: String,
     /// Host name or IP address.
@@ -114,7 +114,7 @@ pub struct SshArgs {
     common: Common,
 }
 
-pub fn run(paths: VaultPaths, kind: Kind) -> anyhow::Result<Exit> {
+pub(super) fn run(paths: VaultPaths, kind: Kind) -> anyhow::Result<Exit> {
     // Arguments are checked (and the secret read) first; then the secret goes only to an agent
     // that proves it holds the vault's key (or, locked, into the store opened here).
     let (common, target, secret, name) = match kind {
@@ -142,9 +142,9 @@ pub fn run(paths: VaultPaths, kind: Kind) -> anyhow::Result<Exit> {
         None => cred,
     };
     if common.json {
-        super::print_json(&super::list::credential_json(&cred));
+        super::print_json(&super::list::credential_json(&cred))?;
     } else {
-        println!(
+        outln!(
             "Added {} ({}) to profile {}: {}, approval {}",
             cred.name,
             cred.target.kind(),

@@ -8,7 +8,7 @@ use crate::Exit;
 use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     /// Run in the foreground for a login unit (systemd, launchd), with the key `vault unlock
     /// --remember` left in the OS keyring.
     #[arg(long, conflicts_with = "handoff")]
@@ -21,7 +21,7 @@ pub struct Args {
     ttl: Option<Duration>,
 }
 
-pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
+pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     if !args.handoff && !args.foreground {
         anyhow::bail!("`vault agent` is started by `vault unlock`; run that instead (or `vault agent --foreground` from a login unit, after `vault unlock --remember`)");
     }

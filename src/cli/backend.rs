@@ -13,7 +13,7 @@ use crate::vault::{Vault, VaultError};
 /// A refusal by the vault, with its category (for the exit code).
 #[derive(Debug, thiserror::Error)]
 #[error("{message}")]
-pub struct Refused {
+pub(super) struct Refused {
     pub code: ErrorCode,
     pub message: String,
 }
@@ -23,7 +23,7 @@ enum Conn {
     Direct { vault: Box<Vault>, trust: Trust },
 }
 
-pub struct Backend {
+pub(super) struct Backend {
     conn: Conn,
     /// The keys, when this command was given the passphrase.
     keys: Option<Box<KeyMaterial>>,
@@ -32,7 +32,7 @@ pub struct Backend {
 impl Backend {
     /// The agent if one runs, else the store opened with the passphrase from `source` (a
     /// terminal only if there is one), else `Locked`.
-    pub fn open(paths: &VaultPaths, source: PassphraseSource) -> anyhow::Result<Self> {
+    pub(super) fn open(paths: &VaultPaths, source: PassphraseSource) -> anyhow::Result<Self> {
         Vault::id_of(paths)?;
         if let Some(c) = Client::connect(paths, Role::Cli)? {
             return Ok(Self::agent(c));
@@ -47,7 +47,7 @@ impl Backend {
     /// For a command that hands the vault a secret: with the passphrase, the agent must prove it
     /// holds the key before anything is sent (else this is an impostor, refused); with no agent,
     /// the store is opened here.
-    pub fn verified(paths: &VaultPaths, source: PassphraseSource) -> anyhow::Result<Self> {
+    pub(super) fn verified(paths: &VaultPaths, source: PassphraseSource) -> anyhow::Result<Self> {
         Vault::id_of(paths)?;
         if source == PassphraseSource::Terminal && !has_terminal() {
             if Client::connect(paths, Role::Cli)?.is_none() {
@@ -83,7 +83,7 @@ impl Backend {
     }
 
     /// The agent (unverified) if one runs, else the store opened with `keys`.
-    pub fn agent_or(paths: &VaultPaths, keys: KeyMaterial) -> anyhow::Result<Self> {
+    pub(super) fn agent_or(paths: &VaultPaths, keys: KeyMaterial) -> anyhow::Result<Self> {
         match Client::connect(paths, Role::Cli)? {
             Some(c) => Ok(Self {
                 conn: Conn::Agent(c),
@@ -94,7 +94,7 @@ impl Backend {
     }
 
     /// The store opened with keys already decrypted from `vault.key.age`.
-    pub fn with_keys(paths: &VaultPaths, keys: KeyMaterial) -> anyhow::Result<Self> {
+    pub(super) fn with_keys(paths: &VaultPaths, keys: KeyMaterial) -> anyhow::Result<Self> {
         let mut vault = Vault::open_with_key(paths.clone(), &keys.master)?;
         vault.trust(&keys).check_store(vault.store.conn())?;
         // No agent holds the vault: nothing it started can still be running.
@@ -112,7 +112,7 @@ impl Backend {
     }
 
     /// Runs one request; a refusal becomes an error.
-    pub fn call(&mut self, req: Request) -> anyhow::Result<Reply> {
+    pub(super) fn call(&mut self, req: Request) -> anyhow::Result<Reply> {
         let reply = match &mut self.conn {
             Conn::Agent(c) => match c.call(req) {
                 Ok(r) => r,
@@ -131,7 +131,7 @@ impl Backend {
     }
 
     /// The vault id.
-    pub fn vault_id(&self) -> &str {
+    pub(super) fn vault_id(&self) -> &str {
         match &self.conn {
             Conn::Agent(c) => &c.vault_id,
             Conn::Direct { vault, .. } => &vault.vault_id,
@@ -139,18 +139,18 @@ impl Backend {
     }
 
     /// The keys, if this command was given the passphrase.
-    pub fn keys(&self) -> Option<&KeyMaterial> {
+    pub(super) fn keys(&self) -> Option<&KeyMaterial> {
         self.keys.as_deref()
     }
 
     /// Whether the requests go to a live agent (which can wait for new journal rows).
-    pub fn is_agent(&self) -> bool {
+    pub(super) fn is_agent(&self) -> bool {
         matches!(self.conn, Conn::Agent(_))
     }
 }
 
 /// Whether this process has a controlling terminal to ask on.
-pub fn has_terminal() -> bool {
+pub(super) fn has_terminal() -> bool {
     std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -159,6 +159,6 @@ pub fn has_terminal() -> bool {
 }
 
 /// Reports an unexpected reply kind.
-pub fn unexpected(reply: Reply) -> anyhow::Error {
+pub(super) fn unexpected(reply: Reply) -> anyhow::Error {
     anyhow::anyhow!("the vault answered something unexpected: {reply:?}")
 }

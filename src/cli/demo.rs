@@ -5,14 +5,17 @@ use crate::Exit;
 use std::io::IsTerminal;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     /// Keep the throwaway vault instead of deleting it at the end.
     #[arg(long)]
     keep: bool,
 }
 
-pub fn run(args: Args) -> anyhow::Result<Exit> {
-    let mut say = |line: &str| println!("{line}");
+pub(super) fn run(args: Args) -> anyhow::Result<Exit> {
+    let mut say = |line: &str| {
+        // A closed stdout does not stop the demo half way: it runs to the end and cleans up.
+        let _ = super::out::line(format_args!("{line}"));
+    };
     let interactive = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
     let mut ask = |summary: &str, hash: &str| {
         let question =

@@ -11,7 +11,7 @@ use crate::Exit;
 use serde_json::{json, Value};
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -160,7 +160,7 @@ fn agent_checks(paths: &VaultPaths, checks: &mut Vec<Check>) -> anyhow::Result<(
     Ok(())
 }
 
-pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
+pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     let mut checks = vec![
         mode_check("vault dir", paths.dir(), 0o700),
         mode_check("vault.db", &paths.db(), 0o600),
@@ -203,7 +203,7 @@ pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
             .iter()
             .map(|c| json!({"check": c.name, "ok": c.level != Level::Fail, "warning": c.level == Level::Warn, "detail": c.detail}))
             .collect();
-        super::print_json(&json!({"ok": all_ok, "vault_dir": paths.dir(), "checks": list}));
+        super::print_json(&json!({"ok": all_ok, "vault_dir": paths.dir(), "checks": list}))?;
     } else {
         for c in &checks {
             let tag = match c.level {
@@ -211,7 +211,7 @@ pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
                 Level::Warn => "warn",
                 Level::Fail => "FAIL",
             };
-            println!("{tag} {:<28} {}", c.name, c.detail);
+            outln!("{tag} {:<28} {}", c.name, c.detail);
         }
     }
     Ok(if all_ok { Exit::Ok } else { Exit::Failure })

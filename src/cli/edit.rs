@@ -10,11 +10,11 @@ use crate::Exit;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     name: String,
     #[arg(long, default_value = "default")]
     profile: String,
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = super::approval_parser())]
     approval: Option<Approval>,
     /// HTTP: only URLs under this path.
     #[arg(long)]
@@ -46,7 +46,7 @@ pub struct Args {
     secret_file: Option<PathBuf>,
 }
 
-pub fn run(paths: VaultPaths, a: Args) -> anyhow::Result<Exit> {
+pub(super) fn run(paths: VaultPaths, a: Args) -> anyhow::Result<Exit> {
     // A new secret goes only to an agent that proves it holds the vault's key.
     let mut backend = if a.secret_stdin || a.secret_file.is_some() {
         Backend::verified(&paths, PassphraseSource::choose(false))?
@@ -118,7 +118,7 @@ pub fn run(paths: VaultPaths, a: Args) -> anyhow::Result<Exit> {
         Some(k) => super::sign_policy(&mut backend, k, &cred)?,
         None => cred,
     };
-    println!(
+    outln!(
         "Updated {} (version {}): {}, approval {}",
         cred.name,
         cred.version,

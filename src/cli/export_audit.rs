@@ -9,13 +9,13 @@ use anyhow::Context;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     /// The file to create (never overwritten).
     #[arg(value_name = "FILE")]
     file: PathBuf,
 }
 
-pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
+pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     let mut backend = Backend::open(&paths, PassphraseSource::choose(false))?;
     // The agent runs in `/`: give it the whole path.
     let file = if args.file.is_absolute() {
@@ -31,11 +31,11 @@ pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         Reply::Exported { rows, head } => (rows, head),
         other => return Err(unexpected(other)),
     };
-    println!("Exported {rows} journal rows to {}.", args.file.display());
+    outln!("Exported {rows} journal rows to {}.", args.file.display());
     if let Some((seq, hash)) = head {
-        println!("head: seq {seq} hash {hash}");
+        outln!("head: seq {seq} hash {hash}");
     }
-    println!(
+    outln!(
         "Check it anywhere, without the key: vault verify --file {}",
         args.file.display()
     );

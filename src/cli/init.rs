@@ -7,7 +7,7 @@ use crate::vault::{Vault, VaultError};
 use crate::Exit;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     /// Read the new passphrase from the first line of stdin (else VAULT_PASSPHRASE_FILE, else the terminal).
     #[arg(long)]
     passphrase_stdin: bool,
@@ -16,7 +16,7 @@ pub struct Args {
     json: bool,
 }
 
-pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
+pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     if paths.is_initialized() {
         // Say so before asking for a passphrase.
         return Err(VaultError::AlreadyInitialized(paths.dir().display().to_string()).into());
@@ -33,17 +33,18 @@ pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
             "vault_id": vault_id,
             "dir": paths.dir(),
             "agent": agent.as_ref().ok().map(|s| serde_json::json!({"pid": s.pid, "socket": s.socket})),
-        }));
+        }))?;
     } else {
-        println!("Created vault {vault_id} in {}", paths.dir().display());
+        outln!("Created vault {vault_id} in {}", paths.dir().display());
         match &agent {
-            Ok(s) => println!(
+            Ok(s) => outln!(
                 "Unlocked: agent pid {} listens on {}; `vault lock` locks it.",
-                s.pid, s.socket
+                s.pid,
+                s.socket
             ),
-            Err(e) => println!("The vault agent did not start ({e}); run `vault unlock`."),
+            Err(e) => outln!("The vault agent did not start ({e}); run `vault unlock`."),
         }
-        println!(
+        outln!(
             "Back up {} and remember the passphrase: together they are the only way back in.",
             paths.key_file().display()
         );

@@ -4,11 +4,12 @@ use crate::agent::protocol::{Reply, Request};
 use crate::credentials::Credential;
 use crate::keys::PassphraseSource;
 use crate::paths::VaultPaths;
+use crate::term::escape;
 use crate::Exit;
 use serde_json::{json, Value};
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     /// Only this profile.
     #[arg(long)]
     profile: Option<String>,
@@ -18,7 +19,7 @@ pub struct Args {
 }
 
 /// The public JSON of a credential (the `target` holds no secret by construction).
-pub fn credential_json(c: &Credential) -> Value {
+pub(super) fn credential_json(c: &Credential) -> Value {
     json!({
         "id": c.id,
         "name": c.name,
@@ -33,7 +34,7 @@ pub fn credential_json(c: &Credential) -> Value {
     })
 }
 
-pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
+pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     let mut backend = Backend::open(&paths, PassphraseSource::choose(false))?;
     let creds = match backend.call(Request::Credentials {
         profile: args.profile.clone(),
@@ -42,30 +43,30 @@ pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         other => return Err(unexpected(other)),
     };
     if args.json {
-        println!(
+        outln!(
             "{}",
             Value::Array(creds.iter().map(credential_json).collect())
         );
         return Ok(Exit::Ok);
     }
     if creds.is_empty() {
-        println!("No credentials yet. Add one with `vault add http NAME --host HOST --bearer --secret-stdin`.");
+        outln!("No credentials yet. Add one with `vault add http NAME --host HOST --bearer --secret-stdin`.");
         return Ok(Exit::Ok);
     }
-    let width = creds.iter().map(|c| c.name.len()).max().unwrap_or(4).max(4);
-    println!(
-        "{:<width$}  {:<8}  {:<4}  {:<7}  TARGET",
-        "NAME", "PROFILE", "KIND", "APPROVAL"
-    );
+    let mut rows = vec![["NAME", "PROFILE", "KIND", "APPROVAL", "TARGET"]
+        .map(String::from)
+        .to_vec()];
     for c in &creds {
-        println!(
-            "{:<width$}  {:<8}  {:<4}  {:<7}  {}",
-            c.name,
-            c.profile,
-            c.target.kind(),
-            c.approval.as_str(),
-            c.target.summary()
-        );
+        rows.push(vec![
+            escape(&c.name),
+            escape(&c.profile),
+            c.target.kind().to_owned(),
+            c.approval.as_str().to_owned(),
+            escape(&c.target.summary()),
+        ]);
+    }
+    for line in super::out::table(&rows) {
+        outln!("{line}");
     }
     Ok(Exit::Ok)
 }

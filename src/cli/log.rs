@@ -3,6 +3,7 @@
 //! Text lines print agent-derived fields through `term::escape`; `--json` is JSON-escaped.
 use super::backend::Backend;
 use super::mirror::Mirror;
+use crate::approvals::{State, Tone};
 use crate::audit::{ActionEntry, Activity};
 use crate::keys::PassphraseSource;
 use crate::paths::VaultPaths;
@@ -10,10 +11,10 @@ use crate::term::escape;
 use crate::Exit;
 use anyhow::Context;
 use serde_json::json;
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     /// One JSON object per line.
     #[arg(long)]
     json: bool,
@@ -55,12 +56,14 @@ struct Style {
 
 impl Style {
     fn state(&self, state: &str) -> String {
-        let code = match state {
-            "completed" => "32",
-            "pending" | "approved" | "received" | "dispatched" => "33",
-            "indeterminate" => "35",
-            "rejected" | "denied" | "failed_before_send" | "expired" | "withdrawn" => "31",
-            _ => "",
+        // `rejected` (a refused call) is not an action state.
+        let code = match State::parse(state).map(State::tone) {
+            Some(Tone::Done) => "32",
+            Some(Tone::InProgress) => "33",
+            Some(Tone::Uncertain) => "35",
+            Some(Tone::Failed) => "31",
+            None if state == "rejected" => "31",
+            None => "",
         };
         if self.colour && !code.is_empty() {
             format!("\x1b[{code}m{state:<18}\x1b[0m")
@@ -126,7 +129,7 @@ fn entry_line(a: &Activity, e: &ActionEntry, style: &Style) -> String {
     )
 }
 
-pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
+pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     let since = args.since.as_deref().map(parse_since).transpose()?;
     let mut backend = Backend::open(&paths, PassphraseSource::choose(false))?;
     let mut mirror = Mirror::load(&mut backend)?;
@@ -140,26 +143,21 @@ pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
             .is_none_or(|s| e.session.as_deref() == Some(s))
             && since.as_deref().is_none_or(|t| e.updated.as_str() >= t)
     };
-    let mut out = std::io::stdout().lock();
-    let mut print = |a: &Activity, e: &ActionEntry| -> std::io::Result<()> {
+    let print = |a: &Activity, e: &ActionEntry| -> anyhow::Result<()> {
         if args.json {
-            writeln!(out, "{}", entry_json(a, e))?;
+            outln!("{}", entry_json(a, e));
         } else {
-            writeln!(out, "{}", entry_line(a, e, &style))?;
+            outln!("{}", entry_line(a, e, &style));
         }
-        out.flush()
+        Ok(())
     };
     let shown: Vec<&ActionEntry> = activity.entries.iter().filter(|e| keep(e)).collect();
     if shown.is_empty() && !args.json && !args.follow {
-        println!(
-            "No activity yet: actions and rejected calls from `vault mcp` sessions show here."
-        );
+        outln!("No activity yet: actions and rejected calls from `vault mcp` sessions show here.");
         return Ok(Exit::Ok);
     }
     for e in shown {
-        if let Err(e) = print(&activity, e) {
-            return broken_pipe_is_ok(e);
-        }
+        print(&activity, e)?;
     }
     if !args.follow {
         return Ok(Exit::Ok);
@@ -175,19 +173,8 @@ pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         for i in activity.update(&mirror.conn)? {
             let e = &activity.entries[i];
             if keep(e) {
-                if let Err(e) = print(&activity, e) {
-                    return broken_pipe_is_ok(e);
-                }
+                print(&activity, e)?;
             }
         }
-    }
-}
-
-/// A reader that went away (`vault log | head`) is not an error.
-fn broken_pipe_is_ok(e: std::io::Error) -> anyhow::Result<Exit> {
-    if e.kind() == std::io::ErrorKind::BrokenPipe {
-        Ok(Exit::Ok)
-    } else {
-        Err(e).context("cannot write to stdout")
     }
 }

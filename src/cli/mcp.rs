@@ -5,13 +5,13 @@ use crate::paths::VaultPaths;
 use crate::Exit;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     /// The only profile whose credentials this session can see and use.
     #[arg(long, default_value = "default")]
     profile: String,
 }
 
-pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
+pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     crate::credentials::check_name("profile", &args.profile)?;
     serve(ServeOptions {
         paths,

@@ -7,14 +7,14 @@ use rusqlite::Connection;
 
 const PAGE: u32 = 5000;
 
-pub struct Mirror {
+pub(super) struct Mirror {
     pub conn: Connection,
     pub last: i64,
 }
 
 impl Mirror {
     /// Every row up to now.
-    pub fn load(backend: &mut Backend) -> anyhow::Result<Self> {
+    pub(super) fn load(backend: &mut Backend) -> anyhow::Result<Self> {
         let conn = Connection::open_in_memory()?;
         conn.execute_batch(
             "CREATE TABLE audit (seq INTEGER PRIMARY KEY, ts TEXT NOT NULL, kind TEXT NOT NULL, \
@@ -26,7 +26,7 @@ impl Mirror {
     }
 
     /// Rows after the last one held; with `wait_ms`, the agent waits that long for one.
-    pub fn fetch(&mut self, backend: &mut Backend, wait_ms: u64) -> anyhow::Result<usize> {
+    pub(super) fn fetch(&mut self, backend: &mut Backend, wait_ms: u64) -> anyhow::Result<usize> {
         let rows = match backend.call(Request::Journal {
             after: self.last,
             limit: PAGE,

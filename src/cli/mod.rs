@@ -1,7 +1,17 @@
 //! The command line: argument parsing (clap), one file per subcommand, and the mapping from
 //! errors to messages on stderr and exit codes. This is the only module that prints, and it
 //! prints only results on stdout and one error line on stderr.
-#![allow(clippy::print_stdout, clippy::print_stderr)]
+#![allow(clippy::print_stderr)]
+
+/// `println!` for results: through `out::line`, so a closed stdout stops the command quietly.
+macro_rules! outln {
+    () => {
+        $crate::cli::out::line(format_args!(""))?
+    };
+    ($($arg:tt)*) => {
+        $crate::cli::out::line(format_args!($($arg)*))?
+    };
+}
 
 mod add;
 mod agent;
@@ -17,6 +27,7 @@ mod lock;
 mod log;
 mod mcp;
 mod mirror;
+mod out;
 mod pause;
 mod pending;
 mod resume;
@@ -37,7 +48,7 @@ use std::path::PathBuf;
 /// agent-vault: your agents ask for actions, never for secrets.
 #[derive(Debug, Parser)]
 #[command(name = "vault", version, about, max_term_width = 100)]
-pub struct Cli {
+pub(crate) struct Cli {
     /// The vault directory (default: $VAULT_DIR, else ~/.local/share/agent-vault).
     #[arg(long, global = true, value_name = "DIR")]
     vault_dir: Option<PathBuf>,
@@ -89,7 +100,7 @@ enum Command {
 }
 
 /// Parses `std::env::args`, runs the command, prints any error, returns the exit code.
-pub fn main() -> Exit {
+pub(crate) fn main() -> Exit {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -104,6 +115,7 @@ pub fn main() -> Exit {
     };
     match run(cli) {
         Ok(code) => code,
+        Err(err) if err.chain().any(|c| c.is::<out::StdoutClosed>()) => Exit::Ok,
         Err(err) => {
             eprintln!("error: {err:#}");
             exit_code(&err)
@@ -169,7 +181,7 @@ fn exit_code(err: &anyhow::Error) -> Exit {
 }
 
 /// Logs go to stderr, filtered by `VAULT_LOG` (default `warn`), coloured only on a terminal.
-pub fn init_tracing() {
+pub(crate) fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("VAULT_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
@@ -181,9 +193,20 @@ pub fn init_tracing() {
         .try_init();
 }
 
+/// `--approval each|session|writes|never` (the library's `Approval` knows nothing of clap).
+fn approval_parser() -> impl clap::builder::TypedValueParser<Value = crate::credentials::Approval> {
+    use crate::credentials::Approval;
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    PossibleValuesParser::new(
+        Approval::ALL.map(|a| PossibleValue::new(a.as_str()).help(a.meaning())),
+    )
+    .map(|s| Approval::parse(&s).expect("clap admits only the listed values"))
+}
+
 /// Prints a value as one line of JSON on stdout.
-fn print_json(value: &serde_json::Value) {
-    println!("{value}");
+fn print_json(value: &serde_json::Value) -> anyhow::Result<()> {
+    outln!("{value}");
+    Ok(())
 }
 
 /// Asks a yes/no question on the controlling terminal (never stdin/stdout); no terminal is an error.

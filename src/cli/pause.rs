@@ -7,13 +7,13 @@ use crate::paths::VaultPaths;
 use crate::Exit;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     /// Why (shown to agents and in the journal).
     #[arg(long, default_value = "paused by the person")]
     reason: String,
 }
 
-pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
+pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     let mut backend = Backend::open(&paths, PassphraseSource::choose(false))?;
     let denied = match backend.call(Request::Pause {
         reason: args.reason,
@@ -21,6 +21,6 @@ pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         Reply::Count(n) => n,
         other => return Err(unexpected(other)),
     };
-    println!("Paused: every tool call now fails; {denied} waiting action(s) denied. `vault resume` lifts it.");
+    outln!("Paused: every tool call now fails; {denied} waiting action(s) denied. `vault resume` lifts it.");
     Ok(Exit::Ok)
 }

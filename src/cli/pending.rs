@@ -9,13 +9,13 @@ use crate::Exit;
 use serde_json::{json, Value};
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     /// Print a JSON array.
     #[arg(long)]
     json: bool,
 }
 
-pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
+pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     let mut backend = Backend::open(&paths, PassphraseSource::choose(false))?;
     let pending = match backend.call(Request::Pending)? {
         Reply::Pending(p) => p,
@@ -31,15 +31,15 @@ pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
                 "created_at": a.created_at, "expires_at": a.expires_at,
             }))
             .collect();
-        println!("{}", Value::Array(items));
+        outln!("{}", Value::Array(items));
         return Ok(Exit::Ok);
     }
     if pending.is_empty() {
-        println!("Nothing waits for a decision.");
+        outln!("Nothing waits for a decision.");
         return Ok(Exit::Ok);
     }
     for a in pending.iter().map(|v| &v.action) {
-        println!(
+        outln!(
             "{}  {}  {}  hash {}  expires {}",
             a.id,
             escape(&a.client),
@@ -48,6 +48,6 @@ pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
             a.expires_at
         );
     }
-    println!("Decide with `vault approve`.");
+    outln!("Decide with `vault approve`.");
     Ok(Exit::Ok)
 }

@@ -8,21 +8,21 @@ use crate::vault::Vault;
 use crate::Exit;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     /// Read the passphrase from the first line of stdin (else VAULT_PASSPHRASE_FILE, else the terminal).
     #[arg(long)]
     passphrase_stdin: bool,
 }
 
-pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
+pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     let vault_id = Vault::id_of(&paths)?;
     let passphrase = PassphraseSource::choose(args.passphrase_stdin).read("Vault passphrase: ")?;
     let keys = Vault::keys(&paths, &passphrase)?;
     let resume = crate::approvals::sign_resume(&keys.approver, &vault_id);
     let mut backend = Backend::agent_or(&paths, keys)?;
     match backend.call(Request::Resume { resume })? {
-        Reply::Flag(true) => println!("Resumed: tool calls work again."),
-        Reply::Flag(false) => println!("The vault was not paused."),
+        Reply::Flag(true) => outln!("Resumed: tool calls work again."),
+        Reply::Flag(false) => outln!("The vault was not paused."),
         other => return Err(unexpected(other)),
     }
     Ok(Exit::Ok)

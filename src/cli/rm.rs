@@ -6,13 +6,13 @@ use crate::paths::VaultPaths;
 use crate::Exit;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     name: String,
     #[arg(long, default_value = "default")]
     profile: String,
 }
 
-pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
+pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     let mut backend = Backend::open(&paths, PassphraseSource::choose(false))?;
     let cred = match backend.call(Request::RemoveCredential {
         profile: args.profile,
@@ -21,6 +21,6 @@ pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         Reply::Credential(c) => c,
         other => return Err(unexpected(other)),
     };
-    println!("Removed {} from profile {}.", cred.name, cred.profile);
+    outln!("Removed {} from profile {}.", cred.name, cred.profile);
     Ok(Exit::Ok)
 }

@@ -11,7 +11,7 @@ use crate::Exit;
 use serde_json::{json, Value};
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     /// Print a JSON array.
     #[arg(long)]
     json: bool,
@@ -31,25 +31,31 @@ fn session_json(s: &SessionSummary) -> Value {
     })
 }
 
-pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
+pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     let mut backend = Backend::open(&paths, PassphraseSource::choose(false))?;
     let mirror = Mirror::load(&mut backend)?;
     let activity = Activity::load(&mirror.conn)?;
     if args.json {
-        println!(
+        outln!(
             "{}",
             Value::Array(activity.sessions.iter().map(session_json).collect())
         );
         return Ok(Exit::Ok);
     }
     if activity.sessions.is_empty() {
-        println!("No MCP sessions yet: each `vault mcp` run shows here.");
+        outln!("No MCP sessions yet: each `vault mcp` run shows here.");
         return Ok(Exit::Ok);
     }
-    println!(
-        "{:<24}  {:<24}  {:<24}  {:<24}  {:<24}  COUNTS",
-        "SESSION", "CLIENT", "PARENT", "STARTED (UTC)", "ENDED"
-    );
+    let mut rows = vec![[
+        "SESSION",
+        "CLIENT",
+        "PARENT",
+        "STARTED (UTC)",
+        "ENDED",
+        "COUNTS",
+    ]
+    .map(String::from)
+    .to_vec()];
     for s in &activity.sessions {
         let client = format!(
             "{} {}",
@@ -68,10 +74,9 @@ pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
             (None, _) => "running or cut off".into(),
         };
         let counts: Vec<String> = s.counts.iter().map(|(k, n)| format!("{k}={n}")).collect();
-        println!(
-            "{:<24}  {:<24}  {:<24}  {:<24}  {:<24}  {}",
+        rows.push(vec![
             escape(&s.id),
-            client.trim(),
+            client.trim().to_owned(),
             parent,
             escape(&s.started),
             ended,
@@ -79,8 +84,11 @@ pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
                 "-".into()
             } else {
                 counts.join(" ")
-            }
-        );
+            },
+        ]);
+    }
+    for line in super::out::table(&rows) {
+        outln!("{line}");
     }
     Ok(Exit::Ok)
 }

@@ -8,7 +8,7 @@ use crate::Exit;
 use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     /// Read the passphrase from the first line of stdin (else VAULT_PASSPHRASE_FILE, else the terminal).
     #[arg(long)]
     passphrase_stdin: bool,
@@ -22,23 +22,23 @@ pub struct Args {
     remember: bool,
 }
 
-pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
+pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     let vault_id = Vault::id_of(&paths)?;
     let passphrase = PassphraseSource::choose(args.passphrase_stdin).read("Vault passphrase: ")?;
     let keys = Vault::keys(&paths, &passphrase)?;
     if remember::remove_legacy(&vault_id) {
-        println!("Removed the key an earlier version left in the kernel keyring.");
+        outln!("Removed the key an earlier version left in the kernel keyring.");
     }
     let ttl = args.ttl.unwrap_or(DEFAULT_LIFETIME);
     let status = handoff::start_agent(&paths, &vault_id, &keys, ttl)?;
     if args.remember {
         remember::remember(&vault_id, &keys.master, &keys.approver.public())?;
-        println!(
+        outln!(
             "The key is also in the {} (`vault lock --forget` removes it).",
             remember::keyring_name()
         );
     }
-    println!(
+    outln!(
         "Unlocked vault {vault_id}: agent pid {} listens on {}; it locks at {} (or after {} idle minutes). `vault lock` locks now.",
         status.pid,
         status.socket,

@@ -11,7 +11,7 @@ use serde_json::Value;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     /// Check an export (`vault export-audit FILE`) instead of the vault: needs no key, keyring
     /// or vault directory.
     #[arg(long, value_name = "FILE")]
@@ -25,7 +25,7 @@ pub struct Args {
     json: bool,
 }
 
-pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
+pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     let anchors: Vec<Anchor> = args
         .anchor
         .iter()
@@ -54,9 +54,9 @@ pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     let report: Value = serde_json::from_str(&line)?;
     let ok = report["ok"] == true;
     if args.json {
-        println!("{line}");
+        outln!("{line}");
     } else {
-        print_human(&report, &what, given, from_file);
+        print_human(&report, &what, given, from_file)?;
     }
     Ok(if ok {
         Exit::Ok
@@ -65,7 +65,7 @@ pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     })
 }
 
-fn print_human(report: &Value, what: &str, given: usize, from_file: usize) {
+fn print_human(report: &Value, what: &str, given: usize, from_file: usize) -> anyhow::Result<()> {
     let ok = report["ok"] == true;
     let rows = &report["rows"];
     let anchors = match (given, from_file) {
@@ -75,15 +75,15 @@ fn print_human(report: &Value, what: &str, given: usize, from_file: usize) {
         (g, f) => format!("{g} anchor(s) given and {f} from anchors.jsonl, all matched"),
     };
     if ok {
-        println!(
+        outln!(
             "OK: the journal of {what} is intact: {rows} rows chained from the genesis; {anchors}."
         );
     } else {
         let at = report["first_bad_seq"]
             .as_i64()
             .map_or(String::new(), |s| format!(" at seq {s}"));
-        println!("FAILED{at}: {}", report["reason"].as_str().unwrap_or("?"));
-        println!(
+        outln!("FAILED{at}: {}", report["reason"].as_str().unwrap_or("?"));
+        outln!(
             "Rows verified before it: {rows}. Keep the {what} as evidence (copy it, do not repair it) and compare it with your backups and exports."
         );
     }
@@ -92,11 +92,12 @@ fn print_human(report: &Value, what: &str, given: usize, from_file: usize) {
         report["head"]["hash"].as_str(),
     ) {
         let label = if ok { "head" } else { "last intact row" };
-        println!("{label}: seq {seq} hash {hash}");
+        outln!("{label}: seq {seq} hash {hash}");
         if ok {
-            println!(
+            outln!(
                 "Keep this line somewhere else; later, `vault verify --anchor {seq}:{hash}` proves nothing up to it changed."
             );
         }
     }
+    Ok(())
 }

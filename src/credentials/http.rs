@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// Methods a credential may be limited to.
-pub const METHODS: &[&str] = &["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
+pub(crate) const METHODS: &[&str] = &["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
 
 /// Where an HTTP credential may be sent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,7 +30,7 @@ pub struct HttpTarget {
 /// Headers that make a server or proxy treat a request as another method or another path
 /// (Rails, Laravel, Spring, Symfony, IIS URL Rewrite, reverse proxies). Refused unless the
 /// credential allows them by name; `x-forwarded-*` counts as one of them too.
-pub const REWRITING_HEADERS: &[&str] = &[
+pub(crate) const REWRITING_HEADERS: &[&str] = &[
     "x-http-method-override",
     "x-http-method",
     "x-method-override",
@@ -66,7 +66,7 @@ pub fn check_allow_header(name: &str) -> Result<String, CredentialError> {
 }
 
 /// Headers only the HTTP layer sets (routing and framing): neither a credential nor an agent may.
-pub const FRAMING_HEADERS: &[&str] = &[
+pub(crate) const FRAMING_HEADERS: &[&str] = &[
     "host",
     "content-length",
     "transfer-encoding",
@@ -77,7 +77,7 @@ pub const FRAMING_HEADERS: &[&str] = &[
 ];
 
 /// Whether `name` is an RFC 9110 token, i.e. a valid header name.
-pub fn is_header_token(name: &str) -> bool {
+pub(crate) fn is_header_token(name: &str) -> bool {
     !name.is_empty()
         && name
             .bytes()

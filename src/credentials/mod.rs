@@ -51,7 +51,7 @@ pub(crate) fn invalid(field: &'static str, reason: impl Into<String>) -> Credent
 }
 
 /// When a person must approve an action that uses the credential.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Approval {
     /// Every action.
@@ -65,6 +65,23 @@ pub enum Approval {
 }
 
 impl Approval {
+    pub const ALL: [Approval; 4] = [
+        Approval::Each,
+        Approval::Session,
+        Approval::Writes,
+        Approval::Never,
+    ];
+
+    /// What the policy means, for `--help`.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Approval::Each => "every action",
+            Approval::Session => "once per MCP session, for a bounded time",
+            Approval::Writes => "writes only: GET and HEAD run without a card",
+            Approval::Never => "never (every action is still journaled)",
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Approval::Each => "each",
@@ -74,13 +91,7 @@ impl Approval {
         }
     }
     pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "each" => Approval::Each,
-            "session" => Approval::Session,
-            "writes" => Approval::Writes,
-            "never" => Approval::Never,
-            _ => return None,
-        })
+        Self::ALL.into_iter().find(|a| a.as_str() == s)
     }
 }
 

@@ -15,7 +15,7 @@ use crate::audit;
 use crate::credentials::{
     Approval, HttpAuth, HttpTarget, NewCredential, Secret, Target as CredTarget,
 };
-use crate::keys::Passphrase;
+use crate::keys::{KeyMaterial, Passphrase};
 use crate::paths::VaultPaths;
 use crate::vault::Vault;
 use serde_json::{json, Value};
@@ -25,7 +25,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// How the approval is given.
-pub enum Approver<'a> {
+pub(crate) enum Approver<'a> {
     /// Ask the person: shows the summary and hash prefix, returns their answer.
     Person(&'a mut dyn FnMut(&str, &str) -> bool),
     /// No terminal: approve through the scripted path, and say so.
@@ -34,7 +34,7 @@ pub enum Approver<'a> {
 
 /// Errors of the demo.
 #[derive(Debug, thiserror::Error)]
-pub enum DemoError {
+pub(crate) enum DemoError {
     #[error("demo step failed: {0}")]
     Step(String),
 }
@@ -44,7 +44,11 @@ fn step(msg: impl Into<String>) -> DemoError {
 }
 
 /// Runs the demo; `say` receives one line per step. Returns Ok only if every step succeeded.
-pub fn run(say: &mut dyn FnMut(&str), approver: Approver<'_>, keep: bool) -> Result<(), DemoError> {
+pub(crate) fn run(
+    say: &mut dyn FnMut(&str),
+    approver: Approver<'_>,
+    keep: bool,
+) -> Result<(), DemoError> {
     let dir = std::env::temp_dir().join(format!("agent-vault-demo-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let paths = VaultPaths::new(&dir);
@@ -119,6 +123,34 @@ fn flow(
     .map_err(|e| step(format!("vault add: {e}")))?;
     say("3. Credential demo-api added: bearer token bound to that host, port and /v1/, approval each");
 
+    let mut mcp = start_mcp(paths, say)?;
+    let mut approver_conn = approver_client(paths, &keys).map_err(|e| step(e.to_string()))?;
+    http_action(
+        &mut mcp,
+        &mut approver_conn,
+        &keys,
+        &mut approver,
+        &target,
+        &secret,
+        say,
+    )?;
+    ssh::run(
+        &mut cli,
+        &mut approver_conn,
+        &keys,
+        &mut mcp,
+        &mut approver,
+        say,
+    )?;
+    mcp.finish()?;
+
+    check_journal(&mut cli, paths, &secret, say)?;
+    say("Demo complete: the AI agent got its requests done without ever holding a secret.");
+    Ok(())
+}
+
+/// Starts the real `vault mcp` and lists its tools (step 4).
+fn start_mcp(paths: &VaultPaths, say: &mut dyn FnMut(&str)) -> Result<Mcp, DemoError> {
     let mut mcp = Mcp::spawn(paths)?;
     mcp.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "vault-demo", "version": env!("CARGO_PKG_VERSION")}}}))?;
     mcp.until(1)?;
@@ -133,11 +165,24 @@ fn flow(
         "4. `vault mcp` started; tools: {}",
         names.join(", ")
     ));
+    Ok(mcp)
+}
+
+/// The HTTP action (steps 5-7): the agent's POST waits, a person decides, the target sees the
+/// credential only after an approval, and the agent never sees it.
+fn http_action(
+    mcp: &mut Mcp,
+    approver_conn: &mut Client,
+    keys: &KeyMaterial,
+    approver: &mut Approver<'_>,
+    target: &target::Target,
+    secret: &str,
+    say: &mut dyn FnMut(&str),
+) -> Result<(), DemoError> {
     let url = format!("http://127.0.0.1:{}/v1/items", target.port);
     mcp.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "http_request", "arguments": {"credential": "demo-api", "method": "POST", "url": url, "json": {"name": "demo item"}, "wait_s": 60}}}))?;
 
-    let mut approver_conn = approver_client(paths, &keys).map_err(|e| step(e.to_string()))?;
-    let view = wait_pending(&mut approver_conn)?;
+    let view = wait_pending(approver_conn)?;
     let action = view.action.clone();
     view.verified_request().map_err(step)?;
     say(&format!(
@@ -148,7 +193,7 @@ fn flow(
     if !target.requests().is_empty() {
         return Err(step("the target was contacted before any approval"));
     }
-    let approved = match &mut approver {
+    let approved = match approver {
         Approver::Person(ask) => ask(&action.summary, &action.action_hash[..12]),
         Approver::Scripted => {
             say("   No terminal: approving through the scripted path (as `vault approve --id … --approve --passphrase-stdin` does)");
@@ -161,7 +206,7 @@ fn flow(
         Verdict::Deny(Some("declined in the demo".into()))
     };
     approver_conn
-        .decide(&keys, &view, &verdict, Duration::from_secs(60))
+        .decide(keys, &view, &verdict, Duration::from_secs(60))
         .map_err(|e| step(format!("decide: {e}")))?;
     say(&format!(
         "6. Decision signed with the approver key: {}",
@@ -171,7 +216,7 @@ fn flow(
     let answer = mcp.until(3)?;
     let result = &answer["result"]["structuredContent"];
     let text = serde_json::to_string(&answer).unwrap_or_default();
-    if text.contains(&secret) {
+    if text.contains(secret) {
         return Err(step("the secret reached the agent's result"));
     }
     if approved {
@@ -202,16 +247,16 @@ fn flow(
         }
         say("7. Denied: the agent got an `Error:` result with the reason, and nothing was sent");
     }
-    ssh::run(
-        &mut cli,
-        &mut approver_conn,
-        &keys,
-        &mut mcp,
-        &mut approver,
-        say,
-    )?;
-    mcp.finish()?;
+    Ok(())
+}
 
+/// The journal verifies, in the agent and offline from an export, and holds no secret (step 9).
+fn check_journal(
+    cli: &mut Client,
+    paths: &VaultPaths,
+    secret: &str,
+    say: &mut dyn FnMut(&str),
+) -> Result<(), DemoError> {
     let report: Value = match cli.call(Request::Verify { anchors: vec![] }) {
         Ok(Reply::Verify { report, .. }) => serde_json::from_str(&report).unwrap_or_default(),
         other => return Err(step(format!("verify: {other:?}"))),
@@ -229,14 +274,13 @@ fn flow(
     if !offline.ok()
         || std::fs::read_to_string(&export)
             .unwrap_or_default()
-            .contains(&secret)
+            .contains(secret)
     {
         return Err(step(
             "the exported journal does not verify, or holds the secret",
         ));
     }
     say(&format!("9. Journal verified: {} rows, hash chain intact (also offline from the export, with no key); no secret in it", report["rows"]));
-    say("Demo complete: the AI agent got its requests done without ever holding a secret.");
     Ok(())
 }
 

@@ -18,7 +18,7 @@ use tokio::sync::watch;
 use zeroize::Zeroizing;
 
 /// How the one user may log in.
-pub enum Accept {
+pub(crate) enum Accept {
     Password(Zeroizing<String>),
     #[cfg_attr(not(test), allow(dead_code))]
     Key(PublicKey),
@@ -38,7 +38,7 @@ struct Shared {
 }
 
 /// A running target; it stops when dropped.
-pub struct SshTarget {
+pub(crate) struct SshTarget {
     pub port: u16,
     shared: Arc<Shared>,
     _stop: tokio::sync::oneshot::Sender<()>,
@@ -61,7 +61,7 @@ fn host_config() -> (Arc<server::Config>, String) {
 }
 
 impl SshTarget {
-    pub fn start(user: &str, accept: Accept) -> std::io::Result<Self> {
+    pub(crate) fn start(user: &str, accept: Accept) -> std::io::Result<Self> {
         let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
         listener.set_nonblocking(true)?;
         let port = listener.local_addr()?.port();
@@ -104,25 +104,25 @@ impl SshTarget {
     }
 
     /// `SHA256:…` of the current host key.
-    pub fn host_key(&self) -> String {
+    pub(crate) fn host_key(&self) -> String {
         lock(&self.shared.host_key).clone()
     }
     /// Every command the fake shell was asked to run, in order.
-    pub fn commands(&self) -> Vec<String> {
+    pub(crate) fn commands(&self) -> Vec<String> {
         lock(&self.shared.commands).clone()
     }
     /// Every signal a client sent.
     #[cfg(test)]
-    pub fn signals(&self) -> Vec<String> {
+    pub(crate) fn signals(&self) -> Vec<String> {
         lock(&self.shared.signals).clone()
     }
     /// Login attempts (password or signed public key) seen.
-    pub fn logins(&self) -> usize {
+    pub(crate) fn logins(&self) -> usize {
         self.shared.logins.load(Ordering::SeqCst)
     }
     /// TCP connections accepted, and those still open.
     #[cfg(test)]
-    pub fn connections(&self) -> (usize, usize) {
+    pub(crate) fn connections(&self) -> (usize, usize) {
         (
             self.shared.connects.load(Ordering::SeqCst),
             self.shared.live.load(Ordering::SeqCst),
@@ -130,7 +130,7 @@ impl SshTarget {
     }
     /// Drops every open connection (as a restarted server would).
     #[cfg(test)]
-    pub fn drop_connections(&self) {
+    pub(crate) fn drop_connections(&self) {
         let sessions: Vec<server::Handle> = lock(&self.shared.sessions).drain(..).collect();
         for h in sessions {
             let _ = tokio_block(h).join();
@@ -138,7 +138,7 @@ impl SshTarget {
     }
     /// A new host key for the connections that follow.
     #[cfg(test)]
-    pub fn rotate_host_key(&self) {
+    pub(crate) fn rotate_host_key(&self) {
         let (config, fp) = host_config();
         *lock(&self.shared.config) = config;
         *lock(&self.shared.host_key) = fp;

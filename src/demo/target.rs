@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 /// One request as the target saw it.
 #[derive(Debug, Clone)]
-pub struct Seen {
+pub(super) struct Seen {
     pub method: String,
     pub path: String,
     pub authorization: Option<String>,
@@ -17,13 +17,13 @@ pub struct Seen {
 
 /// A running target; it stops when the process ends.
 #[derive(Debug)]
-pub struct Target {
+pub(super) struct Target {
     pub port: u16,
     seen: Arc<Mutex<Vec<Seen>>>,
 }
 
 impl Target {
-    pub fn start() -> std::io::Result<Self> {
+    pub(super) fn start() -> std::io::Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let port = listener.local_addr()?.port();
         let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
@@ -39,7 +39,7 @@ impl Target {
         Ok(Self { port, seen })
     }
 
-    pub fn requests(&self) -> Vec<Seen> {
+    pub(super) fn requests(&self) -> Vec<Seen> {
         self.seen.lock().map(|s| s.clone()).unwrap_or_default()
     }
 }

@@ -1,4 +1,4 @@
-//! Bounded capture of third-party output (DESIGN §6), shared by the executors: every byte is
+//! Bounded capture of third-party output (docs/design.md §6), shared by the executors: every byte is
 //! counted and drained, secrets are scrubbed before anything is retained, a per-call bound keeps a
 //! ring-buffer tail (SSH streams) or a head (HTTP bodies) whose memory comes from a process-wide
 //! `Budget`, UTF-8 split across chunks decodes correctly (invalid sequences become U+FFFD), and a

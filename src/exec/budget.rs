@@ -1,5 +1,5 @@
 //! A process-wide byte budget for retained output, so fifty calls that each respect their own
-//! bound cannot together hold more than the process bound (DESIGN §6).
+//! bound cannot together hold more than the process bound (docs/design.md §6).
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 

@@ -21,7 +21,7 @@ use tokio::sync::watch;
 pub struct Outcome {
     /// `completed`, `failed_before_send` or `indeterminate`.
     pub state: crate::approvals::State,
-    /// The scrubbed result for the agent (`http` / `ssh` objects of DESIGN §5).
+    /// The scrubbed result for the agent (`http` / `ssh` objects of docs/design.md §5).
     pub result: Value,
     pub reason: Option<String>,
 }

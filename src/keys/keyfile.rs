@@ -24,7 +24,7 @@ struct KeyJson {
     approver_key: Zeroizing<String>,
 }
 
-/// The plaintext JSON, exactly as DESIGN §3 documents it.
+/// The plaintext JSON, exactly as docs/design.md §3 documents it.
 fn plaintext(keys: &KeyMaterial) -> Zeroizing<String> {
     Zeroizing::new(format!(
         "{{\"version\":1,\"master_key\":\"{}\",\"approver_key\":\"{}\"}}\n",

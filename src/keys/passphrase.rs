@@ -9,7 +9,7 @@ use zeroize::Zeroizing;
 /// Longest line we accept from stdin or a file (a passphrase or an API token, not a document).
 const MAX_LINE: usize = 64 * 1024;
 /// Shortest passphrase `vault init` accepts.
-pub const MIN_PASSPHRASE_CHARS: usize = 8;
+pub(super) const MIN_PASSPHRASE_CHARS: usize = 8;
 
 /// Errors reading a passphrase or secret.
 #[derive(Debug, thiserror::Error)]

@@ -86,13 +86,13 @@ pub fn probe() -> Result<(), String> {
 mod kernel {
     use linux_keyutils::{KeyRing, KeyRingIdentifier};
 
-    pub fn present(desc: &str) -> bool {
+    pub(super) fn present(desc: &str) -> bool {
         KeyRing::from_special_id(KeyRingIdentifier::User, false)
             .is_ok_and(|ring| ring.search(desc).is_ok())
     }
 
     /// Removes every entry an earlier version left under `desc`; returns whether one was there.
-    pub fn remove(desc: &str) -> bool {
+    pub(super) fn remove(desc: &str) -> bool {
         let Ok(ring) = KeyRing::from_special_id(KeyRingIdentifier::User, false) else {
             return false;
         };
@@ -123,12 +123,10 @@ mod os {
     use std::sync::Arc;
 
     #[cfg(target_os = "linux")]
-    pub const NAME: &str = "Secret Service";
+    pub(super) const NAME: &str = "Secret Service";
     #[cfg(target_os = "macos")]
     pub const NAME: &str = "macOS Keychain";
-    #[cfg(windows)]
-    pub const NAME: &str = "Windows Credential Manager";
-    #[cfg(not(any(target_os = "linux", target_os = "macos", windows)))]
+    #[cfg(not(any(target_os = "linux", target_os = "macos")))]
     pub const NAME: &str = "OS keyring";
 
     fn open_store() -> Result<Arc<CredentialStore>, String> {
@@ -150,12 +148,7 @@ mod os {
                 apple_native_keyring_store::keychain::Store::new().map_err(|e| e.to_string())?;
             Ok(s as Arc<CredentialStore>)
         }
-        #[cfg(windows)]
-        {
-            let s = windows_native_keyring_store::Store::new().map_err(|e| e.to_string())?;
-            Ok(s as Arc<CredentialStore>)
-        }
-        #[cfg(not(any(target_os = "linux", target_os = "macos", windows)))]
+        #[cfg(not(any(target_os = "linux", target_os = "macos")))]
         {
             Err("no OS keyring on this platform".into())
         }
@@ -166,23 +159,23 @@ mod os {
         Entry::new_in_store(&store, SERVICE, vault_id).map_err(|e| e.to_string())
     }
 
-    pub fn store(vault_id: &str, value: &[u8]) -> Result<(), String> {
+    pub(super) fn store(vault_id: &str, value: &[u8]) -> Result<(), String> {
         let e = entry(vault_id)?;
         e.set_secret(value).map_err(|e| e.to_string())
     }
 
-    pub fn load(vault_id: &str) -> Option<Zeroizing<Vec<u8>>> {
+    pub(super) fn load(vault_id: &str) -> Option<Zeroizing<Vec<u8>>> {
         let e = entry(vault_id).ok()?;
         e.get_secret().ok().map(Zeroizing::new)
     }
 
-    pub fn remove(vault_id: &str) -> bool {
+    pub(super) fn remove(vault_id: &str) -> bool {
         entry(vault_id)
             .ok()
             .is_some_and(|e| e.delete_credential().is_ok())
     }
 
-    pub fn probe() -> Result<(), String> {
+    pub(super) fn probe() -> Result<(), String> {
         open_store().map(|_| ())
     }
 }

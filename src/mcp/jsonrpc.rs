@@ -10,7 +10,6 @@ pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
 pub const METHOD_NOT_FOUND: i64 = -32601;
 pub const INVALID_PARAMS: i64 = -32602;
-pub const INTERNAL_ERROR: i64 = -32603;
 /// MCP 2026-07-28: the request's protocol version is not one this server speaks.
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 
@@ -33,10 +32,6 @@ impl RpcError {
     pub fn with_data(mut self, data: Value) -> Self {
         self.data = Some(data);
         self
-    }
-    /// Whether the session must close after answering (framing or shape lost).
-    pub fn closes_session(&self) -> bool {
-        matches!(self.code, PARSE_ERROR | INVALID_REQUEST)
     }
     pub fn to_json(&self) -> Value {
         let mut e = json!({"code": self.code, "message": self.message});

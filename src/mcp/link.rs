@@ -20,7 +20,7 @@ use tokio::net::UnixStream;
 use tokio::sync::{mpsc, watch};
 
 /// Sends `notifications/progress` for one call, when the client asked for it.
-pub struct Progress {
+pub(super) struct Progress {
     pub token: Option<Value>,
     pub out: mpsc::Sender<String>,
 }
@@ -84,7 +84,7 @@ enum Missing {
 }
 
 /// The session's link to the agent.
-pub struct Link {
+pub(super) struct Link {
     paths: VaultPaths,
     profile: String,
     client: Mutex<ClientInfo>,
@@ -92,7 +92,7 @@ pub struct Link {
 }
 
 impl Link {
-    pub fn new(paths: VaultPaths, profile: String) -> Self {
+    pub(super) fn new(paths: VaultPaths, profile: String) -> Self {
         Self {
             paths,
             profile,
@@ -101,7 +101,7 @@ impl Link {
         }
     }
 
-    pub fn set_client(&self, info: ClientInfo) {
+    pub(super) fn set_client(&self, info: ClientInfo) {
         if let Ok(mut c) = self.client.lock() {
             *c = info;
         }
@@ -194,12 +194,12 @@ impl Link {
 
     /// Opens the agent connection early (at `initialize`), so `session.start` is journaled when
     /// the session starts; without an agent nothing happens until a tool call.
-    pub async fn connect_early(&self) {
+    pub(super) async fn connect_early(&self) {
         let _ = self.conn().await;
     }
 
     /// One `tools/call`, run by the agent. `None`: cancelled, no response.
-    pub async fn tool(
+    pub(super) async fn tool(
         &self,
         name: &str,
         args: Map<String, Value>,
@@ -263,7 +263,7 @@ impl Link {
 
     /// Journals a call refused here (framing, JSON-RPC, parameters) through the agent, if one
     /// is reachable; else it is only logged.
-    pub async fn reject(&self, code: i64, reason: &str, raw: &[u8], tool: Option<&str>) {
+    pub(super) async fn reject(&self, code: i64, reason: &str, raw: &[u8], tool: Option<&str>) {
         let fingerprint = blake3::hash(raw).to_hex().to_string();
         tracing::info!(code, %fingerprint, "rejected request");
         if let Ok(conn) = self.conn().await {
@@ -279,7 +279,7 @@ impl Link {
 
     /// The session ends: tell the agent why (it journals `session.end` and withdraws what
     /// waits) and close.
-    pub async fn end(&self, reason: &str) {
+    pub(super) async fn end(&self, reason: &str) {
         let conn = self.conn.lock().await.take();
         if let Some(conn) = conn {
             if !*conn.closed.borrow() {

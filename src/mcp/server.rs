@@ -4,7 +4,7 @@
 //! grace period; the agent withdraws what waits and journals `session.end`).
 use super::framing::{Frame, LineSplitter};
 use super::jsonrpc::{
-    self, classify, error_response, response, Message, RpcError, INVALID_PARAMS, INVALID_REQUEST,
+    classify, error_response, response, Message, RpcError, INVALID_PARAMS, INVALID_REQUEST,
     METHOD_NOT_FOUND, PARSE_ERROR,
 };
 use super::link::{Link, Progress};
@@ -436,8 +436,3 @@ impl Session {
         }
     }
 }
-
-// Keep the constant referenced for readers of this module: a JSON-RPC error code table lives in
-// `jsonrpc`.
-#[allow(dead_code)]
-const _CODES: [i64; 1] = [jsonrpc::INTERNAL_ERROR];

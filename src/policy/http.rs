@@ -61,12 +61,34 @@ impl HttpRequest {
 const AUTHORITY_HEADERS: &[&str] = &["authorization", "proxy-authorization", "cookie"];
 
 pub(super) fn validate(t: &HttpTarget, a: HttpArgs) -> Result<HttpRequest, PolicyError> {
-    let method = a.method.to_ascii_uppercase();
+    let method = check_method(t, a.method)?;
+    no_controls("url", "the URL", &a.url)?;
+    let mut url = bind_url(t, &a.url)?;
+    add_query(t, &mut url, &a.query)?;
+    let mut headers = check_headers(t, a.headers)?;
+    let body = body_of(a.body, a.json, &mut headers)?;
+    Ok(HttpRequest {
+        method,
+        url: url.to_string(),
+        headers,
+        body,
+        timeout_s: bounded("timeout_s", a.timeout_s, TIMEOUT_S)?,
+        max_output_bytes: bounded(
+            "max_output_bytes",
+            a.max_output_bytes,
+            (1, 1024 * 1024, 64 * 1024),
+        )?,
+    })
+}
+
+/// The method: one of the tool schema's enum (upper case), and one the credential allows.
+fn check_method(t: &HttpTarget, method: String) -> Result<String, PolicyError> {
+    // Exactly the tool schema's enum (held equal to `METHODS` by the parity test): upper case.
     if !crate::credentials::http_methods().contains(&method.as_str()) {
         return Err(PolicyError::invalid(
             "method",
-            format!("{:?} is not supported", a.method),
-            "use GET, HEAD, POST, PUT, PATCH, DELETE or OPTIONS",
+            format!("{method:?} is not one of the tool's methods"),
+            "use one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS, in upper case",
         ));
     }
     if let Some(allowed) = &t.methods {
@@ -77,9 +99,17 @@ pub(super) fn validate(t: &HttpTarget, a: HttpArgs) -> Result<HttpRequest, Polic
             ));
         }
     }
-    no_controls("url", "the URL", &a.url)?;
-    let mut url = bind_url(t, &a.url)?;
-    for (k, v) in &a.query {
+    Ok(method)
+}
+
+/// Adds the agent's query parameters to the bound URL: none may set the vault's own parameter,
+/// and `_method` only where the credential allows it.
+fn add_query(
+    t: &HttpTarget,
+    url: &mut Url,
+    query: &std::collections::BTreeMap<String, String>,
+) -> Result<(), PolicyError> {
+    for (k, v) in query {
         no_controls("query", "a query parameter", k)?;
         no_controls("query", "a query value", v)?;
         if k.is_empty() {
@@ -119,8 +149,17 @@ pub(super) fn validate(t: &HttpTarget, a: HttpArgs) -> Result<HttpRequest, Polic
             format!("send the method itself (method: \"DELETE\"), not {METHOD_PARAM}; if the target needs it, ask the person to run `vault edit NAME --allow-header {METHOD_PARAM}`"),
         ));
     }
-    let mut headers = Vec::with_capacity(a.headers.len());
-    for (name, value) in a.headers {
+    Ok(())
+}
+
+/// The agent's headers, lower-cased and sorted: no authority, framing or injected header, no
+/// rewriting header the credential does not allow, each name once.
+fn check_headers(
+    t: &HttpTarget,
+    given: std::collections::BTreeMap<String, String>,
+) -> Result<Vec<(String, String)>, PolicyError> {
+    let mut headers = Vec::with_capacity(given.len());
+    for (name, value) in given {
         let lower = name.to_ascii_lowercase();
         if !is_header_token(&lower) {
             return Err(PolicyError::invalid(
@@ -160,7 +199,16 @@ pub(super) fn validate(t: &HttpTarget, a: HttpArgs) -> Result<HttpRequest, Polic
         headers.push((lower, value));
     }
     headers.sort();
-    let body = match (a.body, a.json) {
+    Ok(headers)
+}
+
+/// The body: text or JSON (which sets a content type unless one was given), within the bound.
+fn body_of(
+    body: Option<String>,
+    json: Option<serde_json::Value>,
+    headers: &mut Vec<(String, String)>,
+) -> Result<Option<Vec<u8>>, PolicyError> {
+    let body = match (body, json) {
         (Some(_), Some(_)) => {
             return Err(PolicyError::invalid(
                 "body",
@@ -185,22 +233,11 @@ pub(super) fn validate(t: &HttpTarget, a: HttpArgs) -> Result<HttpRequest, Polic
             "send a smaller body",
         ));
     }
-    Ok(HttpRequest {
-        method,
-        url: url.to_string(),
-        headers,
-        body,
-        timeout_s: bounded("timeout_s", a.timeout_s, TIMEOUT_S)?,
-        max_output_bytes: bounded(
-            "max_output_bytes",
-            a.max_output_bytes,
-            (1, 1024 * 1024, 64 * 1024),
-        )?,
-    })
+    Ok(body)
 }
 
 /// Parses and normalizes `raw`, then checks it against the credential's binding.
-pub fn bind_url(t: &HttpTarget, raw: &str) -> Result<Url, PolicyError> {
+pub(super) fn bind_url(t: &HttpTarget, raw: &str) -> Result<Url, PolicyError> {
     let fix_url = format!(
         "use a URL under {}://{}:{}{}",
         t.scheme,
@@ -327,7 +364,7 @@ fn percent_decode(s: &str) -> String {
 }
 
 /// `/v1/` covers `/v1/x`; `/v1` covers `/v1` and `/v1/x` but not `/v1admin`.
-pub fn under_prefix(path: &str, prefix: &str) -> bool {
+pub(super) fn under_prefix(path: &str, prefix: &str) -> bool {
     if prefix == "/" || path == prefix {
         return true;
     }

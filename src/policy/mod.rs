@@ -95,7 +95,7 @@ impl ValidatedRequest {
             }
         }
     }
-    /// The normalized action (DESIGN §4); its canonical JSON is what the action hash covers.
+    /// The normalized action (docs/design.md §4); its canonical JSON is what the action hash covers.
     pub fn normalized(&self, cred: &Credential) -> Value {
         let credential = json!({"id": cred.id, "version": cred.version});
         match self {

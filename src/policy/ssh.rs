@@ -9,7 +9,7 @@ use crate::credentials::SshTarget;
 use serde::Deserialize;
 
 /// Longest command accepted.
-pub const MAX_COMMAND_BYTES: usize = 16 * 1024;
+pub(super) const MAX_COMMAND_BYTES: usize = 16 * 1024;
 
 /// `ssh_exec` arguments as the agent sent them.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -85,7 +85,7 @@ pub(super) fn validate(t: &SshTarget, a: SshArgs) -> Result<SshRequest, PolicyEr
 /// wildcard never matches shell syntax (`;`, `&`, `|`, `` ` ``, `<`, `>`, `$(`, a line break),
 /// so what a pattern admits stays one command with arguments; such syntax matches only where
 /// the pattern itself spells it.
-pub fn glob_match(pattern: &str, text: &str) -> bool {
+pub(super) fn glob_match(pattern: &str, text: &str) -> bool {
     let p: Vec<char> = pattern.chars().collect();
     let t: Vec<char> = text.chars().collect();
     let wild_ok = |j: usize| !is_shell_syntax(&t, j);

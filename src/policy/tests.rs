@@ -142,8 +142,15 @@ fn methods_headers_query_and_bodies() {
     let mut a = get("https://api.example.com/x");
     a.query.insert("key".into(), "x".into());
     assert!(validate_http(&c, a).is_err());
+    // The method is the tool schema's enum, upper case only (the parity test holds them equal).
+    let mut lower = get("https://api.example.com/x");
+    lower.method = "post".into();
+    assert_eq!(
+        validate_http(&c, lower).unwrap_err().code(),
+        "invalid_argument"
+    );
     let mut a = get("https://api.example.com/x");
-    a.method = "post".into();
+    a.method = "POST".into();
     a.json = Some(serde_json::json!({"b": 1}));
     a.query.insert("q".into(), "a b".into());
     let ValidatedRequest::Http(r) = validate_http(&c, a).unwrap() else {

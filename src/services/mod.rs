@@ -1,8 +1,8 @@
 //! The services the custody agent runs and the adapters (`mcp`, `cli`) only call: the MCP tools
 //! (`tools`), the person's requests (`ops`), and an MCP session's journal rows (start, end).
 //! A check that protects data lives here or below, so every adapter inherits it.
-pub mod ops;
-pub mod tools;
+pub(crate) mod ops;
+pub(crate) mod tools;
 
 use crate::agent::socket::Peer;
 use crate::approvals;
@@ -12,7 +12,7 @@ use serde_json::json;
 
 /// Journals `session.start`: the client's self-reported name, and the processes the agent saw
 /// (the peer, `vault mcp`, and its parent, the AI client), which identify who asked.
-pub fn session_start(
+pub(crate) fn session_start(
     store: &mut Store,
     session_id: &str,
     client: &ClientInfo,
@@ -34,7 +34,7 @@ pub fn session_start(
 
 /// At the end of a session: withdraw what still waits and journal `session.end`. Returns the
 /// new head, which the caller anchors (in `anchors.jsonl`, outside the database) once committed.
-pub fn session_end(
+pub(crate) fn session_end(
     store: &mut Store,
     session_id: &str,
     reason: &str,

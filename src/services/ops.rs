@@ -12,7 +12,7 @@ use serde_json::Value;
 
 /// Runs one person's request. Requests that belong to a live agent (hello, tools, lock, status,
 /// watching) are not handled here.
-pub fn handle(store: &mut Store, trust: &Trust, paths: &VaultPaths, req: Request) -> Reply {
+pub(crate) fn handle(store: &mut Store, trust: &Trust, paths: &VaultPaths, req: Request) -> Reply {
     match req {
         Request::Credentials { profile } => {
             credential(credentials::list(store, profile.as_deref()).map(Reply::Credentials))
@@ -67,7 +67,7 @@ pub fn handle(store: &mut Store, trust: &Trust, paths: &VaultPaths, req: Request
     }
 }
 
-pub fn error(code: ErrorCode, message: String) -> Reply {
+pub(crate) fn error(code: ErrorCode, message: String) -> Reply {
     Reply::Error { code, message }
 }
 
@@ -101,7 +101,7 @@ fn approval(r: Result<Reply, ApprovalError>) -> Reply {
 }
 
 /// Every pending action as the approver must see it (expired ones expired first).
-pub fn pending(store: &mut Store) -> Result<Vec<ApprovalView>, ApprovalError> {
+pub(crate) fn pending(store: &mut Store) -> Result<Vec<ApprovalView>, ApprovalError> {
     approvals::expire_due(store)?;
     approvals::list_pending(store)?
         .iter()
@@ -110,7 +110,7 @@ pub fn pending(store: &mut Store) -> Result<Vec<ApprovalView>, ApprovalError> {
 }
 
 /// What the approver needs to show an action and re-derive its hash.
-pub fn view(store: &Store, a: &Action) -> Result<ApprovalView, ApprovalError> {
+pub(crate) fn view(store: &Store, a: &Action) -> Result<ApprovalView, ApprovalError> {
     let (normalized, body) = approvals::stored_request(store, &a.id)?;
     let start: Option<String> = store
         .conn()
@@ -133,7 +133,9 @@ pub fn view(store: &Store, a: &Action) -> Result<ApprovalView, ApprovalError> {
 }
 
 /// The store's versions, journal size, pause switch and queue, for `vault doctor`.
-pub fn store_status(store: &Store) -> Result<crate::agent::protocol::StoreStatus, StoreError> {
+pub(crate) fn store_status(
+    store: &Store,
+) -> Result<crate::agent::protocol::StoreStatus, StoreError> {
     let (journal_rows, journal_head): (i64, i64) = store.conn().query_row(
         "SELECT count(*), coalesce(max(seq), 0) FROM audit",
         [],
@@ -150,7 +152,11 @@ pub fn store_status(store: &Store) -> Result<crate::agent::protocol::StoreStatus
 }
 
 /// Journal rows after `after`, oldest first.
-pub fn journal_rows(store: &Store, after: i64, limit: u32) -> Result<Vec<JournalRow>, StoreError> {
+pub(crate) fn journal_rows(
+    store: &Store,
+    after: i64,
+    limit: u32,
+) -> Result<Vec<JournalRow>, StoreError> {
     let mut stmt = store.conn().prepare_cached(
         "SELECT seq, ts, kind, session_id, action_id, body, prev, hash FROM audit WHERE seq > ?1 ORDER BY seq LIMIT ?2",
     )?;

@@ -14,7 +14,7 @@ const PREVIEW_BYTES: usize = 1024;
 
 /// What a card shows about one pending action; filled by `screen.rs` from the vault.
 #[derive(Debug, Clone, Default)]
-pub struct CardData {
+pub(super) struct CardData {
     pub id: String,
     pub tool: String,
     pub credential: String,
@@ -32,7 +32,7 @@ pub struct CardData {
 
 /// Terminal styling of the card (bold/dim off without colour).
 #[derive(Debug, Clone, Copy)]
-pub struct Style {
+pub(super) struct Style {
     pub color: bool,
 }
 
@@ -54,7 +54,7 @@ impl CardData {
 
     /// `Err(why)` when the action must not be approved because the person cannot be shown all
     /// of it.
-    pub fn approvable(&self) -> Result<(), String> {
+    pub(super) fn approvable(&self) -> Result<(), String> {
         if self.normalized.is_null() {
             return Err("does not carry a request that re-derives its hash, so it cannot be approved. Deny it ([d])".into());
         }
@@ -138,7 +138,7 @@ fn until(ts: &str) -> String {
 }
 
 /// The card for the first of `waiting` actions, under a `note` (the last decision or refusal).
-pub fn card(d: &CardData, waiting: usize, style: Style, note: &str) -> String {
+pub(super) fn card(d: &CardData, waiting: usize, style: Style, note: &str) -> String {
     let (bold, dim, reset) = style.codes();
     let mut s = format!(
         "\x1b[2J\x1b[H{dim}{}{reset}\n\n{bold}Action 1 of {waiting} waiting{reset}\n",
@@ -199,7 +199,7 @@ pub fn card(d: &CardData, waiting: usize, style: Style, note: &str) -> String {
 }
 
 /// The full view, as lines: every field of the action in the card's form and the whole body.
-pub fn full_view(d: &CardData) -> Vec<String> {
+pub(super) fn full_view(d: &CardData) -> Vec<String> {
     let n = &d.normalized;
     let mut s = format!("{}\n\n", escape(&d.summary));
     s += &format!(

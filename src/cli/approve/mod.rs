@@ -17,7 +17,7 @@ use clap::ArgGroup;
 
 #[derive(Debug, clap::Args)]
 #[command(group(ArgGroup::new("verdict").args(["approve", "approve_session", "deny"])))]
-pub struct Args {
+pub(super) struct Args {
     /// Decide one action without the interactive queue (needs one of --approve, --approve-session, --deny).
     #[arg(long, value_name = "ACTION_ID", requires = "verdict")]
     id: Option<String>,
@@ -39,7 +39,7 @@ pub struct Args {
     json: bool,
 }
 
-pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
+pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     let config = crate::config::Config::load(&paths)?;
     let Some(id) = args.id else {
         return screen::run(
@@ -83,9 +83,9 @@ pub fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     if args.json {
         super::print_json(
             &serde_json::json!({"action_id": decided.id, "state": decided.state.as_str(), "summary": decided.summary}),
-        );
+        )?;
     } else {
-        println!(
+        outln!(
             "{} {}: {}",
             decided.state,
             decided.id,

@@ -174,7 +174,7 @@ fn latest_queue(client: &mut Client) -> anyhow::Result<Option<Vec<ApprovalView>>
     Ok(latest)
 }
 
-pub fn run(
+pub(super) fn run(
     paths: VaultPaths,
     source: PassphraseSource,
     config: &crate::config::Config,

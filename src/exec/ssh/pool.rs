@@ -17,7 +17,7 @@ const MAX_CHANNELS_PER_CONNECTION: usize = 8;
 
 /// Why no session could be opened. Every variant means the command was not sent.
 #[derive(Debug, thiserror::Error)]
-pub enum ConnectError {
+pub(super) enum ConnectError {
     #[error("cannot connect to {addr}: {reason}; check that the host is up and the port is right")]
     Connect { addr: String, reason: String },
     #[error("the host key of {addr} is {seen}, but the credential pins {pinned}; refused, and nothing was sent. If the server's key really changed, compare it on the server (`ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub`) and pin it with `vault edit {credential} --host-key SHA256:…`")]
@@ -40,7 +40,7 @@ pub enum ConnectError {
 }
 
 /// What a connection needs; borrowed from the authorized action for the duration of a connect.
-pub struct Login<'a> {
+pub(super) struct Login<'a> {
     pub credential: &'a str,
     pub host: &'a str,
     pub port: u16,
@@ -52,7 +52,7 @@ pub struct Login<'a> {
 }
 
 impl Login<'_> {
-    pub fn addr(&self) -> String {
+    pub(super) fn addr(&self) -> String {
         if self.host.contains(':') {
             format!("[{}]:{}", self.host, self.port)
         } else {
@@ -62,7 +62,7 @@ impl Login<'_> {
 }
 
 /// Checks the server's host key against the pin and remembers what it saw.
-pub struct Client {
+pub(super) struct Client {
     pin: String,
     seen: Arc<Mutex<Option<String>>>,
 }
@@ -88,14 +88,14 @@ impl client::Handler for Client {
 }
 
 /// One authenticated connection.
-pub struct Conn {
+pub(super) struct Conn {
     handle: Handle<Client>,
     active: AtomicUsize,
     last_used: Mutex<Instant>,
 }
 
 /// A connection in use by one call; gives its slot back on drop.
-pub struct Lease {
+pub(super) struct Lease {
     conn: Arc<Conn>,
     /// The connection was already open (no handshake, no authentication for this call).
     pub reused: bool,
@@ -119,12 +119,12 @@ impl Drop for Lease {
 
 /// Connections keyed by credential id and version (an edit changes the version, so a changed
 /// credential never reuses a connection made with the old one).
-pub type Key = (String, i64);
+pub(super) type Key = (String, i64);
 
 type Slot = Arc<tokio::sync::Mutex<Vec<Arc<Conn>>>>;
 
 /// The shared connections of the process.
-pub struct Pool {
+pub(super) struct Pool {
     slots: Mutex<HashMap<Key, Slot>>,
     config: Arc<client::Config>,
     /// Connections made (handshake + authentication) since start; for tests and benchmarks.
@@ -132,7 +132,7 @@ pub struct Pool {
 }
 
 impl Pool {
-    pub fn new() -> Self {
+    pub(super) fn new() -> Self {
         let config = client::Config {
             // A dead peer is noticed between calls; `close_idle` does the idle policy.
             keepalive_interval: Some(Duration::from_secs(15)),
@@ -162,7 +162,7 @@ impl Pool {
     /// else on a new one. A shared connection that turns out dead is dropped and replaced once.
     /// The slot is locked only to pick or make a connection (so calls that arrive together share
     /// one login), never while a channel opens.
-    pub async fn channel(
+    pub(super) async fn channel(
         &self,
         key: &Key,
         login: &Login<'_>,
@@ -288,7 +288,7 @@ impl Pool {
     }
 
     /// Closes connections unused for `idle` (and forgets dead ones); returns how many it closed.
-    pub async fn close_idle(&self, idle: Duration) -> usize {
+    pub(super) async fn close_idle(&self, idle: Duration) -> usize {
         let slots: Vec<(Key, Slot)> = {
             let s = self.slots.lock().unwrap_or_else(|p| p.into_inner());
             s.iter().map(|(k, v)| (k.clone(), v.clone())).collect()

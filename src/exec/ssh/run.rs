@@ -15,16 +15,16 @@ use tokio::time::Instant;
 /// not answer while the command still runs).
 const CLOSE_WAIT: Duration = Duration::from_millis(500);
 
-/// How the output streams ended (DESIGN §5 `stream_end`).
+/// How the output streams ended (docs/design.md §5 `stream_end`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StreamEnd {
+pub(super) enum StreamEnd {
     Eof,
     Cancelled,
     Timeout,
 }
 
 impl StreamEnd {
-    pub fn as_str(self) -> &'static str {
+    pub(super) fn as_str(self) -> &'static str {
         match self {
             StreamEnd::Eof => "eof",
             StreamEnd::Cancelled => "cancelled",
@@ -35,7 +35,7 @@ impl StreamEnd {
 
 /// Why the vault stopped the command, if it did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stop {
+pub(super) enum Stop {
     /// `timeout_s` passed.
     Timeout,
     /// The call was cancelled (client cancellation or shutdown).
@@ -46,7 +46,7 @@ pub enum Stop {
 
 /// What was observed while the command ran.
 #[derive(Debug)]
-pub struct Observed {
+pub(super) struct Observed {
     pub stdout: Captured,
     pub stderr: Captured,
     /// The server refused the exec request (the command did not start).
@@ -62,7 +62,7 @@ pub struct Observed {
 }
 
 impl Observed {
-    pub fn stream_end(&self) -> StreamEnd {
+    pub(super) fn stream_end(&self) -> StreamEnd {
         match self.stop {
             None => StreamEnd::Eof,
             Some(Stop::Cancelled) => StreamEnd::Cancelled,
@@ -132,7 +132,7 @@ fn ask(write: &Arc<ChannelWriteHalf<Msg>>, ask: Ask) {
 }
 
 /// Runs `command` on `channel`; `timeout` counts from the exec request.
-pub async fn run(
+pub(super) async fn run(
     channel: Channel<Msg>,
     command: &str,
     timeout: Duration,

@@ -6,7 +6,7 @@ use crate::credentials::CredentialError;
 use crate::policy::PolicyError;
 use serde_json::{json, Map, Value};
 
-pub fn internal(msg: &str) -> ToolResult {
+pub(crate) fn internal(msg: &str) -> ToolResult {
     ToolResult::error(
         "internal",
         msg,
@@ -17,7 +17,7 @@ pub fn internal(msg: &str) -> ToolResult {
 }
 
 /// No custody agent holds the key (or there is no vault): say what the person must run.
-pub fn locked(not_initialized: Option<&str>) -> ToolResult {
+pub(crate) fn locked(not_initialized: Option<&str>) -> ToolResult {
     match not_initialized {
         Some(dir) => ToolResult::error(
             "not_initialized",

@@ -82,7 +82,7 @@ struct CancelArgs {
 
 /// Runs one `tools/call` and journals it as `call.rejected` when it was refused before it could
 /// become an action (bad arguments, unknown credential, policy). `None`: cancelled, no response.
-pub async fn call(
+pub(crate) async fn call(
     env: Arc<Env>,
     ses: Arc<Session>,
     name: &str,
@@ -123,7 +123,7 @@ pub async fn call(
 /// Journals a refused call (`call.rejected`: a category and a fingerprint, never the bytes),
 /// within the session's budget of refused calls per second (past it they are counted, and the
 /// count journaled as `call.suppressed` before the next one that is journaled).
-pub async fn reject(
+pub(crate) async fn reject(
     env: &Env,
     ses: Option<&Session>,
     code: i64,
@@ -467,3 +467,7 @@ async fn submit(
         .await
         .unwrap_or_else(|_| Err(internal("the vault agent is stopping")))
 }
+
+#[cfg(test)]
+#[path = "parity_tests.rs"]
+mod parity_tests;

@@ -7,9 +7,9 @@ mod handlers;
 mod result;
 mod wait;
 
-pub use errors::{internal, locked};
-pub use handlers::{call, reject};
-pub use result::{action_result, time_obj, ToolResult};
+pub(crate) use errors::{internal, locked};
+pub(crate) use handlers::{call, reject};
+pub(crate) use result::ToolResult;
 
 use crate::agent::db::Db;
 use crate::agent::hub::Hub;
@@ -25,7 +25,7 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
 /// What every tool call in the agent shares.
-pub struct Env {
+pub(crate) struct Env {
     pub db: Db,
     pub hub: Arc<Hub>,
     pub trust: Trust,
@@ -36,7 +36,7 @@ pub struct Env {
 }
 
 /// One MCP session: a connection of `vault mcp` to the agent.
-pub struct Session {
+pub(crate) struct Session {
     pub id: String,
     pub profile: String,
     /// The client's self-reported name and version: a label for people, never used to scope.
@@ -50,7 +50,7 @@ pub struct Session {
 /// A per-session budget of refused calls journaled one by one (`limits.refused_calls_per_second`);
 /// past it they are counted and journaled as one `call.suppressed` row.
 #[derive(Debug, Default)]
-pub struct Rejections {
+pub(crate) struct Rejections {
     window: Option<std::time::Instant>,
     journaled: u32,
     suppressed: u64,
@@ -80,10 +80,10 @@ impl Rejections {
 }
 
 /// Most actions one session may have waiting for a person at once.
-pub const MAX_WAITING_PER_SESSION: usize = 16;
+pub(crate) const MAX_WAITING_PER_SESSION: usize = 16;
 
 /// Where a tool call's events go (the connection that submitted it). `send` resolves once the
 /// event is written, so a `dispatched` state is on its way before the executor starts.
-pub trait EventSink: Send + Sync {
+pub(crate) trait EventSink: Send + Sync {
     fn send(&self, event: Event) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
 }

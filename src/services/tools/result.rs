@@ -61,7 +61,7 @@ impl ToolResult {
 }
 
 /// A moment as the agent sees it.
-pub fn time_obj(utc: &str) -> Value {
+pub(super) fn time_obj(utc: &str) -> Value {
     let Ok(ts) = utc.parse::<jiff::Timestamp>() else {
         return json!({"utc": utc, "local": utc, "weekday": "", "in": ""});
     };
@@ -94,7 +94,7 @@ fn relative(secs: i64) -> String {
 }
 
 /// The result of an action in any state.
-pub fn action_result(a: &Action, replayed: bool) -> ToolResult {
+pub(super) fn action_result(a: &Action, replayed: bool) -> ToolResult {
     let mut base = Map::new();
     base.insert("action_id".into(), json!(a.id));
     base.insert("state".into(), json!(a.state.as_str()));
