@@ -193,21 +193,14 @@ fn http_action(
     if !target.requests().is_empty() {
         return Err(step("the target was contacted before any approval"));
     }
-    let approved = match approver {
-        Approver::Person(ask) => ask(&action.summary, &action.action_hash[..12]),
-        Approver::Scripted => {
-            say("   No terminal: approving through the scripted path (as `vault approve --id … --approve --passphrase-stdin` does)");
-            true
-        }
-    };
-    let verdict = if approved {
-        Verdict::Approve
-    } else {
-        Verdict::Deny(Some("declined in the demo".into()))
-    };
-    approver_conn
-        .decide(keys, &view, &verdict, Duration::from_secs(60))
-        .map_err(|e| step(format!("decide: {e}")))?;
+    let approved = decide(
+        approver,
+        approver_conn,
+        keys,
+        &view,
+        " (as `vault approve --id … --approve --passphrase-stdin` does)",
+        say,
+    )?;
     say(&format!(
         "6. Decision signed with the approver key: {}",
         if approved { "approved" } else { "denied" }
@@ -282,6 +275,37 @@ fn check_journal(
     }
     say(&format!("9. Journal verified: {} rows, hash chain intact (also offline from the export, with no key); no secret in it", report["rows"]));
     Ok(())
+}
+
+/// Asks the person (or, without a terminal, approves and says so) and sends the signed verdict
+/// for `view`; returns whether it was approved.
+fn decide(
+    approver: &mut Approver<'_>,
+    approver_conn: &mut Client,
+    keys: &KeyMaterial,
+    view: &ApprovalView,
+    scripted_how: &str,
+    say: &mut dyn FnMut(&str),
+) -> Result<bool, DemoError> {
+    let action = &view.action;
+    let approved = match approver {
+        Approver::Person(ask) => ask(&action.summary, &action.action_hash[..12]),
+        Approver::Scripted => {
+            say(&format!(
+                "   No terminal: approving through the scripted path{scripted_how}"
+            ));
+            true
+        }
+    };
+    let verdict = if approved {
+        Verdict::Approve
+    } else {
+        Verdict::Deny(Some("declined in the demo".into()))
+    };
+    approver_conn
+        .decide(keys, view, &verdict, Duration::from_secs(60))
+        .map_err(|e| step(format!("decide: {e}")))?;
+    Ok(approved)
 }
 
 fn wait_pending(approver: &mut Client) -> Result<ApprovalView, DemoError> {

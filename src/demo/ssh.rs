@@ -5,11 +5,9 @@ use super::ssh_target::{Accept, SshTarget};
 use super::{random_hex, step, wait_pending, Approver, DemoError, Mcp};
 use crate::agent::client::Client;
 use crate::agent::protocol::Request;
-use crate::approvals::Verdict;
 use crate::credentials::{self, Approval, NewCredential, Secret, SshAuth, Target};
 use crate::keys::KeyMaterial;
 use serde_json::json;
-use std::time::Duration;
 use zeroize::Zeroizing;
 
 /// Runs the SSH part of the demo through the vault agent (`cli` adds, `approver_conn` decides)
@@ -59,21 +57,7 @@ pub(super) fn run(
     if !target.commands().is_empty() || target.logins() != 0 {
         return Err(step("the SSH server was contacted before any approval"));
     }
-    let approved = match approver {
-        Approver::Person(ask) => ask(&action.summary, &action.action_hash[..12]),
-        Approver::Scripted => {
-            say("   No terminal: approving through the scripted path");
-            true
-        }
-    };
-    let verdict = if approved {
-        Verdict::Approve
-    } else {
-        Verdict::Deny(Some("declined in the demo".into()))
-    };
-    approver_conn
-        .decide(keys, &view, &verdict, Duration::from_secs(60))
-        .map_err(|e| step(format!("decide: {e}")))?;
+    let approved = super::decide(approver, approver_conn, keys, &view, "", say)?;
     let answer = mcp.until(4)?;
     if answer.to_string().contains(&password) {
         return Err(step("the SSH password reached the agent's result"));

@@ -1,7 +1,7 @@
 //! HTTP requests: the URL must fall exactly inside the credential's scheme + host + port + path
 //! prefix after normalization (percent-decoding, dot segments, IPv4 encodings, IPv4-mapped IPv6),
 //! with no user info; headers that carry authority are the vault's, not the agent's.
-use super::{bounded, path, PolicyError, MAX_BODY_BYTES, TIMEOUT_S};
+use super::{path, PolicyError, MAX_BODY_BYTES};
 use crate::credentials::http::{
     is_header_token, is_rewriting_header, FRAMING_HEADERS, METHOD_PARAM,
 };
@@ -67,17 +67,14 @@ pub(super) fn validate(t: &HttpTarget, a: HttpArgs) -> Result<HttpRequest, Polic
     add_query(t, &mut url, &a.query)?;
     let mut headers = check_headers(t, a.headers)?;
     let body = body_of(a.body, a.json, &mut headers)?;
+    let (timeout_s, max_output_bytes) = super::limits(a.timeout_s, a.max_output_bytes)?;
     Ok(HttpRequest {
         method,
         url: url.to_string(),
         headers,
         body,
-        timeout_s: bounded("timeout_s", a.timeout_s, TIMEOUT_S)?,
-        max_output_bytes: bounded(
-            "max_output_bytes",
-            a.max_output_bytes,
-            (1, 1024 * 1024, 64 * 1024),
-        )?,
+        timeout_s,
+        max_output_bytes,
     })
 }
 

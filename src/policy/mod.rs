@@ -15,6 +15,8 @@ use serde_json::{json, Value};
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 /// Bounds of `timeout_s`.
 pub const TIMEOUT_S: (u64, u64, u64) = (1, 300, 30);
+/// `max_output_bytes`: (least, most, default).
+pub const MAX_OUTPUT_BYTES: (u64, u64, u64) = (1, 1024 * 1024, 64 * 1024);
 
 /// Why a request was refused before anything was queued.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -186,6 +188,17 @@ fn wrong_kind(cred: &Credential, kind: &str, tool: &str) -> PolicyError {
         format!("credential {:?} is an {kind} credential", cred.name),
         format!("use the {tool} tool with it, or pick another credential from list_credentials"),
     )
+}
+
+/// `timeout_s` and `max_output_bytes` of either tool, defaulted and bounded.
+pub(crate) fn limits(
+    timeout_s: Option<u64>,
+    max_output: Option<u64>,
+) -> Result<(u64, u64), PolicyError> {
+    Ok((
+        bounded("timeout_s", timeout_s, TIMEOUT_S)?,
+        bounded("max_output_bytes", max_output, MAX_OUTPUT_BYTES)?,
+    ))
 }
 
 pub(crate) fn bounded(

@@ -4,7 +4,7 @@
 //! shell, so a pattern's `*` and `?` never match shell syntax that chains, substitutes or
 //! redirects (`git pull *` does not admit `git pull; curl … | sh`); `shell_syntax` names what a
 //! command contains, for the approval card.
-use super::{bounded, PolicyError, TIMEOUT_S};
+use super::PolicyError;
 use crate::credentials::SshTarget;
 use serde::Deserialize;
 
@@ -66,18 +66,15 @@ pub(super) fn validate(t: &SshTarget, a: SshArgs) -> Result<SshRequest, PolicyEr
             "run a command matching one of the allowed patterns, or ask the person to edit the credential",
         ));
     }
+    let (timeout_s, max_output_bytes) = super::limits(a.timeout_s, a.max_output_bytes)?;
     Ok(SshRequest {
         host: t.host.clone(),
         port: t.port,
         user: t.user.clone(),
         host_key: t.host_key.clone(),
         command: a.command,
-        timeout_s: bounded("timeout_s", a.timeout_s, TIMEOUT_S)?,
-        max_output_bytes: bounded(
-            "max_output_bytes",
-            a.max_output_bytes,
-            (1, 1024 * 1024, 64 * 1024),
-        )?,
+        timeout_s,
+        max_output_bytes,
     })
 }
 
