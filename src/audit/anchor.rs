@@ -95,11 +95,19 @@ pub fn write_anchor(paths: &VaultPaths, seq: i64, hash: &[u8; 32]) -> Result<(),
             .map_err(write_err)?,
         Err(e) => return Err(e.into()),
     };
-    let line = format!(
-        "{{\"seq\":{seq},\"hash\":\"{}\",\"ts\":\"{}\"}}\n",
-        hex::encode(hash),
-        crate::time::now_utc()
-    );
+    #[derive(serde::Serialize)]
+    struct Line {
+        seq: i64,
+        hash: String,
+        ts: String,
+    }
+    let mut line = serde_json::to_string(&Line {
+        seq,
+        hash: hex::encode(hash),
+        ts: crate::time::now_utc(),
+    })
+    .expect("an anchor serializes");
+    line.push('\n');
     // One write on an O_APPEND file: lines from concurrent processes do not interleave.
     file.write_all(line.as_bytes())
         .and_then(|()| file.sync_data())

@@ -2,9 +2,10 @@
 //! `{"seq","ts","kind","session","action","body","prev","hash"}`, body as the stored canonical
 //! JSON object, hashes as lowercase hex.
 use super::verify::Head;
-use super::write_json_str;
 use crate::paths::{self, PathError};
 use rusqlite::Connection;
+use serde::Serialize;
+use serde_json::value::RawValue;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -40,6 +41,26 @@ pub fn export(conn: &Connection, path: &Path) -> Result<Exported, ExportError> {
     result
 }
 
+/// One exported row, keys in this order (`verify --file` reads it back).
+#[derive(Serialize)]
+struct Line<'a> {
+    seq: i64,
+    ts: &'a str,
+    kind: &'a str,
+    session: Option<&'a str>,
+    action: Option<&'a str>,
+    body: Body<'a>,
+    prev: String,
+    hash: String,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Body<'a> {
+    Json(&'a RawValue),
+    Damaged(&'a str),
+}
+
 fn write_rows(
     conn: &Connection,
     file: std::fs::File,
@@ -54,7 +75,6 @@ fn write_rows(
         "SELECT seq, ts, kind, session_id, action_id, body, prev, hash FROM audit ORDER BY seq",
     )?;
     let mut rows = stmt.query([])?;
-    let mut line = String::with_capacity(1024);
     let mut exported = Exported {
         rows: 0,
         head: None,
@@ -65,34 +85,26 @@ fn write_rows(
         let (session, action): (Option<String>, Option<String>) = (r.get(3)?, r.get(4)?);
         let body: String = r.get(5)?;
         let (prev, hash): (Vec<u8>, Vec<u8>) = (r.get(6)?, r.get(7)?);
-        line.clear();
-        line.push_str("{\"seq\":");
-        line.push_str(&seq.to_string());
-        line.push_str(",\"ts\":");
-        write_json_str(&mut line, &ts);
-        line.push_str(",\"kind\":");
-        write_json_str(&mut line, &kind);
-        for (key, v) in [(",\"session\":", &session), (",\"action\":", &action)] {
-            line.push_str(key);
-            match v {
-                Some(s) => write_json_str(&mut line, s),
-                None => line.push_str("null"),
-            }
-        }
-        line.push_str(",\"body\":");
-        // The stored canonical text, unchanged, so the export hashes exactly as the database
-        // does; a body that is not JSON (a damaged row) is kept as a string, and fails to verify.
-        if serde_json::from_str::<&serde_json::value::RawValue>(&body).is_ok() {
-            line.push_str(&body);
-        } else {
-            write_json_str(&mut line, &body);
-        }
-        line.push_str(",\"prev\":\"");
-        line.push_str(&hex::encode(&prev));
-        line.push_str("\",\"hash\":\"");
-        line.push_str(&hex::encode(&hash));
-        line.push_str("\"}\n");
-        out.write_all(line.as_bytes()).map_err(write_err)?;
+        let line = Line {
+            seq,
+            ts: &ts,
+            kind: &kind,
+            session: session.as_deref(),
+            action: action.as_deref(),
+            // The stored canonical text, unchanged, so the export hashes exactly as the database
+            // does; a body that is not JSON (a damaged row) is kept as a string, and fails to
+            // verify.
+            body: match serde_json::from_str::<&RawValue>(&body) {
+                Ok(raw) => Body::Json(raw),
+                Err(_) => Body::Damaged(&body),
+            },
+            prev: hex::encode(&prev),
+            hash: hex::encode(&hash),
+        };
+        serde_json::to_writer(&mut out, &line)
+            .map_err(std::io::Error::from)
+            .and_then(|()| out.write_all(b"\n"))
+            .map_err(write_err)?;
         exported.rows += 1;
         if let Ok(hash) = <[u8; 32]>::try_from(hash) {
             exported.head = Some(Head { seq, hash });

@@ -110,25 +110,30 @@ impl Report {
     /// `{"ok":…,"rows":N,"head":{"seq":N,"hash":"<hex>"},"first_bad_seq":…,"reason":…}`, keys in
     /// this order.
     pub fn to_json_line(&self) -> String {
-        let head = match &self.head {
-            Some(h) => format!(r#"{{"seq":{},"hash":"{}"}}"#, h.seq, hex::encode(h.hash)),
-            None => "null".into(),
+        #[derive(serde::Serialize)]
+        struct HeadLine {
+            seq: i64,
+            hash: String,
+        }
+        #[derive(serde::Serialize)]
+        struct Line {
+            ok: bool,
+            rows: u64,
+            head: Option<HeadLine>,
+            first_bad_seq: Option<i64>,
+            reason: Option<String>,
+        }
+        let line = Line {
+            ok: self.ok(),
+            rows: self.rows,
+            head: self.head.map(|h| HeadLine {
+                seq: h.seq,
+                hash: hex::encode(h.hash),
+            }),
+            first_bad_seq: self.failure.as_ref().and_then(|f| f.seq),
+            reason: self.failure.as_ref().map(Failure::message),
         };
-        let (bad, reason) = match &self.failure {
-            Some(f) => (
-                f.seq.map_or("null".into(), |s| s.to_string()),
-                serde_json::Value::String(f.message()).to_string(),
-            ),
-            None => ("null".into(), "null".into()),
-        };
-        format!(
-            r#"{{"ok":{},"rows":{},"head":{},"first_bad_seq":{},"reason":{}}}"#,
-            self.ok(),
-            self.rows,
-            head,
-            bad,
-            reason
-        )
+        serde_json::to_string(&line).expect("a report serializes")
     }
 }
 
