@@ -123,9 +123,7 @@ pub fn decide(
         .filter(|n| n.len() >= 16)
         .ok_or_else(|| refuse("no nonce"))?;
     let reason = d["reason"].as_str().map(str::to_owned);
-    tx.execute(
-        "INSERT INTO decisions (id, action_id, decision, nonce, payload, signature, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        params![crate::credentials::new_id("dec"), action.id, decision, nonce, signed.decision.payload, signed.decision.signature, now],
+    tx.prepare_cached("INSERT INTO decisions (id, action_id, decision, nonce, payload, signature, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")?.execute(params![crate::credentials::new_id("dec"), action.id, decision, nonce, signed.decision.payload, signed.decision.signature, now],
     )
     .map_err(|_| refuse("this decision was already recorded (its nonce is used)"))?;
     let mut note = if decision == "approve" {
@@ -181,10 +179,8 @@ fn record_grant(
     else {
         return Err(refuse("the session grant does not match this action"));
     };
-    tx.execute(
-        "INSERT INTO grants (id, session_id, credential_id, credential_version, nonce, payload, signature, expires_at, created_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-        params![crate::credentials::new_id("grt"), action.session_id, action.credential_id, action.credential_version, nonce, g.payload, g.signature, expires, crate::time::now_utc()],
+    tx.prepare_cached("INSERT INTO grants (id, session_id, credential_id, credential_version, nonce, payload, signature, expires_at, created_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)")?.execute(params![crate::credentials::new_id("grt"), action.session_id, action.credential_id, action.credential_version, nonce, g.payload, g.signature, expires, crate::time::now_utc()],
     )
     .map_err(|_| refuse("this session grant was already recorded"))?;
     Ok(expires.to_owned())
@@ -202,9 +198,7 @@ fn random_hex() -> String {
 pub fn paused(conn: &Connection) -> Result<Option<String>, StoreError> {
     use rusqlite::OptionalExtension;
     let last: Option<(String, String)> = conn
-        .query_row(
-            "SELECT kind, body FROM audit WHERE kind IN ('vault.pause', 'vault.resume') ORDER BY seq DESC LIMIT 1",
-            [],
+        .prepare_cached("SELECT kind, body FROM audit WHERE kind IN ('vault.pause', 'vault.resume') ORDER BY seq DESC LIMIT 1")?.query_row([],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .optional()?;
@@ -270,16 +264,15 @@ pub fn resume(store: &mut Store, trust: &Trust, signed: &Signed) -> Result<bool,
         ));
     }
     let tx = store.write()?;
-    let used: bool = tx.query_row(
-        "SELECT EXISTS (SELECT 1 FROM audit WHERE kind = 'vault.resume' AND json_extract(body, '$.nonce') = ?1)",
-        [&nonce],
+    let used: bool = tx.prepare_cached("SELECT EXISTS (SELECT 1 FROM audit WHERE kind = 'vault.resume' AND json_extract(body, '$.nonce') = ?1)")?.query_row([&nonce],
         |r| r.get(0),
     )?;
     if used {
         return Err(refuse("this resume request was already used"));
     }
     let was = paused(&tx)?.is_some() || get_meta(&tx, "paused")?.is_some();
-    tx.execute("DELETE FROM meta WHERE key = 'paused'", [])?;
+    tx.prepare_cached("DELETE FROM meta WHERE key = 'paused'")?
+        .execute([])?;
     if was {
         audit::append(&tx, "vault.resume", None, None, &json!({"nonce": nonce}))?;
     }

@@ -72,9 +72,8 @@ fn valid_grant(
         };
         let of_session = match v["action_id"].as_str() {
             Some(a) => conn
-                .query_row("SELECT session_id FROM actions WHERE id = ?1", [a], |r| {
-                    r.get::<_, String>(0)
-                })
+                .prepare_cached("SELECT session_id FROM actions WHERE id = ?1")?
+                .query_row([a], |r| r.get::<_, String>(0))
                 .optional()?
                 .is_some_and(|s| s == session_id),
             None => false,
@@ -120,10 +119,8 @@ pub fn claim(store: &mut Store, trust: &Trust, action_id: &str) -> Result<Claim,
     match check(&tx, trust, &action) {
         Ok((request, cred, basis)) => {
             if let Some(d) = basis["decision"].as_str() {
-                tx.execute(
-                    "UPDATE decisions SET used_at = ?2 WHERE id = ?1",
-                    params![d, crate::time::now_utc()],
-                )?;
+                tx.prepare_cached("UPDATE decisions SET used_at = ?2 WHERE id = ?1")?
+                    .execute(params![d, crate::time::now_utc()])?;
             }
             let secret = crate::store::CredentialRow::find_by_id(&tx, &cred.id)?
                 .ok_or(ApprovalError::NotFound(cred.id.clone()))?
@@ -176,12 +173,8 @@ fn check(
         Err(e) => return Err(format!("the pause switch cannot be read ({e}); refusing")),
     }
     let last: Option<String> = tx
-        .query_row(
-            "SELECT kind FROM audit WHERE action_id = ?1 ORDER BY seq DESC LIMIT 1",
-            [&action.id],
-            |r| r.get(0),
-        )
-        .optional()
+        .prepare_cached("SELECT kind FROM audit WHERE action_id = ?1 ORDER BY seq DESC LIMIT 1")
+        .and_then(|mut st| st.query_row([&action.id], |r| r.get(0)).optional())
         .map_err(|e| e.to_string())?;
     if last.as_deref() != Some(&format!("action.{}", action.state.as_str())) {
         return Err("the journal does not show this action waiting for dispatch".into());
@@ -196,11 +189,8 @@ fn check(
         ));
     }
     let (normalized, body): (String, Option<Vec<u8>>) = tx
-        .query_row(
-            "SELECT normalized, body FROM actions WHERE id = ?1",
-            [&action.id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
+        .prepare_cached("SELECT normalized, body FROM actions WHERE id = ?1")
+        .and_then(|mut st| st.query_row([&action.id], |r| Ok((r.get(0)?, r.get(1)?))))
         .map_err(|e| e.to_string())?;
     let stored: Value =
         serde_json::from_str(&normalized).map_err(|_| "the stored action is not JSON")?;
@@ -277,9 +267,7 @@ fn valid_decision(
 
 /// Whether an `action.dispatched` row of the journal already names this decision nonce.
 fn nonce_spent(tx: &Connection, nonce: &str) -> rusqlite::Result<bool> {
-    tx.query_row(
-        "SELECT EXISTS (SELECT 1 FROM audit WHERE kind = 'action.dispatched' AND json_extract(body, '$.basis.nonce') = ?1)",
-        [nonce],
+    tx.prepare_cached("SELECT EXISTS (SELECT 1 FROM audit WHERE kind = 'action.dispatched' AND json_extract(body, '$.basis.nonce') = ?1)")?.query_row([nonce],
         |r| r.get(0),
     )
 }

@@ -172,11 +172,9 @@ pub fn submit(
     let created = crate::time::format_utc(now);
     let expires = crate::time::format_utc(now + s.expiry);
     let summary = s.request.summary(&s.credential.name);
-    tx.execute(
-        "INSERT INTO actions (id, session_id, client, profile, tool, credential_id, credential_name, credential_version, \
+    tx.prepare_cached("INSERT INTO actions (id, session_id, client, profile, tool, credential_id, credential_name, credential_version, \
          state, summary, normalized, action_hash, body, fingerprint, idempotency_key, owner_pid, created_at, updated_at, expires_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?18, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?16, ?17)",
-        params![
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?18, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?16, ?17)")?.execute(params![
             id, s.session_id, s.client, s.profile, s.request.tool(), s.credential.id, s.credential.name,
             s.credential.version, summary, crate::canonical::to_string(&normalized), hash, s.request.body(),
             fingerprint, s.idempotency_key, std::process::id(), created, expires, initial.as_str()
@@ -255,18 +253,18 @@ pub(crate) fn transition(
             state: current.state,
         });
     }
-    tx.execute(
+    tx.prepare_cached(
         "UPDATE actions SET state = ?2, updated_at = ?3, reason = coalesce(?4, reason), \
          result = coalesce(?5, result), owner_pid = ?6 WHERE id = ?1",
-        params![
-            id,
-            to.as_str(),
-            crate::time::now_utc(),
-            change.reason,
-            change.result.map(Value::to_string),
-            std::process::id()
-        ],
-    )?;
+    )?
+    .execute(params![
+        id,
+        to.as_str(),
+        crate::time::now_utc(),
+        change.reason,
+        change.result.map(Value::to_string),
+        std::process::id()
+    ])?;
     let action = load(tx, id)?;
     journal(
         tx,
@@ -356,11 +354,8 @@ pub fn find(store: &Store, id: &str) -> Result<Action, ApprovalError> {
 pub fn stored_request(store: &Store, id: &str) -> Result<(String, Option<Vec<u8>>), ApprovalError> {
     store
         .conn()
-        .query_row(
-            "SELECT normalized, body FROM actions WHERE id = ?1",
-            [id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
+        .prepare_cached("SELECT normalized, body FROM actions WHERE id = ?1")?
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?
         .ok_or_else(|| ApprovalError::NotFound(id.to_owned()))
 }
@@ -442,11 +437,10 @@ pub fn expire_due(store: &mut Store) -> Result<Vec<Action>, ApprovalError> {
 
 /// When the next pending action expires, if any waits.
 pub fn next_expiry(store: &Store) -> Result<Option<String>, ApprovalError> {
-    Ok(store.conn().query_row(
-        "SELECT min(expires_at) FROM actions WHERE state = 'pending'",
-        [],
-        |r| r.get(0),
-    )?)
+    Ok(store
+        .conn()
+        .prepare_cached("SELECT min(expires_at) FROM actions WHERE state = 'pending'")?
+        .query_row([], |r| r.get(0))?)
 }
 
 #[cfg(test)]

@@ -83,7 +83,26 @@ pub fn sign(key: &ApproverKey, tag: &[u8], payload: &Value) -> (String, String) 
 }
 
 /// Whether `signature` (hex) is the approver's over `tag ‖ payload` (already canonical).
+/// A signature that verified once is remembered (by a digest of key, tag, payload and signature,
+/// so only those exact bytes hit): the same policy signature is checked at submission and again
+/// at every claim, and an ed25519 verification is most of a call's CPU in the agent.
 pub fn verify(public: &VerifyingKey, tag: &[u8], payload: &str, signature: &str) -> bool {
+    let digest = {
+        let mut h = blake3::Hasher::new();
+        for part in [
+            public.as_bytes(),
+            tag,
+            payload.as_bytes(),
+            signature.as_bytes(),
+        ] {
+            h.update(&(part.len() as u64).to_le_bytes());
+            h.update(part);
+        }
+        *h.finalize().as_bytes()
+    };
+    if verified().lock().is_ok_and(|v| v.contains(&digest)) {
+        return true;
+    }
     let Ok(bytes) = hex::decode(signature) else {
         return false;
     };
@@ -93,7 +112,25 @@ pub fn verify(public: &VerifyingKey, tag: &[u8], payload: &str, signature: &str)
     // The payload must be exactly canonical: a re-serialized variant is not what was signed.
     let canonical_ok =
         serde_json::from_str::<Value>(payload).is_ok_and(|v| canonical::to_string(&v) == payload);
-    canonical_ok && public.verify_strict(&message(tag, payload), &sig).is_ok()
+    let ok = canonical_ok && public.verify_strict(&message(tag, payload), &sig).is_ok();
+    if ok {
+        if let Ok(mut v) = verified().lock() {
+            if v.len() >= VERIFIED_MAX {
+                v.clear();
+            }
+            v.insert(digest);
+        }
+    }
+    ok
+}
+
+/// Most remembered verifications (32 bytes each) before the set starts afresh.
+const VERIFIED_MAX: usize = 4096;
+
+fn verified() -> &'static std::sync::Mutex<std::collections::HashSet<[u8; 32]>> {
+    static V: std::sync::OnceLock<std::sync::Mutex<std::collections::HashSet<[u8; 32]>>> =
+        std::sync::OnceLock::new();
+    V.get_or_init(Default::default)
 }
 
 /// The approver's public key as recorded at `vault init`: `meta.approver_public_key`, which must

@@ -57,22 +57,19 @@ impl CredentialRow {
 
     /// Writes the row's approval, target, version and timestamp; the secret too when given.
     pub fn update(&self, tx: &Connection, secret: Option<&[u8]>) -> Result<(), StoreError> {
-        tx.execute(
-            "UPDATE credentials SET version = ?2, approval = ?3, target = ?4, updated_at = ?5, policy_sig = NULL WHERE id = ?1",
-            params![self.id, self.version, self.approval, self.target, self.updated_at],
+        tx.prepare_cached("UPDATE credentials SET version = ?2, approval = ?3, target = ?4, updated_at = ?5, policy_sig = NULL WHERE id = ?1")?.execute(params![self.id, self.version, self.approval, self.target, self.updated_at],
         )?;
         if let Some(secret) = secret {
-            tx.execute(
-                "UPDATE credentials SET secret = ?2 WHERE id = ?1",
-                params![self.id, secret],
-            )?;
+            tx.prepare_cached("UPDATE credentials SET secret = ?2 WHERE id = ?1")?
+                .execute(params![self.id, secret])?;
         }
         Ok(())
     }
 
     /// Deletes the row (and its secret).
     pub fn delete(&self, tx: &Connection) -> Result<(), StoreError> {
-        tx.execute("DELETE FROM credentials WHERE id = ?1", [&self.id])?;
+        tx.prepare_cached("DELETE FROM credentials WHERE id = ?1")?
+            .execute([&self.id])?;
         Ok(())
     }
 
@@ -101,21 +98,16 @@ impl CredentialRow {
     /// The approver's signature over the credential's policy, if any.
     pub fn policy_sig(conn: &Connection, id: &str) -> Result<Option<String>, StoreError> {
         Ok(conn
-            .query_row(
-                "SELECT policy_sig FROM credentials WHERE id = ?1",
-                [id],
-                |r| r.get(0),
-            )
+            .prepare_cached("SELECT policy_sig FROM credentials WHERE id = ?1")?
+            .query_row([id], |r| r.get(0))
             .optional()?
             .flatten())
     }
 
     /// Stores (or clears) the policy signature.
     pub fn set_policy_sig(tx: &Connection, id: &str, sig: Option<&str>) -> Result<(), StoreError> {
-        tx.execute(
-            "UPDATE credentials SET policy_sig = ?2 WHERE id = ?1",
-            params![id, sig],
-        )?;
+        tx.prepare_cached("UPDATE credentials SET policy_sig = ?2 WHERE id = ?1")?
+            .execute(params![id, sig])?;
         Ok(())
     }
 
@@ -130,10 +122,9 @@ impl CredentialRow {
 
     /// The secret bytes, in a buffer wiped on drop.
     pub fn secret(&self, conn: &Connection) -> Result<Zeroizing<Vec<u8>>, StoreError> {
-        Ok(Zeroizing::new(conn.query_row(
-            "SELECT secret FROM credentials WHERE id = ?1",
-            [&self.id],
-            |r| r.get::<_, Vec<u8>>(0),
-        )?))
+        Ok(Zeroizing::new(
+            conn.prepare_cached("SELECT secret FROM credentials WHERE id = ?1")?
+                .query_row([&self.id], |r| r.get::<_, Vec<u8>>(0))?,
+        ))
     }
 }

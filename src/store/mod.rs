@@ -205,7 +205,8 @@ impl Store {
 pub fn get_meta(conn: &Connection, key: &str) -> Result<Option<String>, StoreError> {
     use rusqlite::OptionalExtension;
     Ok(conn
-        .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+        .prepare_cached("SELECT value FROM meta WHERE key = ?1")?
+        .query_row([key], |r| r.get(0))
         .optional()?)
 }
 
