@@ -43,7 +43,6 @@ pub const BOUNDS: &[(&str, &str, u64, u64, &str)] = &[
         1024 * MIB,
         "bytes",
     ),
-    ("limits", "output_agent_bytes", 1, 16 * MIB, "bytes"),
     ("limits", "shutdown_grace_seconds", 0, 300, "seconds"),
     (
         "limits",
@@ -81,7 +80,6 @@ pub struct Limits {
     pub stderr_agent_excerpt_bytes: usize,
     pub output_retained_per_call_bytes: usize,
     pub output_retained_process_bytes: usize,
-    pub output_agent_bytes: usize,
     pub shutdown_grace_seconds: u64,
     pub refused_calls_per_second: u32,
     pub ssh_idle_seconds: u64,
@@ -190,10 +188,8 @@ impl Config {
 
     fn check(&self) -> Result<(), String> {
         let l = &self.limits;
-        if l.output_agent_bytes > l.output_retained_per_call_bytes
-            || l.output_retained_per_call_bytes > l.output_retained_process_bytes
-        {
-            return Err("limits must satisfy output_agent_bytes <= output_retained_per_call_bytes <= output_retained_process_bytes".into());
+        if l.output_retained_per_call_bytes > l.output_retained_process_bytes {
+            return Err("limits must satisfy output_retained_per_call_bytes <= output_retained_process_bytes".into());
         }
         if l.stderr_agent_excerpt_bytes > l.stderr_retained_per_call_bytes
             || l.stderr_retained_per_call_bytes > l.stderr_retained_process_bytes
@@ -227,7 +223,6 @@ mod tests {
     #[test]
     fn defaults_match_the_design_and_overrides_apply_key_by_key() {
         let d = Config::default();
-        assert_eq!(d.limits.output_agent_bytes, 65536);
         assert_eq!(d.limits.output_retained_per_call_bytes, 1 << 20);
         assert_eq!(d.approvals.expiry_seconds, 600);
         assert_eq!(d.approvals.wait_seconds, 50);
@@ -270,15 +265,21 @@ mod tests {
             ("[approvals]\nwait_seconds = \"soon\"\n", "outside 0..=120"),
             ("[approvals]\nwait_seconds = 1.5\n", "outside 0..=120"),
             (
-                "[limits]\noutput_agent_bytes = 99999999\n",
-                "outside 1..=16777216",
+                "[limits]\noutput_retained_per_call_bytes = 99999999999\n",
+                "outside 1..=67108864",
             ),
         ] {
             let e = Config::parse(text).unwrap_err();
             assert!(e.contains(want), "{text:?}: {e}");
         }
-        assert!(Config::parse("[limits]\noutput_agent_bytes = 2000000\n")
+        assert!(
+            Config::parse("[limits]\noutput_retained_per_call_bytes = 33554432\n")
+                .unwrap_err()
+                .contains("output_retained_per_call_bytes <= output_retained_process_bytes")
+        );
+        // A key nothing reads is not offered: the agent's share is each call's max_output_bytes.
+        assert!(Config::parse("[limits]\noutput_agent_bytes = 65536\n")
             .unwrap_err()
-            .contains("output_agent_bytes <= output_retained_per_call_bytes"));
+            .contains("unknown key [limits] output_agent_bytes"));
     }
 }
