@@ -471,41 +471,7 @@ impl Conn {
     async fn request(&mut self, id: u64, req: Request) {
         let (agent, writer) = (self.agent.clone(), self.writer.clone());
         match req {
-            Request::Tool { name, args } => {
-                let Some(session) = self.session.clone() else {
-                    writer
-                        .reply(
-                            id,
-                            ops::error(
-                                ErrorCode::Protocol,
-                                "tool calls need a hello with role mcp".into(),
-                            ),
-                        )
-                        .await;
-                    return;
-                };
-                let (tx, rx) = watch::channel(false);
-                if let Ok(mut m) = self.inflight.lock() {
-                    m.insert(id, tx);
-                }
-                let inflight = self.inflight.clone();
-                self.tasks.spawn(async move {
-                    agent.busy.fetch_add(1, Ordering::SeqCst);
-                    let sink = Arc::new(Sink {
-                        writer: writer.clone(),
-                        id,
-                    });
-                    let result =
-                        tools::call(agent.env.clone(), session, &name, args, sink, rx).await;
-                    if let Ok(mut m) = inflight.lock() {
-                        m.remove(&id);
-                    }
-                    let reply = result.map_or(Reply::Cancelled, Reply::Tool);
-                    writer.reply(id, reply).await;
-                    agent.busy.fetch_sub(1, Ordering::SeqCst);
-                    agent.touch();
-                });
-            }
+            Request::Tool { name, args } => self.tool(id, name, args).await,
             Request::Cancel { call } => {
                 if let Some(tx) = self
                     .inflight
@@ -540,22 +506,7 @@ impl Conn {
                 }
                 writer.reply(id, Reply::Ok).await;
             }
-            Request::Status => {
-                let mut status = agent
-                    .status
-                    .lock()
-                    .map(|s| s.clone())
-                    .unwrap_or_else(|p| p.into_inner().clone());
-                status.connections = agent.connections.load(Ordering::SeqCst);
-                status.store = agent
-                    .env
-                    .db
-                    .run(|s| ops::store_status(s).ok())
-                    .await
-                    .ok()
-                    .flatten();
-                writer.reply(id, Reply::Status(status)).await;
-            }
+            Request::Status => writer.reply(id, Reply::Status(status(&agent).await)).await,
             Request::Lock => {
                 writer.reply(id, Reply::Ok).await;
                 agent.stop("vault lock");
@@ -568,46 +519,12 @@ impl Conn {
                 limit,
                 wait_ms,
             } => {
-                self.watchers.spawn(async move {
-                    let mut head = agent.env.hub.watch_head();
-                    let deadline = Instant::now() + Duration::from_millis(wait_ms.min(600_000));
-                    loop {
-                        let rows = agent
-                            .env
-                            .db
-                            .run(move |s| ops::journal_rows(s, after, limit))
-                            .await;
-                        let reply = match rows {
-                            Ok(Ok(r)) if r.is_empty() && Instant::now() < deadline => {
-                                tokio::select! {
-                                    _ = head.changed() => continue,
-                                    _ = tokio::time::sleep_until(deadline) => Reply::Rows(r),
-                                }
-                            }
-                            Ok(Ok(r)) => Reply::Rows(r),
-                            _ => {
-                                ops::error(ErrorCode::Internal, "the journal cannot be read".into())
-                            }
-                        };
-                        writer.reply(id, reply).await;
-                        return;
-                    }
-                });
+                self.watchers
+                    .spawn(journal(agent, writer, id, after, limit, wait_ms));
             }
             long @ (Request::Verify { .. } | Request::Export { .. }) => {
-                self.tasks.spawn(async move {
-                    let a2 = agent.clone();
-                    let reply = tokio::task::spawn_blocking(move || {
-                        let env = &a2.env;
-                        match Store::open(&env.paths.db(), &a2.master) {
-                            Ok(mut s) => ops::handle(&mut s, &env.trust, &env.paths, long),
-                            Err(e) => ops::error(ErrorCode::Internal, e.to_string()),
-                        }
-                    })
-                    .await
-                    .unwrap_or_else(|e| ops::error(ErrorCode::Internal, e.to_string()));
-                    writer.reply(id, reply).await;
-                });
+                self.tasks
+                    .spawn(on_fresh_connection(agent, writer, id, long));
             }
             other => {
                 let (trust, paths) = (agent.env.trust.clone(), agent.env.paths.clone());
@@ -622,6 +539,48 @@ impl Conn {
                 });
             }
         }
+    }
+
+    /// A `tools/call` of this connection's MCP session, run as its own task (cancellable by id).
+    async fn tool(
+        &mut self,
+        id: u64,
+        name: String,
+        args: serde_json::Map<String, serde_json::Value>,
+    ) {
+        let (agent, writer) = (self.agent.clone(), self.writer.clone());
+        let Some(session) = self.session.clone() else {
+            writer
+                .reply(
+                    id,
+                    ops::error(
+                        ErrorCode::Protocol,
+                        "tool calls need a hello with role mcp".into(),
+                    ),
+                )
+                .await;
+            return;
+        };
+        let (tx, rx) = watch::channel(false);
+        if let Ok(mut m) = self.inflight.lock() {
+            m.insert(id, tx);
+        }
+        let inflight = self.inflight.clone();
+        self.tasks.spawn(async move {
+            agent.busy.fetch_add(1, Ordering::SeqCst);
+            let sink = Arc::new(Sink {
+                writer: writer.clone(),
+                id,
+            });
+            let result = tools::call(agent.env.clone(), session, &name, args, sink, rx).await;
+            if let Ok(mut m) = inflight.lock() {
+                m.remove(&id);
+            }
+            let reply = result.map_or(Reply::Cancelled, Reply::Tool);
+            writer.reply(id, reply).await;
+            agent.busy.fetch_sub(1, Ordering::SeqCst);
+            agent.touch();
+        });
     }
 
     async fn close(mut self, reason: &str) {
@@ -684,4 +643,70 @@ async fn watch_pending(agent: Arc<Agent>, writer: Arc<Writer>, id: u64) {
             _ = stop.changed() => return,
         }
     }
+}
+
+/// The agent's status, with the store as it sees it now.
+async fn status(agent: &Arc<Agent>) -> AgentStatus {
+    let mut status = agent
+        .status
+        .lock()
+        .map(|s| s.clone())
+        .unwrap_or_else(|p| p.into_inner().clone());
+    status.connections = agent.connections.load(Ordering::SeqCst);
+    status.store = agent
+        .env
+        .db
+        .run(|s| ops::store_status(s).ok())
+        .await
+        .ok()
+        .flatten();
+    status
+}
+
+/// Journal rows after `after`; with none yet, waits up to `wait_ms` for the next commit.
+async fn journal(
+    agent: Arc<Agent>,
+    writer: Arc<Writer>,
+    id: u64,
+    after: i64,
+    limit: u32,
+    wait_ms: u64,
+) {
+    let mut head = agent.env.hub.watch_head();
+    let deadline = Instant::now() + Duration::from_millis(wait_ms.min(600_000));
+    loop {
+        let rows = agent
+            .env
+            .db
+            .run(move |s| ops::journal_rows(s, after, limit))
+            .await;
+        let reply = match rows {
+            Ok(Ok(r)) if r.is_empty() && Instant::now() < deadline => {
+                tokio::select! {
+                    _ = head.changed() => continue,
+                    _ = tokio::time::sleep_until(deadline) => Reply::Rows(r),
+                }
+            }
+            Ok(Ok(r)) => Reply::Rows(r),
+            _ => ops::error(ErrorCode::Internal, "the journal cannot be read".into()),
+        };
+        writer.reply(id, reply).await;
+        return;
+    }
+}
+
+/// `verify` and `export` read a consistent snapshot on a connection of their own, off the
+/// writer thread, so a long verification never holds up the journal.
+async fn on_fresh_connection(agent: Arc<Agent>, writer: Arc<Writer>, id: u64, long: Request) {
+    let a2 = agent.clone();
+    let reply = tokio::task::spawn_blocking(move || {
+        let env = &a2.env;
+        match Store::open(&env.paths.db(), &a2.master) {
+            Ok(mut s) => ops::handle(&mut s, &env.trust, &env.paths, long),
+            Err(e) => ops::error(ErrorCode::Internal, e.to_string()),
+        }
+    })
+    .await
+    .unwrap_or_else(|e| ops::error(ErrorCode::Internal, e.to_string()));
+    writer.reply(id, reply).await;
 }
