@@ -10,7 +10,7 @@ use super::guard::{resolve_checked, GuardError};
 use super::redact::Redactor;
 use super::{untrusted_text, Cancel, Executor, Outcome};
 use crate::approvals::{AuthorizedAction, State};
-use crate::credentials::{HttpAuth, Target};
+use crate::credentials::{HttpAuth, HttpTarget, Target};
 use crate::policy::ValidatedRequest;
 use base64::Engine;
 use serde_json::{json, Map, Value};
@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use ureq::unversioned::resolver::{ResolvedSocketAddrs, Resolver};
 use ureq::unversioned::transport::{ConnectionDetails, Connector, DefaultConnector, Transport};
+use zeroize::Zeroizing;
 
 /// Response headers an agent may see (never Set-Cookie).
 const HEADER_ALLOWLIST: &[&str] = &[
@@ -127,7 +128,7 @@ impl Executor for HttpExecutor {
             Ok(u) => u,
             Err(e) => return failed(format!("the URL does not parse: {e}")),
         };
-        let secret_text = String::from_utf8_lossy(secret).into_owned();
+        let secret_text = Zeroizing::new(String::from_utf8_lossy(secret).into_owned());
         if let HttpAuth::Query { param } = &target.auth {
             url.query_pairs_mut().append_pair(param, &secret_text);
         }
@@ -143,24 +144,10 @@ impl Executor for HttpExecutor {
             Err(GuardError::Resolve(h)) => return failed(format!("cannot resolve {h}")),
             Err(e) => return failed(e.to_string()),
         };
-        let mut tls = ureq::tls::TlsConfig::builder();
-        if let Some(ca) = &target.ca_file {
-            match std::fs::read(ca) {
-                Ok(pem) => {
-                    let certs: Vec<_> = ureq::tls::parse_pem(&pem)
-                        .filter_map(Result::ok)
-                        .filter_map(|item| match item {
-                            ureq::tls::PemItem::Certificate(c) => Some(c),
-                            _ => None,
-                        })
-                        .collect();
-                    tls = tls.root_certs(ureq::tls::RootCerts::new_with_certs(&certs));
-                }
-                Err(e) => return failed(format!("cannot read the credential's CA file {ca}: {e}")),
-            }
-        } else {
-            tls = tls.root_certs(ureq::tls::RootCerts::PlatformVerifier);
-        }
+        let tls = match tls_config(target) {
+            Ok(t) => t,
+            Err(why) => return failed(why),
+        };
         let config = ureq::Agent::config_builder()
             // Never a proxy from HTTP(S)_PROXY / ALL_PROXY: the request goes to the checked
             // address of the credential's own host, and nowhere else.
@@ -169,7 +156,7 @@ impl Executor for HttpExecutor {
             .http_status_as_error(false)
             .timeout_global(Some(Duration::from_secs(req.timeout_s)))
             .timeout_connect(Some(Duration::from_secs(req.timeout_s.min(10))))
-            .tls_config(tls.build())
+            .tls_config(tls)
             .user_agent(concat!("agent-vault/", env!("CARGO_PKG_VERSION")))
             .build();
         let connected = Connected::default();
@@ -184,23 +171,7 @@ impl Executor for HttpExecutor {
         for (k, v) in &req.headers {
             builder = builder.header(k, v);
         }
-        builder = match &target.auth {
-            HttpAuth::Bearer => builder.header("authorization", format!("Bearer {secret_text}")),
-            HttpAuth::Basic { username } => {
-                let pair = format!("{username}:{secret_text}");
-                builder.header(
-                    "authorization",
-                    format!(
-                        "Basic {}",
-                        base64::engine::general_purpose::STANDARD.encode(pair.as_bytes())
-                    ),
-                )
-            }
-            HttpAuth::Header { name, format } => {
-                builder.header(name.as_str(), format.replace("{secret}", &secret_text))
-            }
-            HttpAuth::Query { .. } => builder,
-        };
+        builder = with_credential(builder, &target.auth, &secret_text);
         let request = match builder.body(req.body.clone().unwrap_or_default()) {
             Ok(r) => r,
             Err(e) => return failed(redactor.scrub_str(&format!("cannot build the request: {e}"))),
@@ -221,6 +192,54 @@ impl Executor for HttpExecutor {
             ),
         )
     }
+}
+
+/// The TLS roots: the credential's own CA file, else the platform's verifier.
+fn tls_config(target: &HttpTarget) -> Result<ureq::tls::TlsConfig, String> {
+    let tls = ureq::tls::TlsConfig::builder();
+    let Some(ca) = &target.ca_file else {
+        return Ok(tls
+            .root_certs(ureq::tls::RootCerts::PlatformVerifier)
+            .build());
+    };
+    let pem =
+        std::fs::read(ca).map_err(|e| format!("cannot read the credential's CA file {ca}: {e}"))?;
+    let certs: Vec<_> = ureq::tls::parse_pem(&pem)
+        .filter_map(Result::ok)
+        .filter_map(|item| match item {
+            ureq::tls::PemItem::Certificate(c) => Some(c),
+            _ => None,
+        })
+        .collect();
+    Ok(tls
+        .root_certs(ureq::tls::RootCerts::new_with_certs(&certs))
+        .build())
+}
+
+/// Injects the credential (a query credential was added to the URL already). The header values
+/// that hold the secret are built in zeroizing buffers; the request keeps its own copy.
+fn with_credential(
+    builder: ureq::http::request::Builder,
+    auth: &HttpAuth,
+    secret_text: &str,
+) -> ureq::http::request::Builder {
+    let value: Zeroizing<String> = Zeroizing::new(match auth {
+        HttpAuth::Bearer => format!("Bearer {secret_text}"),
+        HttpAuth::Basic { username } => {
+            let pair = Zeroizing::new(format!("{username}:{secret_text}"));
+            format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(pair.as_bytes())
+            )
+        }
+        HttpAuth::Header { format, .. } => format.replace("{secret}", secret_text),
+        HttpAuth::Query { .. } => return builder,
+    });
+    let name = match auth {
+        HttpAuth::Header { name, .. } => name.as_str(),
+        _ => "authorization",
+    };
+    builder.header(name, value.as_str())
 }
 
 /// `connected`: whether the connection was up (see `Connected`). A TLS verification failure
