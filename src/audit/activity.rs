@@ -123,29 +123,7 @@ impl Activity {
     ) -> Option<usize> {
         match kind {
             "session.start" => {
-                let id = session?;
-                let s = SessionSummary {
-                    id: id.clone(),
-                    client_name: body
-                        .pointer("/client/name")
-                        .and_then(Value::as_str)
-                        .map(str::to_owned),
-                    client_version: body
-                        .pointer("/client/version")
-                        .and_then(Value::as_str)
-                        .map(str::to_owned),
-                    parent_pid: body.pointer("/parent/pid").and_then(Value::as_i64),
-                    parent_exe: body
-                        .pointer("/parent/exe")
-                        .and_then(Value::as_str)
-                        .map(str::to_owned),
-                    profile: string(body, "profile"),
-                    protocol_version: string(body, "protocol_version"),
-                    started: ts.to_owned(),
-                    ..Default::default()
-                };
-                self.by_session.insert(id, self.sessions.len());
-                self.sessions.push(s);
+                self.session_started(session?, ts, body);
                 None
             }
             "session.end" => {
@@ -154,77 +132,112 @@ impl Activity {
                 s.end_reason = string(body, "reason");
                 None
             }
-            "call.rejected" => {
-                if let Some(s) = session.as_deref().and_then(|id| self.session_mut(id)) {
-                    *s.counts.entry("rejected".into()).or_default() += 1;
-                }
+            "call.rejected" => Some(self.rejected(seq, ts, session, body)),
+            _ => {
+                let state = kind.strip_prefix("action.")?.to_owned();
+                Some(self.transition(seq, ts, session, action?, state, body))
+            }
+        }
+    }
+
+    fn session_started(&mut self, id: String, ts: &str, body: &Value) {
+        let text = |path: &str| {
+            body.pointer(path)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        let s = SessionSummary {
+            id: id.clone(),
+            client_name: text("/client/name"),
+            client_version: text("/client/version"),
+            parent_pid: body.pointer("/parent/pid").and_then(Value::as_i64),
+            parent_exe: text("/parent/exe"),
+            profile: string(body, "profile"),
+            protocol_version: string(body, "protocol_version"),
+            started: ts.to_owned(),
+            ..Default::default()
+        };
+        self.by_session.insert(id, self.sessions.len());
+        self.sessions.push(s);
+    }
+
+    /// A refused call: its own line, counted in its session.
+    fn rejected(&mut self, seq: i64, ts: &str, session: Option<String>, body: &Value) -> usize {
+        if let Some(s) = session.as_deref().and_then(|id| self.session_mut(id)) {
+            *s.counts.entry("rejected".into()).or_default() += 1;
+        }
+        self.entries.push(ActionEntry {
+            action_id: None,
+            session,
+            started: ts.to_owned(),
+            updated: ts.to_owned(),
+            first_seq: seq,
+            last_seq: seq,
+            state: "rejected".into(),
+            tool: string(body, "tool"),
+            credential: None,
+            summary: string(body, "reason"),
+            code: body.get("code").and_then(Value::as_i64),
+            duration_ms: None,
+        });
+        self.entries.len() - 1
+    }
+
+    /// An `action.<state>` row: the action's line (made at its first row) moves to `state`, and
+    /// its session's counts follow.
+    fn transition(
+        &mut self,
+        seq: i64,
+        ts: &str,
+        session: Option<String>,
+        id: String,
+        state: String,
+        body: &Value,
+    ) -> usize {
+        let i = match self.by_action.get(&id) {
+            Some(&i) => i,
+            None => {
                 self.entries.push(ActionEntry {
-                    action_id: None,
+                    action_id: Some(id.clone()),
                     session,
                     started: ts.to_owned(),
                     updated: ts.to_owned(),
                     first_seq: seq,
                     last_seq: seq,
-                    state: "rejected".into(),
-                    tool: string(body, "tool"),
+                    state: String::new(),
+                    tool: None,
                     credential: None,
-                    summary: string(body, "reason"),
-                    code: body.get("code").and_then(Value::as_i64),
+                    summary: None,
+                    code: None,
                     duration_ms: None,
                 });
-                Some(self.entries.len() - 1)
+                self.by_action.insert(id, self.entries.len() - 1);
+                self.entries.len() - 1
             }
-            _ => {
-                let state = kind.strip_prefix("action.")?.to_owned();
-                let id = action?;
-                let i = match self.by_action.get(&id) {
-                    Some(&i) => i,
-                    None => {
-                        self.entries.push(ActionEntry {
-                            action_id: Some(id.clone()),
-                            session: session.clone(),
-                            started: ts.to_owned(),
-                            updated: ts.to_owned(),
-                            first_seq: seq,
-                            last_seq: seq,
-                            state: String::new(),
-                            tool: None,
-                            credential: None,
-                            summary: None,
-                            code: None,
-                            duration_ms: None,
-                        });
-                        self.by_action.insert(id, self.entries.len() - 1);
-                        self.entries.len() - 1
-                    }
-                };
-                let old_state = std::mem::take(&mut self.entries[i].state);
-                let e = &mut self.entries[i];
-                e.updated = ts.to_owned();
-                e.last_seq = seq;
-                e.state = state.clone();
-                e.tool = string(body, "tool").or(e.tool.take());
-                e.credential = string(body, "credential").or(e.credential.take());
-                e.summary = string(body, "summary").or(e.summary.take());
-                e.duration_ms = crate::approvals::State::parse(&state)
-                    .is_some_and(crate::approvals::State::is_terminal)
-                    .then(|| ms_between(&e.started, &e.updated))
-                    .flatten();
-                let sid = e.session.clone();
-                if let Some(s) = sid.as_deref().and_then(|id| self.session_mut(id)) {
-                    if !old_state.is_empty() {
-                        if let Some(n) = s.counts.get_mut(&old_state) {
-                            *n -= 1;
-                            if *n == 0 {
-                                s.counts.remove(&old_state);
-                            }
-                        }
-                    }
-                    *s.counts.entry(state).or_default() += 1;
+        };
+        let old_state = std::mem::take(&mut self.entries[i].state);
+        let e = &mut self.entries[i];
+        e.updated = ts.to_owned();
+        e.last_seq = seq;
+        e.state = state.clone();
+        e.tool = string(body, "tool").or(e.tool.take());
+        e.credential = string(body, "credential").or(e.credential.take());
+        e.summary = string(body, "summary").or(e.summary.take());
+        e.duration_ms = crate::approvals::State::parse(&state)
+            .is_some_and(crate::approvals::State::is_terminal)
+            .then(|| ms_between(&e.started, &e.updated))
+            .flatten();
+        let sid = e.session.clone();
+        if let Some(s) = sid.as_deref().and_then(|id| self.session_mut(id)) {
+            if let Some(n) = s.counts.get_mut(&old_state) {
+                *n -= 1;
+                if *n == 0 {
+                    s.counts.remove(&old_state);
                 }
-                Some(i)
             }
+            *s.counts.entry(state).or_default() += 1;
         }
+        i
     }
 
     fn session_mut(&mut self, id: &str) -> Option<&mut SessionSummary> {
