@@ -233,68 +233,17 @@ impl Session {
                 return Flow::Continue;
             }
         };
-        match method {
-            "initialize" => {
-                let answer = match self.era {
-                    Era::Unset => protocol::initialize(params.as_ref()).map(|(result, info)| {
-                        self.era = Era::Legacy { initialized: false };
-                        self.link.set_client(info);
-                        self.open_session_journal();
-                        result
-                    }),
-                    Era::Legacy { .. } => Err(protocol::already_initialized()),
-                    Era::Modern => Err(protocol::unsupported(protocol::LATEST_HANDSHAKE)),
-                };
-                self.answer(&id, answer).await;
-                return Flow::Continue;
-            }
-            "server/discover" => {
-                let answer = match meta_version.as_deref() {
-                    Some(v) if v != protocol::MODERN_VERSION => Err(protocol::unsupported(v)),
-                    _ => Ok(protocol::discover()),
-                };
-                self.answer(&id, answer).await;
-                return Flow::Continue;
-            }
-            _ => {}
+        if self
+            .handshake(&id, method, params.as_ref(), meta_version.as_deref())
+            .await
+        {
+            return Flow::Continue;
         }
-        let modern = match (self.era, meta_version.as_deref()) {
-            (_, Some(v)) => match protocol::check_modern_meta(params.as_ref(), v) {
-                Ok(info) => {
-                    if self.era == Era::Unset {
-                        self.era = Era::Modern;
-                        self.link.set_client(info);
-                        self.open_session_journal();
-                    }
-                    true
-                }
-                Err(e) => {
-                    self.reply_err(Some(&id), e).await;
-                    return Flow::Continue;
-                }
-            },
-            (Era::Modern, None) => {
-                let e = RpcError::new(
-                    INVALID_PARAMS,
-                    format!(
-                        "this connection uses {}: every request needs _meta.{}",
-                        protocol::MODERN_VERSION,
-                        protocol::META_VERSION
-                    ),
-                );
-                self.reply_err(Some(&id), e).await;
-                return Flow::Continue;
-            }
-            (Era::Legacy { .. }, None) => false,
-            (Era::Unset, None) => {
-                let answer = if method == "ping" {
-                    Ok(json!({}))
-                } else {
-                    Err(protocol::not_initialized(method))
-                };
-                self.answer(&id, answer).await;
-                return Flow::Continue;
-            }
+        let Some(modern) = self
+            .session_era(&id, method, params.as_ref(), meta_version.as_deref())
+            .await
+        else {
+            return Flow::Continue;
         };
         match method {
             "ping" => self.answer(&id, Ok(json!({}))).await,
@@ -319,6 +268,91 @@ impl Session {
             }
         }
         Flow::Continue
+    }
+
+    /// `initialize` and `server/discover`: answered here, whatever the era. True when handled.
+    async fn handshake(
+        &mut self,
+        id: &Value,
+        method: &str,
+        params: Option<&Value>,
+        meta_version: Option<&str>,
+    ) -> bool {
+        match method {
+            "initialize" => {
+                let answer = match self.era {
+                    Era::Unset => protocol::initialize(params).map(|(result, info)| {
+                        self.era = Era::Legacy { initialized: false };
+                        self.link.set_client(info);
+                        self.open_session_journal();
+                        result
+                    }),
+                    Era::Legacy { .. } => Err(protocol::already_initialized()),
+                    Era::Modern => Err(protocol::unsupported(protocol::LATEST_HANDSHAKE)),
+                };
+                self.answer(id, answer).await;
+                true
+            }
+            "server/discover" => {
+                let answer = match meta_version {
+                    Some(v) if v != protocol::MODERN_VERSION => Err(protocol::unsupported(v)),
+                    _ => Ok(protocol::discover()),
+                };
+                self.answer(id, answer).await;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Which handshake the connection speaks for this request: `Some(true)` for 2026-07-28 (every
+    /// request carries `_meta`), `Some(false)` for the initialized legacy session; `None` when
+    /// the request was already answered (a refusal, or a ping before initialize).
+    async fn session_era(
+        &mut self,
+        id: &Value,
+        method: &str,
+        params: Option<&Value>,
+        meta_version: Option<&str>,
+    ) -> Option<bool> {
+        Some(match (self.era, meta_version) {
+            (_, Some(v)) => match protocol::check_modern_meta(params, v) {
+                Ok(info) => {
+                    if self.era == Era::Unset {
+                        self.era = Era::Modern;
+                        self.link.set_client(info);
+                        self.open_session_journal();
+                    }
+                    true
+                }
+                Err(e) => {
+                    self.reply_err(Some(id), e).await;
+                    return None;
+                }
+            },
+            (Era::Modern, None) => {
+                let e = RpcError::new(
+                    INVALID_PARAMS,
+                    format!(
+                        "this connection uses {}: every request needs _meta.{}",
+                        protocol::MODERN_VERSION,
+                        protocol::META_VERSION
+                    ),
+                );
+                self.reply_err(Some(id), e).await;
+                return None;
+            }
+            (Era::Legacy { .. }, None) => false,
+            (Era::Unset, None) => {
+                let answer = if method == "ping" {
+                    Ok(json!({}))
+                } else {
+                    Err(protocol::not_initialized(method))
+                };
+                self.answer(id, answer).await;
+                return None;
+            }
+        })
     }
 
     async fn answer(&self, id: &Value, answer: Result<Value, RpcError>) {
