@@ -489,16 +489,21 @@ impl Conn {
                 fingerprint,
                 tool,
             } => {
-                tools::reject(
-                    &agent.env,
-                    self.session.as_deref(),
-                    code,
-                    &reason,
-                    &fingerprint,
-                    tool.as_deref(),
-                )
-                .await;
-                writer.reply(id, Reply::Ok).await;
+                // A task like any other request, so a connection's refusals share commits
+                // instead of queueing one commit each behind the read loop.
+                let session = self.session.clone();
+                self.tasks.spawn(async move {
+                    tools::reject(
+                        &agent.env,
+                        session.as_deref(),
+                        code,
+                        &reason,
+                        &fingerprint,
+                        tool.as_deref(),
+                    )
+                    .await;
+                    writer.reply(id, Reply::Ok).await;
+                });
             }
             Request::End { reason } => {
                 if let Ok(mut r) = self.end_reason.lock() {
