@@ -143,7 +143,7 @@ fn disagreements(catalog: &[Value], structs: &[(&str, Parse)]) -> Vec<String> {
                 one.insert(k.clone(), bad.clone());
                 if parse(Value::Object(one)).is_ok() {
                     out.push(format!(
-                        "{name}: `{k}` is {} in the schema, the struct takes {bad}",
+                        "{name}: `{k}` is {} in the schema, but the struct accepts {bad}",
                         s["type"]
                     ));
                 }
