@@ -229,9 +229,25 @@ fn opens_with(db: &std::path::Path, hex_key: &str) -> bool {
 }
 
 fn files_of(dirs: &[std::path::PathBuf]) -> Vec<std::path::PathBuf> {
+    // Only what this user owns (the vault runs as this user here; a root-owned CI log is not
+    // its doing), and not a checkout or build directory that happens to sit under /tmp: those
+    // hold this test's own decoy (its source, its binaries).
+    use std::os::unix::fs::MetadataExt;
+    let uid = rustix::process::getuid().as_raw();
+    let exe = std::env::current_exe().unwrap();
+    let skip: Vec<std::path::PathBuf> = [
+        Some(std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))),
+        exe.ancestors().nth(3).map(std::path::Path::to_owned),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     let mut out = Vec::new();
     let mut stack: Vec<_> = dirs.to_vec();
     while let Some(d) = stack.pop() {
+        if skip.iter().any(|s| d.starts_with(s)) {
+            continue;
+        }
         let Ok(rd) = std::fs::read_dir(&d) else {
             continue;
         };
@@ -239,7 +255,7 @@ fn files_of(dirs: &[std::path::PathBuf]) -> Vec<std::path::PathBuf> {
             let Ok(t) = e.file_type() else { continue };
             if t.is_dir() {
                 stack.push(e.path());
-            } else if t.is_file() {
+            } else if t.is_file() && e.metadata().is_ok_and(|m| m.uid() == uid) {
                 out.push(e.path());
             }
         }
