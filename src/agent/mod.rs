@@ -5,6 +5,7 @@
 //! takes the vault's agent lock (one agent per vault), serves a Unix socket with the typed
 //! protocol of `protocol`, and exits on `vault lock`, after its lifetime or when idle.
 pub mod client;
+mod connection;
 pub mod db;
 pub mod handoff;
 pub mod hub;

@@ -1,0 +1,492 @@
+//! One client connection of the agent: the peer checked and recorded, frames read under the cap,
+//! `hello` first, each request routed to the services as its own task (at most `MAX_INFLIGHT`),
+//! replies and pushed events written by one writer, and an orderly close that cancels what the
+//! connection left in flight and ends its MCP session.
+use super::protocol::{
+    self, AgentFrame, AgentStatus, ClientFrame, ErrorCode, Event, Reply, Request, Role,
+};
+use super::server::Agent;
+use super::socket::Peer;
+use crate::services::tools::{self, EventSink, Session};
+use crate::services::{ops, session_end, session_start};
+use crate::store::Store;
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::unix::OwnedWriteHalf;
+use tokio::net::UnixStream;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use zeroize::Zeroizing;
+
+/// Requests one connection may have in flight at once.
+const MAX_INFLIGHT: usize = 64;
+
+/// Connections at once.
+const MAX_CONNECTIONS: usize = 256;
+
+/// Writes frames to one connection, one whole line at a time.
+struct Writer(tokio::sync::Mutex<OwnedWriteHalf>);
+
+impl Writer {
+    async fn frame(&self, frame: &AgentFrame) {
+        let line = protocol::encode(frame);
+        let mut w = self.0.lock().await;
+        let _ = w.write_all(&line).await;
+    }
+    async fn reply(&self, id: u64, reply: Reply) {
+        self.frame(&AgentFrame::Reply {
+            id,
+            reply: Box::new(reply),
+        })
+        .await;
+    }
+}
+
+struct Sink {
+    writer: Arc<Writer>,
+    id: u64,
+}
+
+impl EventSink for Sink {
+    fn send(&self, event: Event) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(async move {
+            self.writer
+                .frame(&AgentFrame::Event { id: self.id, event })
+                .await
+        })
+    }
+}
+
+/// One client's connection.
+struct Conn {
+    agent: Arc<Agent>,
+    peer: Peer,
+    writer: Arc<Writer>,
+    role: Option<Role>,
+    session: Option<Arc<Session>>,
+    end_reason: Arc<Mutex<Option<String>>>,
+    inflight: Arc<Mutex<HashMap<u64, watch::Sender<bool>>>>,
+    /// Requests that finish on their own (tool calls get the grace period at close).
+    tasks: tokio::task::JoinSet<()>,
+    /// Subscriptions (`WatchPending`, a waiting `Journal`): stopped at once when the peer goes.
+    watchers: tokio::task::JoinSet<()>,
+}
+
+pub(super) async fn serve(agent: Arc<Agent>, stream: UnixStream) {
+    let peer = match Peer::of(&stream) {
+        Ok(p) if p.is_same_user() => p,
+        Ok(p) => {
+            tracing::warn!(uid = p.uid, pid = ?p.pid, "refused a connection from another user");
+            return;
+        }
+        Err(e) => {
+            tracing::warn!("refused a connection whose peer cannot be identified: {e}");
+            return;
+        }
+    };
+    if agent.connections.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
+        agent.connections.fetch_sub(1, Ordering::SeqCst);
+        tracing::warn!("refused a connection: {MAX_CONNECTIONS} are open");
+        return;
+    }
+    let (mut read, write) = stream.into_split();
+    let mut conn = Conn {
+        agent: agent.clone(),
+        peer,
+        writer: Arc::new(Writer(tokio::sync::Mutex::new(write))),
+        role: None,
+        session: None,
+        end_reason: Arc::default(),
+        inflight: Arc::default(),
+        tasks: tokio::task::JoinSet::new(),
+        watchers: tokio::task::JoinSet::new(),
+    };
+    let mut stop = agent.stop.subscribe();
+    let mut splitter = protocol::Splitter::default();
+    let mut buf = Zeroizing::new(vec![0u8; 64 * 1024]);
+    let reason = 'outer: loop {
+        tokio::select! {
+            n = read.read(&mut buf[..]) => {
+                let n = match n { Ok(0) | Err(_) => break "disconnected", Ok(n) => n };
+                splitter.push(&buf[..n]);
+                loop {
+                    match splitter.next_line() {
+                        Ok(None) => break,
+                        Ok(Some(line)) => {
+                            agent.touch();
+                            if let Err(why) = conn.frame(&line).await {
+                                conn.refused(why, &line).await;
+                                break 'outer "protocol_error";
+                            }
+                        }
+                        Err(e) => {
+                            conn.refused(e.to_string(), b"").await;
+                            break 'outer "protocol_error";
+                        }
+                    }
+                }
+            }
+            _ = stop.changed() => break "agent stopping",
+            Some(_) = conn.tasks.join_next(), if !conn.tasks.is_empty() => {}
+            Some(_) = conn.watchers.join_next(), if !conn.watchers.is_empty() => {}
+        }
+    };
+    conn.close(reason).await;
+    agent.connections.fetch_sub(1, Ordering::SeqCst);
+}
+
+impl Conn {
+    /// A refused frame: answered with a protocol error, journaled like a refused MCP call.
+    async fn refused(&self, why: String, line: &[u8]) {
+        tracing::info!(pid = ?self.peer.pid, "refused frame: {why}");
+        self.writer
+            .reply(0, ops::error(ErrorCode::Protocol, why.clone()))
+            .await;
+        let fp = blake3::hash(line).to_hex().to_string();
+        tools::reject(
+            &self.agent.env,
+            self.session.as_deref(),
+            -32600,
+            "agent frame refused",
+            &fp,
+            None,
+        )
+        .await;
+    }
+
+    async fn frame(&mut self, line: &[u8]) -> Result<(), String> {
+        let frame: ClientFrame = protocol::decode(line).map_err(|e| e.to_string())?;
+        let (id, req) = (frame.id, frame.req);
+        if self.role.is_none() {
+            return match req {
+                Request::Hello { .. } => self.hello(id, req).await,
+                _ => Err("the first request must be hello".into()),
+            };
+        }
+        if matches!(req, Request::Hello { .. }) {
+            return Err("hello was already said".into());
+        }
+        // Finished tasks the select loop has not reaped yet are not in flight.
+        while self.tasks.try_join_next().is_some() {}
+        let inflight = self.tasks.len() + self.watchers.len();
+        if inflight >= MAX_INFLIGHT {
+            self.writer
+                .reply(
+                    id,
+                    ops::error(
+                        ErrorCode::Limit,
+                        format!(
+                            "at most {MAX_INFLIGHT} requests may be in flight on one connection"
+                        ),
+                    ),
+                )
+                .await;
+            return Ok(());
+        }
+        self.request(id, req).await;
+        Ok(())
+    }
+
+    async fn hello(&mut self, id: u64, req: Request) -> Result<(), String> {
+        let Request::Hello {
+            v,
+            role,
+            client,
+            profile,
+            challenge,
+        } = req
+        else {
+            unreachable!()
+        };
+        if v != protocol::VERSION {
+            return Err(format!(
+                "this agent speaks protocol {}, not {v}; run the same `vault` binary for both",
+                protocol::VERSION
+            ));
+        }
+        if role == Role::Mcp {
+            let profile = profile.unwrap_or_else(|| "default".into());
+            crate::credentials::check_name("profile", &profile).map_err(|e| e.to_string())?;
+            let session = Arc::new(Session {
+                id: crate::credentials::new_id("ses"),
+                profile,
+                client: client.unwrap_or_default(),
+                waiting: AtomicUsize::new(0),
+                rejections: std::sync::Mutex::default(),
+            });
+            let (s2, peer) = (session.clone(), self.peer.clone());
+            let started = self
+                .agent
+                .env
+                .db
+                .run(move |st| session_start(st, &s2.id, &s2.client, &s2.profile, &peer))
+                .await;
+            if !matches!(started, Ok(Ok(()))) {
+                return Err("the session could not be journaled".into());
+            }
+            self.session = Some(session);
+        }
+        self.role = Some(role);
+        let reply = Reply::Welcome {
+            v: protocol::VERSION,
+            vault_id: self.agent.env.trust.vault_id.clone(),
+            pid: std::process::id(),
+            session: self.session.as_ref().map(|s| s.id.clone()),
+            proof: challenge.map(|c| super::proof(&self.agent.proof_key, &c)),
+        };
+        self.writer.reply(id, reply).await;
+        Ok(())
+    }
+
+    async fn request(&mut self, id: u64, req: Request) {
+        let (agent, writer) = (self.agent.clone(), self.writer.clone());
+        match req {
+            Request::Tool { name, args } => self.tool(id, name, args).await,
+            Request::Cancel { call } => {
+                if let Some(tx) = self
+                    .inflight
+                    .lock()
+                    .ok()
+                    .and_then(|m| m.get(&call).cloned())
+                {
+                    let _ = tx.send(true);
+                }
+                writer.reply(id, Reply::Ok).await;
+            }
+            Request::Reject {
+                code,
+                reason,
+                fingerprint,
+                tool,
+            } => {
+                // A task like any other request, so a connection's refusals share commits
+                // instead of queueing one commit each behind the read loop.
+                let session = self.session.clone();
+                self.tasks.spawn(async move {
+                    tools::reject(
+                        &agent.env,
+                        session.as_deref(),
+                        code,
+                        &reason,
+                        &fingerprint,
+                        tool.as_deref(),
+                    )
+                    .await;
+                    writer.reply(id, Reply::Ok).await;
+                });
+            }
+            Request::End { reason } => {
+                if let Ok(mut r) = self.end_reason.lock() {
+                    *r = Some(reason.chars().take(40).collect());
+                }
+                writer.reply(id, Reply::Ok).await;
+            }
+            Request::Status => writer.reply(id, Reply::Status(status(&agent).await)).await,
+            Request::Lock => {
+                writer.reply(id, Reply::Ok).await;
+                agent.stop("vault lock");
+            }
+            Request::WatchPending => {
+                self.watchers.spawn(watch_pending(agent, writer, id));
+            }
+            Request::Journal {
+                after,
+                limit,
+                wait_ms,
+            } => {
+                self.watchers
+                    .spawn(journal(agent, writer, id, after, limit, wait_ms));
+            }
+            long @ (Request::Verify { .. } | Request::Export { .. }) => {
+                self.tasks
+                    .spawn(on_fresh_connection(agent, writer, id, long));
+            }
+            other => {
+                let (trust, paths) = (agent.env.trust.clone(), agent.env.paths.clone());
+                self.tasks.spawn(async move {
+                    let reply = agent
+                        .env
+                        .db
+                        .run(move |s| ops::handle(s, &trust, &paths, other))
+                        .await
+                        .unwrap_or_else(|e| ops::error(ErrorCode::Internal, e.to_string()));
+                    writer.reply(id, reply).await;
+                });
+            }
+        }
+    }
+
+    /// A `tools/call` of this connection's MCP session, run as its own task (cancellable by id).
+    async fn tool(
+        &mut self,
+        id: u64,
+        name: String,
+        args: serde_json::Map<String, serde_json::Value>,
+    ) {
+        let (agent, writer) = (self.agent.clone(), self.writer.clone());
+        let Some(session) = self.session.clone() else {
+            writer
+                .reply(
+                    id,
+                    ops::error(
+                        ErrorCode::Protocol,
+                        "tool calls need a hello with role mcp".into(),
+                    ),
+                )
+                .await;
+            return;
+        };
+        let (tx, rx) = watch::channel(false);
+        if let Ok(mut m) = self.inflight.lock() {
+            m.insert(id, tx);
+        }
+        let inflight = self.inflight.clone();
+        self.tasks.spawn(async move {
+            agent.busy.fetch_add(1, Ordering::SeqCst);
+            let sink = Arc::new(Sink {
+                writer: writer.clone(),
+                id,
+            });
+            let result = tools::call(agent.env.clone(), session, &name, args, sink, rx).await;
+            if let Ok(mut m) = inflight.lock() {
+                m.remove(&id);
+            }
+            let reply = result.map_or(Reply::Cancelled, Reply::Tool);
+            writer.reply(id, reply).await;
+            agent.busy.fetch_sub(1, Ordering::SeqCst);
+            agent.touch();
+        });
+    }
+
+    async fn close(mut self, reason: &str) {
+        self.watchers.abort_all();
+        if let Ok(m) = self.inflight.lock() {
+            for tx in m.values() {
+                let _ = tx.send(true);
+            }
+        }
+        let grace = self.agent.env.config.shutdown_grace();
+        let drain = async { while self.tasks.join_next().await.is_some() {} };
+        if tokio::time::timeout(grace, drain).await.is_err() {
+            self.tasks.abort_all();
+        }
+        let Some(session) = self.session.take() else {
+            return;
+        };
+        let reason = self
+            .end_reason
+            .lock()
+            .ok()
+            .and_then(|r| r.clone())
+            .unwrap_or_else(|| reason.to_owned());
+        let paths = self.agent.env.paths.clone();
+        let suppressed = session
+            .rejections
+            .lock()
+            .map(|r| r.total_suppressed)
+            .unwrap_or(0);
+        let ended = self
+            .agent
+            .env
+            .db
+            .run(move |s| session_end(s, &session.id, &reason, suppressed))
+            .await;
+        if let Ok(Ok(head)) = ended {
+            if let Err(e) = crate::audit::write_anchor(&paths, head.seq, &head.hash) {
+                tracing::warn!("could not write the anchor: {e}");
+            }
+        }
+    }
+}
+
+/// Sends the approval queue now and after every change, until the connection goes.
+async fn watch_pending(agent: Arc<Agent>, writer: Arc<Writer>, id: u64) {
+    let mut queue = agent.env.hub.watch_queue();
+    let mut stop = agent.stop.subscribe();
+    writer.reply(id, Reply::Ok).await;
+    loop {
+        let views = agent.env.db.run(ops::pending).await;
+        let Ok(Ok(actions)) = views else { return };
+        writer
+            .frame(&AgentFrame::Event {
+                id,
+                event: Event::Queue { actions },
+            })
+            .await;
+        tokio::select! {
+            changed = queue.changed() => if changed.is_err() { return },
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+/// The agent's status, with the store as it sees it now.
+async fn status(agent: &Arc<Agent>) -> AgentStatus {
+    let mut status = agent
+        .status
+        .lock()
+        .map(|s| s.clone())
+        .unwrap_or_else(|p| p.into_inner().clone());
+    status.connections = agent.connections.load(Ordering::SeqCst);
+    status.store = agent
+        .env
+        .db
+        .run(|s| ops::store_status(s).ok())
+        .await
+        .ok()
+        .flatten();
+    status
+}
+
+/// Journal rows after `after`; with none yet, waits up to `wait_ms` for the next commit.
+async fn journal(
+    agent: Arc<Agent>,
+    writer: Arc<Writer>,
+    id: u64,
+    after: i64,
+    limit: u32,
+    wait_ms: u64,
+) {
+    let mut head = agent.env.hub.watch_head();
+    let deadline = Instant::now() + Duration::from_millis(wait_ms.min(600_000));
+    loop {
+        let rows = agent
+            .env
+            .db
+            .run(move |s| ops::journal_rows(s, after, limit))
+            .await;
+        let reply = match rows {
+            Ok(Ok(r)) if r.is_empty() && Instant::now() < deadline => {
+                tokio::select! {
+                    _ = head.changed() => continue,
+                    _ = tokio::time::sleep_until(deadline) => Reply::Rows(r),
+                }
+            }
+            Ok(Ok(r)) => Reply::Rows(r),
+            _ => ops::error(ErrorCode::Internal, "the journal cannot be read".into()),
+        };
+        writer.reply(id, reply).await;
+        return;
+    }
+}
+
+/// `verify` and `export` read a consistent snapshot on a connection of their own, off the
+/// writer thread, so a long verification never holds up the journal.
+async fn on_fresh_connection(agent: Arc<Agent>, writer: Arc<Writer>, id: u64, long: Request) {
+    let a2 = agent.clone();
+    let reply = tokio::task::spawn_blocking(move || {
+        let env = &a2.env;
+        match Store::open(&env.paths.db(), &a2.master) {
+            Ok(mut s) => ops::handle(&mut s, &env.trust, &env.paths, long),
+            Err(e) => ops::error(ErrorCode::Internal, e.to_string()),
+        }
+    })
+    .await
+    .unwrap_or_else(|e| ops::error(ErrorCode::Internal, e.to_string()));
+    writer.reply(id, reply).await;
+}
