@@ -13,17 +13,7 @@ use support::*;
 const SECRET: &str = "DECOY_card_tok_73d0e1";
 
 fn add(v: &mut TestVault, name: &str, host: &str, extra: &[&str]) {
-    let mut args = vec![
-        "add",
-        "http",
-        name,
-        "--host",
-        host,
-        "--bearer",
-        "--secret-stdin",
-    ];
-    args.extend_from_slice(extra);
-    v.run_pp(&args, Some(&format!("{SECRET}\n"))).ok();
+    v.add_bearer_with(name, host, SECRET, extra);
 }
 
 fn mcp(v: &TestVault) -> McpProc {

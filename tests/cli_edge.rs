@@ -9,19 +9,7 @@ use support::*;
 #[test]
 fn a_closed_stdout_is_success_with_nothing_on_stderr() {
     let mut v = TestVault::init("pipe");
-    v.run_pp(
-        &[
-            "add",
-            "http",
-            "api",
-            "--host",
-            "127.0.0.1",
-            "--bearer",
-            "--secret-stdin",
-        ],
-        Some("tok-pipe\n"),
-    )
-    .ok();
+    v.add_bearer("api", "127.0.0.1", "tok-pipe");
     for args in [
         &["log"][..],
         &["log", "--json"],
@@ -56,19 +44,7 @@ fn tables_are_laid_out_by_width() {
     let mut v = TestVault::init("widths");
     let long = "a-credential-name-longer-than-any-fixed-column";
     for name in ["api", long] {
-        v.run_pp(
-            &[
-                "add",
-                "http",
-                name,
-                "--host",
-                "127.0.0.1",
-                "--bearer",
-                "--secret-stdin",
-            ],
-            Some("tok-width\n"),
-        )
-        .ok();
+        v.add_bearer(name, "127.0.0.1", "tok-width");
     }
     let listed = v.run(&["list"], None).ok().stdout;
     let lines: Vec<&str> = listed.lines().collect();

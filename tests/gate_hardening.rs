@@ -14,19 +14,9 @@ const SECRET: &str = "DECOY_gate_tok_9b8f2a";
 
 /// An HTTP credential with `--approval POLICY` (signed with the passphrase when not `each`).
 fn add(v: &mut TestVault, name: &str, host: &str, approval: &str, extra: &[&str]) {
-    let mut args = vec![
-        "add",
-        "http",
-        name,
-        "--host",
-        host,
-        "--bearer",
-        "--secret-stdin",
-        "--approval",
-        approval,
-    ];
-    args.extend_from_slice(extra);
-    v.run_pp(&args, Some(&format!("{SECRET}\n"))).ok();
+    let mut flags = vec!["--approval", approval];
+    flags.extend_from_slice(extra);
+    v.add_bearer_with(name, host, SECRET, &flags);
 }
 
 fn mcp(v: &TestVault) -> McpProc {

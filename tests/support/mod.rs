@@ -217,19 +217,23 @@ impl TestVault {
 
     /// `vault add http NAME --host HOST --bearer --secret-stdin` with `secret`; must succeed.
     pub fn add_bearer(&mut self, name: &str, host: &str, secret: &str) {
-        self.run_pp(
-            &[
-                "add",
-                "http",
-                name,
-                "--host",
-                host,
-                "--bearer",
-                "--secret-stdin",
-            ],
-            Some(&format!("{secret}\n")),
-        )
-        .ok();
+        self.add_bearer_with(name, host, secret, &[]);
+    }
+
+    /// `add_bearer` with more `vault add http` flags (`--approval`, `--allow-header`, …); the
+    /// passphrase file signs any approval looser than `each`.
+    pub fn add_bearer_with(&mut self, name: &str, host: &str, secret: &str, extra: &[&str]) {
+        let mut args = vec![
+            "add",
+            "http",
+            name,
+            "--host",
+            host,
+            "--bearer",
+            "--secret-stdin",
+        ];
+        args.extend_from_slice(extra);
+        self.run_pp(&args, Some(&format!("{secret}\n"))).ok();
     }
 
     /// Runs `vault ARGS` with `VAULT_PASSPHRASE_FILE` pointing at a 0600 file holding the passphrase.
