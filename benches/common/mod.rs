@@ -1,5 +1,5 @@
-//! Shared by the HTTP benchmarks: a minimal loopback HTTP/1.1 target on a std::net thread (so the
-//! target's own time is a few microseconds), a throwaway vault with its custody agent, and a
+//! Shared by the HTTP benchmarks: the loopback HTTP/1.1 target (its own time is tens of
+//! microseconds, the same for the vault and for the direct peer), a throwaway vault with its custody agent, and a
 //! `vault mcp` session driven over its stdio.
 #![allow(dead_code)]
 use agent_vault::agent::client::{approver_client, stop_running, Client};
@@ -11,12 +11,9 @@ use agent_vault::keys::{KeyMaterial, Passphrase};
 use agent_vault::paths::VaultPaths;
 use agent_vault::vault::Vault;
 use serde_json::{json, Value};
-use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
+use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub const SECRET: &str = "bench-token-not-a-secret";
@@ -33,64 +30,29 @@ pub fn stats(mut v: Vec<Duration>) -> (f64, f64, f64) {
     )
 }
 
-/// A loopback HTTP/1.1 server answering every request with a small JSON body and
-/// `Connection: close`. It records when each request head has fully arrived, keyed by the value
-/// of its `t=` query parameter.
+// The ssh bench also loads tests/support, which loads the same file: two copies, both fine.
+#[allow(clippy::duplicate_mod)]
+#[path = "../../src/demo/target.rs"]
+mod server;
+
+/// The loopback HTTP/1.1 target (`src/demo/target.rs`, the one the demo and the tests run)
+/// answering every request with a small JSON body. Requests are tagged by their `t=` query
+/// parameter; `arrival` says when a tagged request's head had fully arrived.
 pub struct FastTarget {
     pub port: u16,
-    arrivals: Arc<Mutex<HashMap<String, Instant>>>,
+    server: server::Target,
 }
 
 impl FastTarget {
     pub fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
-        let port = listener.local_addr().unwrap().port();
-        let arrivals = Arc::new(Mutex::new(HashMap::new()));
-        let rec = arrivals.clone();
-        std::thread::spawn(move || {
-            let body = br#"{"ok":true}"#;
-            let head = format!(
-                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                body.len()
-            );
-            let mut response = head.into_bytes();
-            response.extend_from_slice(body);
-            for stream in listener.incoming() {
-                let Ok(mut s) = stream else { continue };
-                let mut buf = Vec::with_capacity(1024);
-                let mut chunk = [0u8; 2048];
-                let complete = loop {
-                    match s.read(&mut chunk) {
-                        Ok(0) | Err(_) => break false,
-                        Ok(n) => {
-                            buf.extend_from_slice(&chunk[..n]);
-                            if buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                                break true;
-                            }
-                        }
-                    }
-                };
-                if !complete {
-                    continue;
-                }
-                let at = Instant::now();
-                let line = String::from_utf8_lossy(
-                    &buf[..buf.iter().position(|&c| c == b'\r').unwrap_or(0)],
-                )
-                .into_owned();
-                if let Some(t) = line
-                    .split_whitespace()
-                    .nth(1)
-                    .and_then(|path| path.split_once("t="))
-                    .map(|(_, rest)| rest.split('&').next().unwrap_or("").to_owned())
-                {
-                    rec.lock().unwrap().insert(t, at);
-                }
-                let _ = s.write_all(&response);
-                let _ = s.shutdown(std::net::Shutdown::Write);
-            }
-        });
-        Self { port, arrivals }
+        let server = server::Target::start(|_| {
+            server::Response::new(200, "application/json", &br#"{"ok":true}"#[..])
+        })
+        .expect("bind 127.0.0.1");
+        Self {
+            port: server.port,
+            server,
+        }
     }
 
     pub fn base(&self) -> String {
@@ -101,8 +63,13 @@ impl FastTarget {
     pub fn arrival(&self, t: &str) -> Instant {
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
-            if let Some(at) = self.arrivals.lock().unwrap().get(t) {
-                return *at;
+            let tagged = self.server.requests().into_iter().find(|r| {
+                r.query()
+                    .split('&')
+                    .any(|kv| kv.strip_prefix("t=") == Some(t))
+            });
+            if let Some(r) = tagged {
+                return r.arrived;
             }
             assert!(Instant::now() < deadline, "request t={t} never arrived");
             std::thread::sleep(Duration::from_micros(200));
@@ -110,7 +77,7 @@ impl FastTarget {
     }
 
     pub fn count(&self) -> usize {
-        self.arrivals.lock().unwrap().len()
+        self.server.requests().len()
     }
 }
 

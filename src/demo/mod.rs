@@ -67,6 +67,24 @@ pub(crate) fn run(
     result
 }
 
+/// The demo API's answer: "created", with a debug echo of the Authorization header (so that the
+/// demo shows the vault scrubbing its own secret out of a response).
+fn answer(request: &target::Request) -> target::Response {
+    if request.route() != "/v1/items" {
+        return target::Response::json(404, &json!({"error": "no such route"}));
+    }
+    let name = serde_json::from_slice::<Value>(&request.body)
+        .ok()
+        .and_then(|v| v["name"].as_str().map(str::to_owned));
+    target::Response::json(
+        201,
+        &json!({
+            "created": {"id": 101, "name": name},
+            "debug_echo_of_your_authorization_header": request.header("authorization"),
+        }),
+    )
+}
+
 fn random_hex(n: usize) -> String {
     let mut b = vec![0u8; n];
     getrandom::fill(&mut b).expect("the OS random number generator failed");
@@ -80,7 +98,7 @@ fn flow(
 ) -> Result<(), DemoError> {
     let passphrase = random_hex(12);
     let secret = format!("demo-token-{}", random_hex(8));
-    let target = target::Target::start()
+    let target = target::Target::start(answer)
         .map_err(|e| step(format!("cannot start the loopback target: {e}")))?;
     say(&format!(
         "1. Loopback target listening on http://127.0.0.1:{}",
@@ -217,8 +235,8 @@ fn http_action(
             return Err(step(format!("expected completed, got {result}")));
         }
         let seen = target.requests();
-        let auth_ok = seen.len() == 1
-            && seen[0].authorization.as_deref() == Some(&format!("Bearer {secret}"));
+        let auth_ok =
+            seen.len() == 1 && seen[0].header("authorization") == Some(&format!("Bearer {secret}"));
         if !auth_ok {
             return Err(step(
                 "the target did not receive exactly one request carrying the credential",
@@ -226,7 +244,7 @@ fn http_action(
         }
         say(&format!(
             "7. The target received {} {} ({} bytes of JSON) with the secret injected; it answered HTTP {}",
-            seen[0].method, seen[0].path, seen[0].body_len, result["http"]["status"]
+            seen[0].method, seen[0].path, seen[0].body.len(), result["http"]["status"]
         ));
         say(&format!(
             "   What the agent got back (the secret the target echoed is scrubbed): {}",
