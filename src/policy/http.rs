@@ -242,11 +242,27 @@ pub(super) fn bind_url(t: &HttpTarget, raw: &str) -> Result<Url, PolicyError> {
         t.port,
         t.path_prefix
     );
-    let mut url = Url::parse(raw.trim()).map_err(|e| {
+    let mut url = parse_url(raw, &fix_url)?;
+    check_origin(&url, t, &fix_url)?;
+    // Send (and show the approver) the address the credential names: `[::ffff:127.0.0.1]` is
+    // 127.0.0.1, and the network guard only lets the credential's own literal through.
+    if let Some(Host::Ipv6(v6)) = url.host() {
+        if let Some(v4) = v6.to_ipv4_mapped() {
+            url.set_ip_host(IpAddr::V4(v4))
+                .expect("an http(s) URL takes an IP host");
+        }
+    }
+    check_path(&url, raw, t, fix_url)?;
+    Ok(url)
+}
+
+/// An absolute URL without user info or a fragment.
+fn parse_url(raw: &str, fix_url: &str) -> Result<Url, PolicyError> {
+    let url = Url::parse(raw.trim()).map_err(|e| {
         PolicyError::invalid(
             "url",
             format!("{raw:?} is not an absolute URL ({e})"),
-            fix_url.clone(),
+            fix_url.to_owned(),
         )
     })?;
     if !url.username().is_empty() || url.password().is_some() {
@@ -263,6 +279,11 @@ pub(super) fn bind_url(t: &HttpTarget, raw: &str) -> Result<Url, PolicyError> {
             "remove the fragment",
         ));
     }
+    Ok(url)
+}
+
+/// Scheme, host (an IPv4-mapped IPv6 literal compared as its IPv4) and port are the target's.
+fn check_origin(url: &Url, t: &HttpTarget, fix_url: &str) -> Result<(), PolicyError> {
     let host = match url.host() {
         Some(Host::Domain(d)) => d.trim_end_matches('.').to_owned(),
         Some(Host::Ipv4(v4)) => v4.to_string(),
@@ -270,7 +291,13 @@ pub(super) fn bind_url(t: &HttpTarget, raw: &str) -> Result<Url, PolicyError> {
             .to_ipv4_mapped()
             .map(|v4| v4.to_string())
             .unwrap_or_else(|| v6.to_string()),
-        None => return Err(PolicyError::invalid("url", "the URL has no host", fix_url)),
+        None => {
+            return Err(PolicyError::invalid(
+                "url",
+                "the URL has no host",
+                fix_url.to_owned(),
+            ))
+        }
     };
     let port = url.port_or_known_default().unwrap_or(0);
     if url.scheme() != t.scheme || host != t.host || port != t.port {
@@ -284,17 +311,15 @@ pub(super) fn bind_url(t: &HttpTarget, raw: &str) -> Result<Url, PolicyError> {
                 bracket(&t.host),
                 t.port
             ),
-            fix_url,
+            fix_url.to_owned(),
         ));
     }
-    // Send (and show the approver) the address the credential names: `[::ffff:127.0.0.1]` is
-    // 127.0.0.1, and the network guard only lets the credential's own literal through.
-    if let Some(Host::Ipv6(v6)) = url.host() {
-        if let Some(v4) = v6.to_ipv4_mapped() {
-            url.set_ip_host(IpAddr::V4(v4))
-                .expect("an http(s) URL takes an IP host");
-        }
-    }
+    Ok(())
+}
+
+/// The path: no dot segments, under the prefix both decoded and as parsed, and sent exactly as
+/// written (see `policy/path.rs`).
+fn check_path(url: &Url, raw: &str, t: &HttpTarget, fix_url: String) -> Result<(), PolicyError> {
     let path = url.path();
     let decoded = percent_decode(path);
     if decoded.split('/').any(|s| s == "." || s == "..") {
@@ -314,7 +339,7 @@ pub(super) fn bind_url(t: &HttpTarget, raw: &str) -> Result<Url, PolicyError> {
         ));
     }
     // The path as written must be in the safe alphabet, and the parser must have had nothing to
-    // normalise in it: what the person is shown is what is sent (see `policy/path.rs`).
+    // normalise in it: what the person is shown is what is sent.
     let written = path::raw_path(raw.trim())
         .and_then(|p| path::check(p).map(|()| p))
         .map_err(|(reason, fix)| PolicyError::invalid("url", reason, fix))?;
@@ -325,7 +350,7 @@ pub(super) fn bind_url(t: &HttpTarget, raw: &str) -> Result<Url, PolicyError> {
             "write the path exactly as it should be sent",
         ));
     }
-    Ok(url)
+    Ok(())
 }
 
 /// Agent text that reaches a person's terminal (the card, `vault pending`) must hold no control

@@ -245,66 +245,77 @@ async fn run_call(
             Err(e) => e,
             Ok(a) => db(Box::new(move |s| cancel_action(s, &session, &a.action_id))).await,
         }),
-        "get_action" => {
-            let a = match parse_args::<GetArgs>(tool, &args) {
-                Err(e) => return Some(e),
-                Ok(a) => a,
-            };
-            let id = a.action_id.clone();
-            let first = env
-                .db
-                .run(move |s| approvals::get(s, &session, &id).map_err(|e| approval_error(&e)))
-                .await
-                .unwrap_or_else(|_| Err(internal("the vault agent is stopping")));
-            match first {
-                Err(e) => Some(e),
-                Ok(action) => {
-                    let wait = Duration::from_secs(a.wait_s.unwrap_or(0).min(120));
-                    wait_for(env, ses, action, wait, events, cancel, false)
-                        .await
-                        .map(|a| action_result(&a, false))
-                }
-            }
-        }
-        "http_request" | "ssh_exec" => {
-            let req = if name == "http_request" {
-                parse_args::<HttpArgs>(tool, &args).map(Request::Http)
-            } else {
-                parse_args::<SshArgs>(tool, &args).map(Request::Ssh)
-            };
-            let req = match req {
-                Err(e) => return Some(e),
-                Ok(r) => r,
-            };
-            let wait_default = env.config.approvals.wait_seconds;
-            let wait = Duration::from_secs(req.wait_s().unwrap_or(wait_default).min(120));
-            let submitted = submit(env, ses, req).await;
-            match submitted {
-                Err(e) => Some(e),
-                Ok((Submitted::Replayed(a), _)) => Some(action_result(&a, true)),
-                Ok((Submitted::Created(a), Some(claim))) => {
-                    // Policy-allowed: claimed in the job that created it (one commit).
-                    let a = super::wait::run_claimed(
-                        env,
-                        a,
-                        claim,
-                        &events,
-                        crate::exec::Cancel::new(cancel.clone()),
-                    )
-                    .await;
-                    wait_for(env, ses, a, wait, events, cancel, true)
-                        .await
-                        .map(|a| action_result(&a, false))
-                }
-                Ok((Submitted::Created(a) | Submitted::Existing(a), _)) => {
-                    wait_for(env, ses, a, wait, events, cancel, true)
-                        .await
-                        .map(|a| action_result(&a, false))
-                }
-            }
-        }
+        "get_action" => get_action(env, ses, tool, &args, events, cancel).await,
+        "http_request" | "ssh_exec" => Some(match parse_request(tool, &args) {
+            Err(e) => e,
+            Ok(req) => request_action(env, ses, req, events, cancel).await?,
+        }),
         _ => Some(internal("unknown tool")),
     }
+}
+
+/// `get_action`: the caller's own action, waited on for up to `wait_s`.
+async fn get_action(
+    env: &Arc<Env>,
+    ses: &Arc<Session>,
+    tool: &'static Value,
+    args: &Map<String, Value>,
+    events: Arc<dyn EventSink>,
+    cancel: watch::Receiver<bool>,
+) -> Option<ToolResult> {
+    let a = match parse_args::<GetArgs>(tool, args) {
+        Err(e) => return Some(e),
+        Ok(a) => a,
+    };
+    let (session, id) = (ses.id.clone(), a.action_id.clone());
+    let first = env
+        .db
+        .run(move |s| approvals::get(s, &session, &id).map_err(|e| approval_error(&e)))
+        .await
+        .unwrap_or_else(|_| Err(internal("the vault agent is stopping")));
+    match first {
+        Err(e) => Some(e),
+        Ok(action) => {
+            let wait = Duration::from_secs(a.wait_s.unwrap_or(0).min(120));
+            wait_for(env, ses, action, wait, events, cancel, false)
+                .await
+                .map(|a| action_result(&a, false))
+        }
+    }
+}
+
+fn parse_request(tool: &'static Value, args: &Map<String, Value>) -> Result<Request, ToolResult> {
+    if tool["name"] == "http_request" {
+        parse_args::<HttpArgs>(tool, args).map(Request::Http)
+    } else {
+        parse_args::<SshArgs>(tool, args).map(Request::Ssh)
+    }
+}
+
+/// `http_request` / `ssh_exec`: submitted (or replayed), run at once when policy allows it,
+/// then waited on until it is final or `wait_s` passes. `None`: the call was cancelled.
+async fn request_action(
+    env: &Arc<Env>,
+    ses: &Arc<Session>,
+    req: Request,
+    events: Arc<dyn EventSink>,
+    cancel: watch::Receiver<bool>,
+) -> Option<ToolResult> {
+    let wait_default = env.config.approvals.wait_seconds;
+    let wait = Duration::from_secs(req.wait_s().unwrap_or(wait_default).min(120));
+    let action = match submit(env, ses, req).await {
+        Err(e) => return Some(e),
+        Ok((Submitted::Replayed(a), _)) => return Some(action_result(&a, true)),
+        Ok((Submitted::Created(a), Some(claim))) => {
+            // Policy-allowed: claimed in the job that created it (one commit).
+            let exec_cancel = crate::exec::Cancel::new(cancel.clone());
+            super::wait::run_claimed(env, a, claim, &events, exec_cancel).await
+        }
+        Ok((Submitted::Created(a) | Submitted::Existing(a), _)) => a,
+    };
+    wait_for(env, ses, action, wait, events, cancel, true)
+        .await
+        .map(|a| action_result(&a, false))
 }
 
 enum Request {

@@ -1,13 +1,14 @@
 //! Verifying the chain: recomputing every row's hash from the genesis, naming the first row that
 //! was changed, removed, inserted, reordered or cut off, checking anchors, and (when an `actions`
 //! table exists) that each action's state equals its last journal transition.
+mod sources;
+
+pub use sources::{verify_file, verify_store};
+
 use super::anchor::Anchor;
 use super::{genesis, write_canonical_row};
-use rusqlite::types::ValueRef;
-use rusqlite::Connection;
 use std::collections::{BTreeMap, HashMap};
-use std::io::BufRead;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// Errors that stop verification before a verdict (a verdict that the chain is bad is a `Report`).
 #[derive(Debug, thiserror::Error)]
@@ -262,53 +263,84 @@ impl Verifier {
         if self.failure.is_some() {
             return false;
         }
+        match self.check_order(row) {
+            Ok(true) => {}
+            // A row ahead of its place: the next one says whether it is a gap or a swap.
+            Ok(false) => return true,
+            Err((seq, reason, detail)) => return self.fail(Some(seq), reason, detail),
+        }
+        let exp = self.expected;
+        match self.check_row(exp, row) {
+            Err((reason, detail)) => self.fail(Some(exp), reason, detail),
+            Ok(hash) => {
+                match row.kind {
+                    "vault.pause" => self.paused = true,
+                    "vault.resume" => self.paused = false,
+                    _ => {}
+                }
+                self.prev = hash;
+                self.head = Some(Head { seq: exp, hash });
+                self.rows += 1;
+                self.expected += 1;
+                true
+            }
+        }
+    }
+
+    /// Whether `row` is the expected seq (`Ok(true)`), ahead of it (`Ok(false)`: held until the
+    /// next row tells a deletion from a swap), or out of order.
+    fn check_order(&mut self, row: &RowRef<'_>) -> Result<bool, (i64, Reason, String)> {
         let exp = self.expected;
         if let Some((e, found)) = self.pending_gap.take() {
-            return if row.seq == e {
-                self.fail(
-                    Some(e),
+            return Err(if row.seq == e {
+                (
+                    e,
                     Reason::Reordered,
                     format!("seq {e} comes after seq {found}: rows were swapped or moved"),
                 )
             } else {
-                self.fail(Some(e), Reason::Gap, format!("seq {e} is missing: the row after seq {} is seq {found}; a row was deleted", e - 1))
-            };
+                (e, Reason::Gap, format!("seq {e} is missing: the row after seq {} is seq {found}; a row was deleted", e - 1))
+            });
         }
-        if row.seq != exp {
-            if row.seq > exp {
-                self.pending_gap = Some((exp, row.seq));
-                return true;
-            }
-            let (reason, detail) = if row.seq == exp - 1 {
-                (
-                    Reason::Duplicate,
-                    format!("seq {} appears twice; a row was copied", row.seq),
-                )
-            } else {
-                (
-                    Reason::Reordered,
-                    format!(
-                        "seq {} appears again after seq {}: rows were moved",
-                        row.seq,
-                        exp - 1
-                    ),
-                )
-            };
-            return self.fail(Some(exp), reason, detail);
+        if row.seq > exp {
+            self.pending_gap = Some((exp, row.seq));
+            return Ok(false);
         }
+        if row.seq == exp - 1 {
+            return Err((
+                exp,
+                Reason::Duplicate,
+                format!("seq {} appears twice; a row was copied", row.seq),
+            ));
+        }
+        if row.seq < exp {
+            return Err((
+                exp,
+                Reason::Reordered,
+                format!(
+                    "seq {} appears again after seq {}: rows were moved",
+                    row.seq,
+                    exp - 1
+                ),
+            ));
+        }
+        Ok(true)
+    }
+
+    /// The row at its place: linked to the previous one (or a genesis), hashing to its `hash`,
+    /// agreeing with any anchor at its seq, and a legal lifecycle step. Returns its hash.
+    fn check_row(&mut self, exp: i64, row: &RowRef<'_>) -> Result<[u8; 32], (Reason, String)> {
         if row.prev.len() != 32 || row.hash.len() != 32 {
-            return self.fail(
-                Some(exp),
+            return Err((
                 Reason::Malformed,
                 format!("row {exp}: prev and hash must be 32 bytes"),
-            );
+            ));
         }
         if exp == 1 {
-            if let Err(detail) = self.check_genesis(row) {
-                return self.fail(Some(1), Reason::BadGenesis, detail);
-            }
+            self.check_genesis(row)
+                .map_err(|detail| (Reason::BadGenesis, detail))?;
         } else if row.prev != self.prev {
-            return self.fail(Some(exp), Reason::PrevMismatch, format!("row {exp}'s prev is not the hash of row {}: the history before it was rewritten", exp - 1));
+            return Err((Reason::PrevMismatch, format!("row {exp}'s prev is not the hash of row {}: the history before it was rewritten", exp - 1)));
         }
         write_canonical_row(&mut self.buf, row);
         let mut h = blake3::Hasher::new();
@@ -316,37 +348,28 @@ impl Verifier {
         h.update(self.buf.as_bytes());
         let hash = *h.finalize().as_bytes();
         if row.hash != hash {
-            return self.fail(
-                Some(exp),
+            return Err((
                 Reason::HashMismatch,
                 format!("row {exp} was changed after it was written (its hash does not match its contents)"),
-            );
+            ));
         }
-        if let Some(hs) = self.anchors.get(&exp) {
-            if let Some(bad) = hs.iter().find(|h| **h != hash) {
-                let detail = format!(
-                    "the anchor {exp}:{} differs from the journal's hash {} at that seq: history was rewritten",
-                    hex::encode(bad),
-                    hex::encode(hash)
-                );
-                return self.fail(Some(exp), Reason::AnchorMismatch, detail);
-            }
+        if let Some(bad) = self
+            .anchors
+            .get(&exp)
+            .and_then(|hs| hs.iter().find(|h| **h != hash))
+        {
+            let detail = format!(
+                "the anchor {exp}:{} differs from the journal's hash {} at that seq: history was rewritten",
+                hex::encode(bad),
+                hex::encode(hash)
+            );
+            return Err((Reason::AnchorMismatch, detail));
         }
         if let (Some(action), Some(state)) = (row.action, row.kind.strip_prefix("action.")) {
-            if let Err(detail) = self.check_lifecycle(exp, action, state, row.body) {
-                return self.fail(Some(exp), Reason::IllegalTransition, detail);
-            }
+            self.check_lifecycle(exp, action, state, row.body)
+                .map_err(|detail| (Reason::IllegalTransition, detail))?;
         }
-        match row.kind {
-            "vault.pause" => self.paused = true,
-            "vault.resume" => self.paused = false,
-            _ => {}
-        }
-        self.prev = hash;
-        self.head = Some(Head { seq: exp, hash });
-        self.rows += 1;
-        self.expected += 1;
-        true
+        Ok(hash)
     }
 
     fn check_genesis(&self, row: &RowRef<'_>) -> Result<(), String> {
@@ -407,195 +430,4 @@ impl Verifier {
         };
         (report, self.transitions, self.paused)
     }
-}
-
-fn text<'a>(v: ValueRef<'a>, col: &str) -> Result<&'a str, String> {
-    match v {
-        ValueRef::Text(t) => std::str::from_utf8(t).map_err(|_| format!("{col} is not UTF-8")),
-        _ => Err(format!("{col} is not text")),
-    }
-}
-
-fn opt_text<'a>(v: ValueRef<'a>, col: &str) -> Result<Option<&'a str>, String> {
-    match v {
-        ValueRef::Null => Ok(None),
-        v => text(v, col).map(Some),
-    }
-}
-
-fn blob<'a>(v: ValueRef<'a>, col: &str) -> Result<&'a [u8], String> {
-    match v {
-        ValueRef::Blob(b) => Ok(b),
-        _ => Err(format!("{col} is not a blob")),
-    }
-}
-
-fn db_row<'a>(r: &'a rusqlite::Row<'_>) -> Result<RowRef<'a>, String> {
-    let g = |i| r.get_ref(i).map_err(|e| e.to_string());
-    let seq = match g(0)? {
-        ValueRef::Integer(n) => n,
-        _ => return Err("seq is not an integer".into()),
-    };
-    Ok(RowRef {
-        seq,
-        ts: text(g(1)?, "ts")?,
-        kind: text(g(2)?, "kind")?,
-        session: opt_text(g(3)?, "session_id")?,
-        action: opt_text(g(4)?, "action_id")?,
-        body: text(g(5)?, "body")?,
-        prev: blob(g(6)?, "prev")?,
-        hash: blob(g(7)?, "hash")?,
-    })
-}
-
-/// Verifies the journal in a vault database (one read snapshot), its anchors, and, when an
-/// `actions` table exists, that each action's state is its last journal transition.
-pub fn verify_store(
-    conn: &Connection,
-    vault_id: &str,
-    anchors: &[Anchor],
-) -> Result<Report, VerifyError> {
-    let snapshot = conn.unchecked_transaction()?;
-    let has_actions: bool = snapshot.query_row(
-        "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'actions'",
-        [],
-        |r| r.get(0),
-    )?;
-    let mut v = Verifier::new(Some(vault_id), anchors);
-    {
-        let mut stmt = snapshot.prepare(
-            "SELECT seq, ts, kind, session_id, action_id, body, prev, hash FROM audit ORDER BY seq",
-        )?;
-        let mut rows = stmt.query([])?;
-        while let Some(r) = rows.next()? {
-            let more = match db_row(r) {
-                Ok(row) => v.push(&row),
-                Err(detail) => v.push_malformed(detail),
-            };
-            if !more {
-                break;
-            }
-        }
-    }
-    let (mut report, transitions, paused) = v.finish();
-    if report.ok() && has_actions {
-        report.failure = check_actions(&snapshot, &transitions)?;
-    }
-    if report.ok() {
-        let meta_paused = crate::store::get_meta(&snapshot, "paused")
-            .map_err(|e| VerifyError::Sql(rusqlite::Error::InvalidParameterName(e.to_string())))?
-            .is_some();
-        if meta_paused != paused {
-            report.failure = Some(Failure {
-                seq: None,
-                reason: Reason::PauseStateMismatch,
-                detail: format!(
-                    "the journal's last pause row says {}, but the meta table says {}: someone edited the pause switch outside the vault",
-                    if paused { "paused" } else { "not paused" },
-                    if meta_paused { "paused" } else { "not paused" }
-                ),
-            });
-        }
-    }
-    Ok(report)
-}
-
-fn check_actions(
-    conn: &Connection,
-    transitions: &HashMap<String, (i64, String)>,
-) -> Result<Option<Failure>, VerifyError> {
-    let mut stmt = conn.prepare("SELECT id, state FROM actions ORDER BY id")?;
-    let mut rows = stmt.query([])?;
-    let mut worst: Option<Failure> = None;
-    while let Some(r) = rows.next()? {
-        let (id, state): (String, String) = (r.get(0)?, r.get(1)?);
-        let found = match transitions.get(&id) {
-            Some((seq, s)) if *s == state => continue,
-            Some((seq, s)) => Failure {
-                seq: Some(*seq),
-                reason: Reason::ActionStateMismatch,
-                detail: format!("action {id} is {state:?} in the actions table, but its last journal transition (seq {seq}) is {s:?}"),
-            },
-            None => Failure {
-                seq: None,
-                reason: Reason::ActionStateMismatch,
-                detail: format!("action {id} is {state:?} in the actions table, but the journal has no transition for it"),
-            },
-        };
-        // Report the mismatch earliest in the journal; one with no journal row comes last.
-        let earlier = match (&worst, found.seq) {
-            (None, _) => true,
-            (Some(w), Some(s)) => w.seq.is_none_or(|ws| s < ws),
-            (Some(_), None) => false,
-        };
-        if earlier {
-            worst = Some(found);
-        }
-    }
-    Ok(worst)
-}
-
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ExportLine<'a> {
-    seq: i64,
-    #[serde(borrow)]
-    ts: std::borrow::Cow<'a, str>,
-    #[serde(borrow)]
-    kind: std::borrow::Cow<'a, str>,
-    #[serde(borrow)]
-    session: Option<std::borrow::Cow<'a, str>>,
-    #[serde(borrow)]
-    action: Option<std::borrow::Cow<'a, str>>,
-    #[serde(borrow)]
-    body: &'a serde_json::value::RawValue,
-    prev: &'a str,
-    hash: &'a str,
-}
-
-/// Lowercase hex of exactly 32 bytes (as `export-audit` writes it), nothing else.
-fn hex32(s: &str, field: &str) -> Result<[u8; 32], String> {
-    super::hex32(s).ok_or_else(|| format!("{field} is not 64 lowercase hex digits"))
-}
-
-/// Verifies an export (`vault export-audit`) with no key, keyring or vault: the genesis comes
-/// from row 1's `vault_id`; `anchors` are heads the person kept elsewhere.
-pub fn verify_file(path: &Path, anchors: &[Anchor]) -> Result<Report, VerifyError> {
-    let read_err = |source| VerifyError::Read {
-        path: path.to_owned(),
-        source,
-    };
-    let file = std::fs::File::open(path).map_err(read_err)?;
-    let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
-    let mut v = Verifier::new(None, anchors);
-    let mut line = Vec::with_capacity(1024);
-    let mut number = 0u64;
-    loop {
-        line.clear();
-        if reader.read_until(b'\n', &mut line).map_err(read_err)? == 0 {
-            break;
-        }
-        number += 1;
-        let text = line.strip_suffix(b"\n").unwrap_or(&line);
-        let more = match serde_json::from_slice::<ExportLine<'_>>(text) {
-            Err(e) => v.push_malformed(format!("line {number} is not a journal row: {e}")),
-            Ok(l) => match (hex32(l.prev, "prev"), hex32(l.hash, "hash")) {
-                (Ok(prev), Ok(hash)) => v.push(&RowRef {
-                    seq: l.seq,
-                    ts: &l.ts,
-                    kind: &l.kind,
-                    session: l.session.as_deref(),
-                    action: l.action.as_deref(),
-                    body: l.body.get(),
-                    prev: &prev,
-                    hash: &hash,
-                }),
-                (Err(e), _) | (_, Err(e)) => v.push_malformed(format!("line {number}: {e}")),
-            },
-        };
-        if !more {
-            break;
-        }
-    }
-    Ok(v.finish().0)
 }
