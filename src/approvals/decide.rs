@@ -111,53 +111,72 @@ pub fn decide(
             state: State::Expired,
         });
     }
-    if d["action_hash"] != action.action_hash.as_str() {
-        return Err(refuse("it was signed for another version of this action"));
-    }
-    let decision = match d["decision"].as_str() {
-        Some(x @ ("approve" | "deny")) => x,
-        _ => return Err(refuse("its verdict is neither approve nor deny")),
-    };
-    let nonce = d["nonce"]
-        .as_str()
-        .filter(|n| n.len() >= 16)
-        .ok_or_else(|| refuse("no nonce"))?;
-    let reason = d["reason"].as_str().map(str::to_owned);
-    tx.prepare_cached("INSERT INTO decisions (id, action_id, decision, nonce, payload, signature, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")?.execute(params![crate::credentials::new_id("dec"), action.id, decision, nonce, signed.decision.payload, signed.decision.signature, now],
+    let v = Opened::of(&d, &action)?;
+    tx.prepare_cached("INSERT INTO decisions (id, action_id, decision, nonce, payload, signature, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")?.execute(params![crate::credentials::new_id("dec"), action.id, v.decision(), v.nonce, signed.decision.payload, signed.decision.signature, now],
     )
     .map_err(|_| refuse("this decision was already recorded (its nonce is used)"))?;
-    let mut note = if decision == "approve" {
-        "approved once".to_owned()
-    } else {
-        format!(
-            "denied{}",
-            reason
-                .as_ref()
-                .map(|r| format!(": {r}"))
-                .unwrap_or_default()
-        )
+    let note = match (&signed.grant, v.approve) {
+        (Some(g), true) => {
+            let expires = record_grant(&tx, trust, g, &action)?;
+            format!("approved for this session (until {expires})")
+        }
+        (None, true) => "approved once".to_owned(),
+        (_, false) => match &v.reason {
+            Some(r) => format!("denied: {r}"),
+            None => "denied".to_owned(),
+        },
     };
-    if let (Some(g), "approve") = (&signed.grant, decision) {
-        let expires = record_grant(&tx, trust, g, &action)?;
-        note = format!("approved for this session (until {expires})");
-    }
-    let to = if decision == "approve" {
+    let to = if v.approve {
         State::Approved
     } else {
         State::Denied
     };
-    let decided = transition(
-        &tx,
-        &action.id,
-        to,
-        Change {
-            reason: reason.as_deref(),
-            note: Some(&note),
-            ..Change::default()
-        },
-    )?;
+    let change = Change {
+        reason: v.reason.as_deref(),
+        note: Some(&note),
+        ..Change::default()
+    };
+    let decided = transition(&tx, &action.id, to, change)?;
     tx.commit()?;
     Ok(decided)
+}
+
+/// The fields of an opened decision payload, checked against the action it names.
+struct Opened<'a> {
+    approve: bool,
+    nonce: &'a str,
+    reason: Option<String>,
+}
+
+impl<'a> Opened<'a> {
+    fn of(d: &'a Value, action: &Action) -> Result<Self, ApprovalError> {
+        if d["action_hash"] != action.action_hash.as_str() {
+            return Err(refuse("it was signed for another version of this action"));
+        }
+        let approve = match d["decision"].as_str() {
+            Some("approve") => true,
+            Some("deny") => false,
+            _ => return Err(refuse("its verdict is neither approve nor deny")),
+        };
+        let nonce = d["nonce"]
+            .as_str()
+            .filter(|n| n.len() >= 16)
+            .ok_or_else(|| refuse("no nonce"))?;
+        let reason = d["reason"].as_str().map(str::to_owned);
+        Ok(Self {
+            approve,
+            nonce,
+            reason,
+        })
+    }
+
+    fn decision(&self) -> &'static str {
+        if self.approve {
+            "approve"
+        } else {
+            "deny"
+        }
+    }
 }
 
 /// Stores a session grant for the session that asked for `action` (from our own records, not from

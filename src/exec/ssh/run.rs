@@ -142,113 +142,160 @@ pub(super) async fn run(
     mut stderr: Capture,
 ) -> Observed {
     let start = Instant::now();
-    let mut seen = Facts::default();
     let (mut channel, write) = channel.split();
-    let write = Arc::new(write);
+    let mut run = Stopper {
+        write: Arc::new(write),
+        grace,
+        phase: Phase::Running,
+        started: false,
+        seen: Facts::default(),
+    };
     // Nothing is queued for this channel yet, so awaiting here cannot block the connection.
-    if let Err(e) = write.exec(true, command.as_bytes()).await {
-        seen.not_sent = Some(e.to_string());
-        return seen.observed(stdout, stderr, start);
+    if let Err(e) = run.write.exec(true, command.as_bytes()).await {
+        run.seen.not_sent = Some(e.to_string());
+        return run.seen.observed(stdout, stderr, start);
     }
     // The command gets no input: EOF at once, as `ssh host cmd </dev/null`, so a command that
     // reads its input ends instead of waiting for the timeout.
-    ask(&write, Ask::Eof);
+    ask(&run.write, Ask::Eof);
     let deadline = start + timeout;
-    let mut phase = Phase::Running;
-    let mut started = false;
-    let mut closed = false;
     let mut cancel_seen = false;
-    loop {
-        let wake = match phase {
-            Phase::Running => deadline,
-            Phase::Draining(t) | Phase::Signalled(t) | Phase::Closing(t) => t,
-        };
+    let closed = loop {
         tokio::select! {
-            msg = channel.wait() => match msg {
-                None => {
-                    // The connection went away (or the channel was already closed by us).
-                    seen.lost = !matches!(phase, Phase::Closing(_));
-                    closed = true;
-                    break;
-                }
-                Some(ChannelMsg::Data { data }) => stdout.push(&data),
-                Some(ChannelMsg::ExtendedData { data, .. }) => stderr.push(&data),
-                Some(ChannelMsg::Success) => started = true,
-                Some(ChannelMsg::Failure) if !started => {
-                    seen.refused = true;
-                    break;
-                }
-                Some(ChannelMsg::ExitStatus { exit_status }) => {
-                    seen.exit_status = Some(exit_status);
-                    if matches!(phase, Phase::Running) {
-                        phase = Phase::Draining(Instant::now() + grace);
-                    }
-                }
-                Some(ChannelMsg::ExitSignal { signal_name: s, .. }) => {
-                    seen.exit_signal = Some(signal_name(&s));
-                    if matches!(phase, Phase::Running) {
-                        phase = Phase::Draining(Instant::now() + grace);
-                    }
-                }
-                Some(ChannelMsg::Close) => {
-                    closed = true;
-                    break;
-                }
-                Some(_) => {}
-            },
-            _ = tokio::time::sleep_until(wake) => match phase {
-                Phase::Running => {
-                    tracing::debug!("timeout: sending TERM");
-                    seen.stop = Some(Stop::Timeout);
-                    ask(&write, Ask::Term);
-                    phase = Phase::Signalled(Instant::now() + grace);
-                }
-                Phase::Draining(_) | Phase::Signalled(_) => {
-                    if seen.stop.is_none() {
-                        seen.stop = Some(Stop::StreamsHeldOpen);
-                    }
-                    tracing::debug!("grace over: closing the channel");
-                    ask(&write, Ask::Close);
-                    phase = Phase::Closing(Instant::now() + CLOSE_WAIT);
-                }
-                Phase::Closing(_) => {
-                    tracing::debug!("no close from the server; leaving the channel");
-                    break;
-                }
-            },
-            _ = cancel.cancelled(), if !cancel_seen => {
-                // A cancellation (or shutdown) also cuts short a stop already under way, so the
-                // outcome is recorded within the grace period the session gives its calls.
-                cancel_seen = true;
-                let by = Instant::now() + cancel_budget(grace);
-                match phase {
-                    Phase::Running => {
-                        seen.stop = Some(Stop::Cancelled);
-                        ask(&write, Ask::Term);
-                        phase = Phase::Signalled(by);
-                    }
-                    Phase::Draining(t) => {
-                        seen.stop.get_or_insert(Stop::Cancelled);
-                        phase = Phase::Draining(t.min(by));
-                    }
-                    // TERM was sent already and the grace is running: stop waiting now.
-                    Phase::Signalled(_) => {
-                        tracing::debug!("cancelled during the grace period: closing the channel");
-                        ask(&write, Ask::Close);
-                        phase = Phase::Closing(Instant::now() + CLOSE_WAIT);
-                    }
-                    Phase::Closing(_) => {}
+            msg = channel.wait() => {
+                if let Some(closed) = run.on_message(msg, &mut stdout, &mut stderr) {
+                    break closed;
                 }
             }
+            _ = tokio::time::sleep_until(run.wake(deadline)) => {
+                if run.on_timer() {
+                    break false;
+                }
+            }
+            _ = cancel.cancelled(), if !cancel_seen => {
+                cancel_seen = true;
+                run.on_cancel();
+            }
         }
-    }
+    };
     // Stop reading first (queued data is dropped, the connection's task never waits on us),
     // then close: dropping a channel does not close it, and a shared connection must not keep it.
     drop(channel);
     if !closed {
-        ask(&write, Ask::Close);
+        ask(&run.write, Ask::Close);
     }
-    seen.observed(stdout, stderr, start)
+    run.seen.observed(stdout, stderr, start)
+}
+
+/// A running command: what was seen of it, and how far its stop has gone.
+struct Stopper {
+    write: Arc<ChannelWriteHalf<Msg>>,
+    grace: Duration,
+    phase: Phase,
+    /// The server accepted the exec request.
+    started: bool,
+    seen: Facts,
+}
+
+impl Stopper {
+    /// When the timer fires next: the timeout while running, else the current phase's limit.
+    fn wake(&self, deadline: Instant) -> Instant {
+        match self.phase {
+            Phase::Running => deadline,
+            Phase::Draining(t) | Phase::Signalled(t) | Phase::Closing(t) => t,
+        }
+    }
+
+    /// Takes one channel message; `Some(closed)` ends the run (`closed`: the channel is closed
+    /// already, nothing to close).
+    fn on_message(
+        &mut self,
+        msg: Option<ChannelMsg>,
+        stdout: &mut Capture,
+        stderr: &mut Capture,
+    ) -> Option<bool> {
+        match msg {
+            None => {
+                // The connection went away (or the channel was already closed by us).
+                self.seen.lost = !matches!(self.phase, Phase::Closing(_));
+                return Some(true);
+            }
+            Some(ChannelMsg::Data { data }) => stdout.push(&data),
+            Some(ChannelMsg::ExtendedData { data, .. }) => stderr.push(&data),
+            Some(ChannelMsg::Success) => self.started = true,
+            Some(ChannelMsg::Failure) if !self.started => {
+                self.seen.refused = true;
+                return Some(false);
+            }
+            Some(ChannelMsg::ExitStatus { exit_status }) => {
+                self.seen.exit_status = Some(exit_status);
+                self.drain();
+            }
+            Some(ChannelMsg::ExitSignal { signal_name: s, .. }) => {
+                self.seen.exit_signal = Some(signal_name(&s));
+                self.drain();
+            }
+            Some(ChannelMsg::Close) => return Some(true),
+            Some(_) => {}
+        }
+        None
+    }
+
+    /// The command ended: its streams get the grace period to end too.
+    fn drain(&mut self) {
+        if matches!(self.phase, Phase::Running) {
+            self.phase = Phase::Draining(Instant::now() + self.grace);
+        }
+    }
+
+    /// The current phase's time is up; true when the run gives up waiting.
+    fn on_timer(&mut self) -> bool {
+        match self.phase {
+            Phase::Running => {
+                tracing::debug!("timeout: sending TERM");
+                self.seen.stop = Some(Stop::Timeout);
+                ask(&self.write, Ask::Term);
+                self.phase = Phase::Signalled(Instant::now() + self.grace);
+            }
+            Phase::Draining(_) | Phase::Signalled(_) => {
+                if self.seen.stop.is_none() {
+                    self.seen.stop = Some(Stop::StreamsHeldOpen);
+                }
+                tracing::debug!("grace over: closing the channel");
+                ask(&self.write, Ask::Close);
+                self.phase = Phase::Closing(Instant::now() + CLOSE_WAIT);
+            }
+            Phase::Closing(_) => {
+                tracing::debug!("no close from the server; leaving the channel");
+                return true;
+            }
+        }
+        false
+    }
+
+    /// A cancellation (or shutdown) also cuts short a stop already under way, so the outcome is
+    /// recorded within the grace period the session gives its calls.
+    fn on_cancel(&mut self) {
+        let by = Instant::now() + cancel_budget(self.grace);
+        match self.phase {
+            Phase::Running => {
+                self.seen.stop = Some(Stop::Cancelled);
+                ask(&self.write, Ask::Term);
+                self.phase = Phase::Signalled(by);
+            }
+            Phase::Draining(t) => {
+                self.seen.stop.get_or_insert(Stop::Cancelled);
+                self.phase = Phase::Draining(t.min(by));
+            }
+            // TERM was sent already and the grace is running: stop waiting now.
+            Phase::Signalled(_) => {
+                tracing::debug!("cancelled during the grace period: closing the channel");
+                ask(&self.write, Ask::Close);
+                self.phase = Phase::Closing(Instant::now() + CLOSE_WAIT);
+            }
+            Phase::Closing(_) => {}
+        }
+    }
 }
 
 #[derive(Default)]
