@@ -182,42 +182,22 @@ pub(super) fn run(
     let idle = config.approver_idle();
     let mut tty = Tty::open()?;
     let (mut client, mut keys) = unlock(&paths, &source, &mut tty)?;
-    let style = card::Style {
-        color: std::env::var_os("NO_COLOR").is_none(),
+    let mut screen = Screen {
+        style: card::Style {
+            color: std::env::var_os("NO_COLOR").is_none(),
+        },
+        queue: Vec::new(),
+        last_ids: Vec::new(),
+        dirty: true,
+        note: String::from("Unlocked. Waiting for actions."),
+        on_screen: OnScreen::default(),
     };
-    let mut queue: Vec<ApprovalView> = Vec::new();
-    let mut last_ids: Vec<String> = Vec::new();
     let mut last_key = Instant::now();
-    let mut dirty = true;
-    let mut note = String::from("Unlocked. Waiting for actions.");
-    let mut on_screen = OnScreen::default();
     loop {
         if let Some(q) = latest_queue(&mut client)? {
-            queue = q;
+            screen.take_queue(&mut tty, q);
         }
-        let ids: Vec<String> = queue.iter().map(|v| v.action.id.clone()).collect();
-        if ids.iter().any(|id| !last_ids.contains(id)) {
-            tty.show("\x07");
-            notify(&queue[0]);
-            dirty = true;
-        }
-        if ids != last_ids {
-            dirty = true;
-            last_ids = ids;
-        }
-        if dirty {
-            let screen = match queue.first() {
-                Some(v) => card::card(&card_data(v), queue.len(), style, &note),
-                None => format!(
-                    "\x1b[2J\x1b[H{}\nNo action waits. [q] quit\n",
-                    escape(&note)
-                ),
-            };
-            tty.show(&screen);
-            tty.flush_input();
-            on_screen.drawn(queue.first().map(|v| v.action.id.as_str()));
-            dirty = false;
-        }
+        screen.draw(&mut tty);
         let Some(k) = tty.key() else { continue };
         if last_key.elapsed() > idle {
             tty.show(&format!(
@@ -226,52 +206,125 @@ pub(super) fn run(
             ));
             (client, keys) = unlock(&paths, &source, &mut tty)?;
             last_key = Instant::now();
-            dirty = true;
+            screen.dirty = true;
             continue;
         }
         last_key = Instant::now();
-        // The action whose card is on screen; a key never decides another one.
-        let current = queue
-            .iter()
-            .find(|v| on_screen.id.as_deref() == Some(v.action.id.as_str()));
-        if matches!(k, b'a' | b's' | b'd') && current.is_some() && !on_screen.settled() {
-            note = "Key ignored: this card had just appeared. Read it, then press the key again."
-                .into();
-            dirty = true;
-            continue;
-        }
-        let verdict = match (k, current) {
-            (b'q' | b'Q', _) => {
+        match screen.on_key(&mut tty, k) {
+            Key::Quit => {
                 tty.show("\r\n");
                 return Ok(Exit::Ok);
             }
-            (b'a' | b's', Some(v)) => match card_data(v).approvable() {
-                Ok(()) if k == b'a' => Some(Verdict::Approve),
-                Ok(()) => Some(Verdict::ApproveSession),
+            Key::Nothing => {}
+            Key::Decide(verdict, v) => {
+                screen.note = match client.decide(&keys, &v, &verdict, config.session_grant()) {
+                    Ok(d) => format!("{} {}: {}", capital(d.state.as_str()), d.id, d.summary),
+                    Err(e) => format!("Not decided: {e}"),
+                };
+                screen.dirty = true;
+            }
+        }
+    }
+}
+
+/// What a key press asks for.
+enum Key {
+    Quit,
+    /// A verdict on the action whose card is on screen.
+    Decide(Verdict, Box<ApprovalView>),
+    Nothing,
+}
+
+/// The approver's screen: the queue, the card on screen and the note under it.
+struct Screen {
+    style: card::Style,
+    queue: Vec<ApprovalView>,
+    last_ids: Vec<String>,
+    /// Something changed since the last draw.
+    dirty: bool,
+    note: String,
+    on_screen: OnScreen,
+}
+
+impl Screen {
+    /// Takes the agent's newest queue; a new action rings the bell and notifies.
+    fn take_queue(&mut self, tty: &mut Tty, queue: Vec<ApprovalView>) {
+        self.queue = queue;
+        let ids: Vec<String> = self.queue.iter().map(|v| v.action.id.clone()).collect();
+        if ids.iter().any(|id| !self.last_ids.contains(id)) {
+            tty.show("\x07");
+            notify(&self.queue[0]);
+        }
+        if ids != self.last_ids {
+            self.dirty = true;
+            self.last_ids = ids;
+        }
+    }
+
+    /// Redraws the first card (or the empty screen) when something changed, and drops any key
+    /// typed before it appeared.
+    fn draw(&mut self, tty: &mut Tty) {
+        if !self.dirty {
+            return;
+        }
+        let screen = match self.queue.first() {
+            Some(v) => card::card(&card_data(v), self.queue.len(), self.style, &self.note),
+            None => format!(
+                "\x1b[2J\x1b[H{}\nNo action waits. [q] quit\n",
+                escape(&self.note)
+            ),
+        };
+        tty.show(&screen);
+        tty.flush_input();
+        self.on_screen
+            .drawn(self.queue.first().map(|v| v.action.id.as_str()));
+        self.dirty = false;
+    }
+
+    fn on_key(&mut self, tty: &mut Tty, k: u8) -> Key {
+        // The action whose card is on screen; a key never decides another one.
+        let Some(current) = self
+            .queue
+            .iter()
+            .find(|v| self.on_screen.id.as_deref() == Some(v.action.id.as_str()))
+            .cloned()
+        else {
+            return if matches!(k, b'q' | b'Q') {
+                Key::Quit
+            } else {
+                Key::Nothing
+            };
+        };
+        if matches!(k, b'a' | b's' | b'd') && !self.on_screen.settled() {
+            self.note =
+                "Key ignored: this card had just appeared. Read it, then press the key again."
+                    .into();
+            self.dirty = true;
+            return Key::Nothing;
+        }
+        let verdict = match k {
+            b'q' | b'Q' => return Key::Quit,
+            b'a' | b's' => match card_data(&current).approvable() {
+                Ok(()) if k == b'a' => Verdict::Approve,
+                Ok(()) => Verdict::ApproveSession,
                 Err(why) => {
-                    note = format!("Not approved: {} {why}.", v.action.id);
-                    dirty = true;
-                    None
+                    self.note = format!("Not approved: {} {why}.", current.action.id);
+                    self.dirty = true;
+                    return Key::Nothing;
                 }
             },
-            (b'd', Some(_)) => {
+            b'd' => {
                 let reason = tty.line("Reason for the agent (Enter for none): ");
-                Some(Verdict::Deny((!reason.is_empty()).then_some(reason)))
+                Verdict::Deny((!reason.is_empty()).then_some(reason))
             }
-            (b'v', Some(v)) => {
-                page_through(&mut tty, &card::full_view(&card_data(v)));
-                dirty = true;
-                None
+            b'v' => {
+                page_through(tty, &card::full_view(&card_data(&current)));
+                self.dirty = true;
+                return Key::Nothing;
             }
-            _ => None,
+            _ => return Key::Nothing,
         };
-        if let (Some(verdict), Some(v)) = (verdict, current) {
-            note = match client.decide(&keys, v, &verdict, config.session_grant()) {
-                Ok(d) => format!("{} {}: {}", capital(d.state.as_str()), d.id, d.summary),
-                Err(e) => format!("Not decided: {e}"),
-            };
-            dirty = true;
-        }
+        Key::Decide(verdict, Box::new(current))
     }
 }
 
