@@ -2,6 +2,7 @@
 //! `{"seq","ts","kind","session","action","body","prev","hash"}`, body as the stored canonical
 //! JSON object, hashes as lowercase hex.
 use super::verify::Head;
+use super::StoredRow;
 use crate::paths::{self, PathError};
 use rusqlite::Connection;
 use serde::Serialize;
@@ -71,20 +72,23 @@ fn write_rows(
         source,
     };
     let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
-    let mut stmt = conn.prepare(
-        "SELECT seq, ts, kind, session_id, action_id, body, prev, hash FROM audit ORDER BY seq",
-    )?;
+    let mut stmt = conn.prepare(super::journal_select!("ORDER BY seq"))?;
     let mut rows = stmt.query([])?;
     let mut exported = Exported {
         rows: 0,
         head: None,
     };
     while let Some(r) = rows.next()? {
-        let seq: i64 = r.get(0)?;
-        let (ts, kind): (String, String) = (r.get(1)?, r.get(2)?);
-        let (session, action): (Option<String>, Option<String>) = (r.get(3)?, r.get(4)?);
-        let body: String = r.get(5)?;
-        let (prev, hash): (Vec<u8>, Vec<u8>) = (r.get(6)?, r.get(7)?);
+        let StoredRow {
+            seq,
+            ts,
+            kind,
+            session,
+            action,
+            body,
+            prev,
+            hash,
+        } = StoredRow::from_sql(r)?;
         let line = Line {
             seq,
             ts: &ts,

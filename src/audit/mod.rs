@@ -6,6 +6,18 @@
 //! `canonical = canonical_json({"action","body","kind","seq","session","ts"})` with `null` for an
 //! absent session or action; `hash = blake3(prev ‖ canonical)` where `prev` is the previous row's
 //! 32-byte hash (the genesis for seq 1). Bodies never hold a secret or raw request bytes.
+/// `SELECT` of every journal column, in `StoredRow` order, with the rest of the query appended:
+/// the one place the journal's columns are listed for reading.
+macro_rules! journal_select {
+    ($($rest:literal)?) => {
+        concat!(
+            "SELECT seq, ts, kind, session_id, action_id, body, prev, hash FROM audit",
+            $(" ", $rest)?
+        )
+    };
+}
+pub(crate) use journal_select;
+
 mod activity;
 mod anchor;
 mod export;
@@ -25,6 +37,35 @@ use crate::canonical;
 use crate::store::{get_meta, StoreError};
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Value};
+
+/// A journal row as stored, read by a `journal_select!` query.
+#[derive(Debug, Clone)]
+pub(crate) struct StoredRow {
+    pub(crate) seq: i64,
+    pub(crate) ts: String,
+    pub(crate) kind: String,
+    pub(crate) session: Option<String>,
+    pub(crate) action: Option<String>,
+    /// The canonical JSON text, as hashed.
+    pub(crate) body: String,
+    pub(crate) prev: Vec<u8>,
+    pub(crate) hash: Vec<u8>,
+}
+
+impl StoredRow {
+    pub(crate) fn from_sql(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            seq: r.get(0)?,
+            ts: r.get(1)?,
+            kind: r.get(2)?,
+            session: r.get(3)?,
+            action: r.get(4)?,
+            body: r.get(5)?,
+            prev: r.get(6)?,
+            hash: r.get(7)?,
+        })
+    }
+}
 
 const GENESIS_TAG: &[u8] = b"agent-vault audit genesis v1\n";
 

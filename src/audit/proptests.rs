@@ -28,17 +28,7 @@ impl Rng {
 }
 
 /// An owned journal row, as read from the database.
-#[derive(Debug, Clone)]
-pub(super) struct Owned {
-    pub(super) seq: i64,
-    pub(super) ts: String,
-    pub(super) kind: String,
-    pub(super) session: Option<String>,
-    pub(super) action: Option<String>,
-    pub(super) body: String,
-    pub(super) prev: Vec<u8>,
-    pub(super) hash: Vec<u8>,
-}
+pub(super) type Owned = super::StoredRow;
 
 impl Owned {
     fn as_ref(&self) -> RowRef<'_> {
@@ -57,22 +47,9 @@ impl Owned {
 
 pub(super) fn read_rows(s: &Store) -> Vec<Owned> {
     s.conn()
-        .prepare(
-            "SELECT seq, ts, kind, session_id, action_id, body, prev, hash FROM audit ORDER BY seq",
-        )
+        .prepare(super::journal_select!("ORDER BY seq"))
         .unwrap()
-        .query_map([], |r| {
-            Ok(Owned {
-                seq: r.get(0)?,
-                ts: r.get(1)?,
-                kind: r.get(2)?,
-                session: r.get(3)?,
-                action: r.get(4)?,
-                body: r.get(5)?,
-                prev: r.get(6)?,
-                hash: r.get(7)?,
-            })
-        })
+        .query_map([], Owned::from_sql)
         .unwrap()
         .map(Result::unwrap)
         .collect()

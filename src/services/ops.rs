@@ -157,19 +157,20 @@ pub(crate) fn journal_rows(
     after: i64,
     limit: u32,
 ) -> Result<Vec<JournalRow>, StoreError> {
-    let mut stmt = store.conn().prepare_cached(
-        "SELECT seq, ts, kind, session_id, action_id, body, prev, hash FROM audit WHERE seq > ?1 ORDER BY seq LIMIT ?2",
-    )?;
+    let mut stmt = store.conn().prepare_cached(crate::audit::journal_select!(
+        "WHERE seq > ?1 ORDER BY seq LIMIT ?2"
+    ))?;
     let rows = stmt.query_map(rusqlite::params![after, limit.min(10_000)], |r| {
+        let row = crate::audit::StoredRow::from_sql(r)?;
         Ok(JournalRow {
-            seq: r.get(0)?,
-            ts: r.get(1)?,
-            kind: r.get(2)?,
-            session: r.get(3)?,
-            action: r.get(4)?,
-            body: r.get(5)?,
-            prev: hex::encode(r.get::<_, Vec<u8>>(6)?),
-            hash: hex::encode(r.get::<_, Vec<u8>>(7)?),
+            seq: row.seq,
+            ts: row.ts,
+            kind: row.kind,
+            session: row.session,
+            action: row.action,
+            body: row.body,
+            prev: hex::encode(row.prev),
+            hash: hex::encode(row.hash),
         })
     })?;
     Ok(rows.collect::<Result<_, _>>()?)

@@ -61,9 +61,7 @@ pub fn verify_store(
     )?;
     let mut v = Verifier::new(Some(vault_id), anchors);
     {
-        let mut stmt = snapshot.prepare(
-            "SELECT seq, ts, kind, session_id, action_id, body, prev, hash FROM audit ORDER BY seq",
-        )?;
+        let mut stmt = snapshot.prepare(crate::audit::journal_select!("ORDER BY seq"))?;
         let mut rows = stmt.query([])?;
         while let Some(r) = rows.next()? {
             let more = match db_row(r) {
