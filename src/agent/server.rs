@@ -77,22 +77,7 @@ pub(super) fn serve(
     let key_locked = crate::sys::lock_in_memory(&proof_key[..])
         && crate::sys::lock_in_memory(&start.master.expose()[..]);
     // (The key's bytes are on the heap: moving `start.master` below moves only the pointer.)
-    let now = jiff::Timestamp::now();
-    let status = AgentStatus {
-        pid: std::process::id(),
-        vault_id: start.trust.vault_id.clone(),
-        socket: start.socket.display().to_string(),
-        started_at: crate::time::format_utc(now),
-        locks_at: crate::time::format_utc(now + start.lifetime),
-        idle_seconds: config.agent.idle_seconds,
-        hardening: crate::sys::Hardening {
-            key_locked,
-            ..hardening
-        },
-        connections: 0,
-        version: env!("CARGO_PKG_VERSION").into(),
-        store: None,
-    };
+    let status = initial_status(&start, &config, hardening, key_locked);
     let env = Arc::new(Env {
         db,
         hub,
@@ -131,6 +116,31 @@ pub(super) fn serve(
     let _ = db_thread.join();
     tracing::info!(why, "vault agent stopped");
     Ok(())
+}
+
+/// What `vault unlock` and `vault doctor` are told about this agent when it starts.
+fn initial_status(
+    start: &Start,
+    config: &crate::config::Config,
+    hardening: crate::sys::Hardening,
+    key_locked: bool,
+) -> AgentStatus {
+    let now = jiff::Timestamp::now();
+    AgentStatus {
+        pid: std::process::id(),
+        vault_id: start.trust.vault_id.clone(),
+        socket: start.socket.display().to_string(),
+        started_at: crate::time::format_utc(now),
+        locks_at: crate::time::format_utc(now + start.lifetime),
+        idle_seconds: config.agent.idle_seconds,
+        hardening: crate::sys::Hardening {
+            key_locked,
+            ..hardening
+        },
+        connections: 0,
+        version: env!("CARGO_PKG_VERSION").into(),
+        store: None,
+    }
 }
 
 fn bind(path: &std::path::Path) -> Result<UnixListener, AgentError> {

@@ -403,18 +403,8 @@ impl Shell {
             }
             "sleep" => {
                 let secs: f64 = args.first().and_then(|a| a.parse().ok()).unwrap_or(1.0);
-                let sleep = tokio::time::sleep(Duration::from_secs_f64(secs.clamp(0.0, 600.0)));
-                tokio::pin!(sleep);
-                loop {
-                    tokio::select! {
-                        _ = &mut sleep => break End::Exit(0),
-                        _ = self.ctl.changed() => match self.ctl.borrow().clone() {
-                            Ctl::Closed => break End::Closed,
-                            Ctl::Signal(s) => break End::Signal(s),
-                            Ctl::Run => {}
-                        },
-                    }
-                }
+                self.sleep(Duration::from_secs_f64(secs.clamp(0.0, 600.0)))
+                    .await
             }
             other => {
                 self.err(&format!("fake-sh: {other}: command not found\n"))
@@ -422,6 +412,27 @@ impl Shell {
                 End::Exit(127)
             }
         };
+        self.finish(end).await;
+    }
+
+    /// Sleeps like `sleep`, ended early by a signal or the channel's close.
+    async fn sleep(&mut self, how_long: Duration) -> End {
+        let sleep = tokio::time::sleep(how_long);
+        tokio::pin!(sleep);
+        loop {
+            tokio::select! {
+                _ = &mut sleep => break End::Exit(0),
+                _ = self.ctl.changed() => match self.ctl.borrow().clone() {
+                    Ctl::Closed => break End::Closed,
+                    Ctl::Signal(s) => break End::Signal(s),
+                    Ctl::Run => {}
+                },
+            }
+        }
+    }
+
+    /// Reports how the command ended (exit status or signal), then EOF and close.
+    async fn finish(self, end: End) {
         let h = &self.handle;
         match end {
             End::Exit(code) => {

@@ -126,45 +126,10 @@ impl Link {
         let stream = UnixStream::connect(&socket)
             .await
             .map_err(|_| Missing::Locked)?;
-        let (mut read, write) = stream.into_split();
+        let (read, write) = stream.into_split();
         let waiters: Waiters = Arc::default();
         let (closed_tx, closed) = watch::channel(false);
-        let w2 = waiters.clone();
-        tokio::spawn(async move {
-            let mut splitter = Splitter::default();
-            let mut buf = vec![0u8; 64 * 1024];
-            'read: loop {
-                let n = match read.read(&mut buf).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => n,
-                };
-                splitter.push(&buf[..n]);
-                loop {
-                    let line = match splitter.next_line() {
-                        Ok(Some(l)) => l,
-                        Ok(None) => break,
-                        Err(_) => break 'read,
-                    };
-                    let Ok(frame) = protocol::decode::<AgentFrame>(&line) else {
-                        break 'read;
-                    };
-                    let id = match &frame {
-                        AgentFrame::Reply { id, .. } | AgentFrame::Event { id, .. } => *id,
-                    };
-                    let done = matches!(frame, AgentFrame::Reply { .. });
-                    let mut map = w2.lock().unwrap_or_else(|p| p.into_inner());
-                    if let Some(tx) = map.get(&id) {
-                        let _ = tx.send(frame);
-                    }
-                    if done {
-                        map.remove(&id);
-                    }
-                }
-            }
-            let _ = closed_tx.send(true);
-            // Dropping the senders tells every waiting call the agent is gone.
-            w2.lock().unwrap_or_else(|p| p.into_inner()).clear();
-        });
+        tokio::spawn(route_frames(read, waiters.clone(), closed_tx));
         let conn = Arc::new(AgentConn {
             writer: tokio::sync::Mutex::new(write),
             waiters,
@@ -327,4 +292,46 @@ fn gone(last: Option<(String, State)>) -> ToolResult {
         json!({"action_id": id, "state": to.as_str()}),
         extra,
     )
+}
+
+/// Reads the agent's frames and hands each to the call it answers (a reply ends the call, an
+/// event does not); when the connection ends or sends a bad frame, says so on `closed` and drops
+/// every waiter, which tells each waiting call the agent is gone.
+async fn route_frames(
+    mut read: tokio::net::unix::OwnedReadHalf,
+    waiters: Waiters,
+    closed: watch::Sender<bool>,
+) {
+    let mut splitter = Splitter::default();
+    let mut buf = vec![0u8; 64 * 1024];
+    'read: loop {
+        let n = match read.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        splitter.push(&buf[..n]);
+        loop {
+            let line = match splitter.next_line() {
+                Ok(Some(l)) => l,
+                Ok(None) => break,
+                Err(_) => break 'read,
+            };
+            let Ok(frame) = protocol::decode::<AgentFrame>(&line) else {
+                break 'read;
+            };
+            let id = match &frame {
+                AgentFrame::Reply { id, .. } | AgentFrame::Event { id, .. } => *id,
+            };
+            let done = matches!(frame, AgentFrame::Reply { .. });
+            let mut map = waiters.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(tx) = map.get(&id) {
+                let _ = tx.send(frame);
+            }
+            if done {
+                map.remove(&id);
+            }
+        }
+    }
+    let _ = closed.send(true);
+    waiters.lock().unwrap_or_else(|p| p.into_inner()).clear();
 }
