@@ -251,6 +251,14 @@ pub fn remove(store: &mut Store, profile: &str, name: &str) -> Result<Credential
     Ok(cred)
 }
 
+/// Replaces `slot` with `new` when the edit names it, and records the field's name.
+fn set<T>(slot: &mut T, new: Option<T>, name: &'static str, changed: &mut Vec<&'static str>) {
+    if let Some(v) = new {
+        *slot = v;
+        changed.push(name);
+    }
+}
+
 /// Changes what `edit` says, bumps the version (old approvals no longer match), journals which
 /// fields changed (never their secret values).
 pub fn edit(
@@ -267,40 +275,30 @@ pub fn edit(
         })?;
     let mut cred = to_credential(row)?;
     let mut changed: Vec<&str> = Vec::new();
-    if let Some(a) = edit.approval {
-        cred.approval = a;
-        changed.push("approval");
-    }
+    set(&mut cred.approval, edit.approval, "approval", &mut changed);
     match &mut cred.target {
         Target::Http(h) => {
-            if let Some(p) = edit.path_prefix {
-                h.path_prefix = p;
-                changed.push("path_prefix");
-            }
-            if let Some(m) = edit.methods {
-                h.methods = m;
-                changed.push("methods");
-            }
-            if let Some(allow) = edit.allow_headers {
-                h.allow_headers = allow;
-                changed.push("allow_headers");
-            }
             if edit.host_key.is_some() || edit.allow_commands.is_some() {
                 return Err(invalid(
                     "option",
                     "--host-key and --allow-command apply to ssh credentials only",
                 ));
             }
+            set(
+                &mut h.path_prefix,
+                edit.path_prefix,
+                "path_prefix",
+                &mut changed,
+            );
+            set(&mut h.methods, edit.methods, "methods", &mut changed);
+            set(
+                &mut h.allow_headers,
+                edit.allow_headers,
+                "allow_headers",
+                &mut changed,
+            );
         }
         Target::Ssh(s) => {
-            if let Some(k) = edit.host_key {
-                s.host_key = k;
-                changed.push("host_key");
-            }
-            if let Some(c) = edit.allow_commands {
-                s.allow_commands = c;
-                changed.push("allow_commands");
-            }
             if edit.path_prefix.is_some() || edit.methods.is_some() || edit.allow_headers.is_some()
             {
                 return Err(invalid(
@@ -308,6 +306,13 @@ pub fn edit(
                     "--path-prefix, --methods and --allow-header apply to http credentials only",
                 ));
             }
+            set(&mut s.host_key, edit.host_key, "host_key", &mut changed);
+            set(
+                &mut s.allow_commands,
+                edit.allow_commands,
+                "allow_commands",
+                &mut changed,
+            );
         }
     }
     if edit.secret.is_some() {
