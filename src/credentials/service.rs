@@ -146,13 +146,7 @@ pub fn add(store: &mut Store, new: NewCredential) -> Result<Credential, Credenti
 
 /// One credential by profile and name.
 pub fn get(store: &Store, profile: &str, name: &str) -> Result<Credential, CredentialError> {
-    let row = CredentialRow::find(store.conn(), profile, name)?.ok_or_else(|| {
-        CredentialError::NotFound {
-            profile: profile.to_owned(),
-            name: name.to_owned(),
-        }
-    })?;
-    to_credential(row)
+    to_credential(existing(store.conn(), profile, name)?)
 }
 
 /// One credential by id (any profile), with its policy signature if it has one.
@@ -236,14 +230,22 @@ pub fn list(store: &Store, profile: Option<&str>) -> Result<Vec<Credential>, Cre
         .collect()
 }
 
+/// The credential `profile`/`name`, or NotFound.
+fn existing(
+    tx: &rusqlite::Connection,
+    profile: &str,
+    name: &str,
+) -> Result<CredentialRow, CredentialError> {
+    CredentialRow::find(tx, profile, name)?.ok_or_else(|| CredentialError::NotFound {
+        profile: profile.to_owned(),
+        name: name.to_owned(),
+    })
+}
+
 /// Removes a credential and its secret.
 pub fn remove(store: &mut Store, profile: &str, name: &str) -> Result<Credential, CredentialError> {
     let tx = store.write()?;
-    let row =
-        CredentialRow::find(&tx, profile, name)?.ok_or_else(|| CredentialError::NotFound {
-            profile: profile.to_owned(),
-            name: name.to_owned(),
-        })?;
+    let row = existing(&tx, profile, name)?;
     row.delete(&tx)?;
     let cred = to_credential(row)?;
     audit::append(&tx, "credential.rm", None, None, &audit_body(&cred))?;
@@ -268,11 +270,7 @@ pub fn edit(
     edit: Edit,
 ) -> Result<Credential, CredentialError> {
     let tx = store.write()?;
-    let row =
-        CredentialRow::find(&tx, profile, name)?.ok_or_else(|| CredentialError::NotFound {
-            profile: profile.to_owned(),
-            name: name.to_owned(),
-        })?;
+    let row = existing(&tx, profile, name)?;
     let mut cred = to_credential(row)?;
     let mut changed: Vec<&str> = Vec::new();
     set(&mut cred.approval, edit.approval, "approval", &mut changed);
