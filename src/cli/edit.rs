@@ -46,52 +46,14 @@ pub(super) struct Args {
     secret_file: Option<PathBuf>,
 }
 
-pub(super) fn run(paths: VaultPaths, a: Args) -> anyhow::Result<Exit> {
+pub(super) fn run(paths: VaultPaths, mut a: Args) -> anyhow::Result<Exit> {
     // A new secret goes only to an agent that proves it holds the vault's key.
     let mut backend = if a.secret_stdin || a.secret_file.is_some() {
         Backend::verified(&paths, PassphraseSource::choose(false))?
     } else {
         Backend::open(&paths, PassphraseSource::choose(false))?
     };
-    let secret = if a.secret_stdin {
-        Some(read_stdin_line("secret")?)
-    } else if let Some(f) = &a.secret_file {
-        Some(read_file_line("secret", f)?)
-    } else {
-        None
-    };
-    if let Some(k) = &a.host_key {
-        check_host_key(k)?;
-    }
-    let edit = Edit {
-        approval: a.approval,
-        path_prefix: a
-            .path_prefix
-            .as_deref()
-            .map(check_path_prefix)
-            .transpose()?,
-        methods: match a.methods.as_deref() {
-            None => None,
-            Some("any") => Some(None),
-            Some(m) => Some(Some(parse_methods(m)?)),
-        },
-        host_key: a.host_key,
-        allow_commands: if a.any_command {
-            Some(Vec::new())
-        } else if a.allow_commands.is_empty() {
-            None
-        } else {
-            Some(a.allow_commands)
-        },
-        allow_headers: if a.no_allow_header {
-            Some(Vec::new())
-        } else if a.allow_headers.is_empty() {
-            None
-        } else {
-            Some(allow_headers(&a.allow_headers)?)
-        },
-        secret: secret.map(|s| Secret::new(s.as_bytes().to_vec())),
-    };
+    let edit = edit_of(&mut a)?;
     let approval = match edit.approval {
         Some(a) => a,
         None => match backend.call(Request::Credentials {
@@ -126,6 +88,49 @@ pub(super) fn run(paths: VaultPaths, a: Args) -> anyhow::Result<Exit> {
         cred.approval.as_str()
     );
     Ok(Exit::Ok)
+}
+
+/// What the flags ask to change, each value checked as `vault add` checks it.
+fn edit_of(a: &mut Args) -> anyhow::Result<Edit> {
+    let secret = if a.secret_stdin {
+        Some(read_stdin_line("secret")?)
+    } else if let Some(f) = &a.secret_file {
+        Some(read_file_line("secret", f)?)
+    } else {
+        None
+    };
+    if let Some(k) = &a.host_key {
+        check_host_key(k)?;
+    }
+    Ok(Edit {
+        approval: a.approval,
+        path_prefix: a
+            .path_prefix
+            .as_deref()
+            .map(check_path_prefix)
+            .transpose()?,
+        methods: match a.methods.as_deref() {
+            None => None,
+            Some("any") => Some(None),
+            Some(m) => Some(Some(parse_methods(m)?)),
+        },
+        host_key: a.host_key.take(),
+        allow_commands: if a.any_command {
+            Some(Vec::new())
+        } else if a.allow_commands.is_empty() {
+            None
+        } else {
+            Some(std::mem::take(&mut a.allow_commands))
+        },
+        allow_headers: if a.no_allow_header {
+            Some(Vec::new())
+        } else if a.allow_headers.is_empty() {
+            None
+        } else {
+            Some(allow_headers(&a.allow_headers)?)
+        },
+        secret: secret.map(|s| Secret::new(s.as_bytes().to_vec())),
+    })
 }
 
 /// `--allow-header` values, checked, lowercased, deduplicated and sorted.
