@@ -282,4 +282,29 @@ mod tests {
             .unwrap_err()
             .contains("unknown key [limits] output_agent_bytes"));
     }
+
+    #[test]
+    fn every_bound_takes_its_edges_and_refuses_one_past_them() {
+        for &(section, key, least, most, _) in BOUNDS {
+            let at = |v: u64| Config::parse(&format!("[{section}]\n{key} = {v}\n"));
+            for edge in [least, most] {
+                // An edge may still break a rule between two keys (a call's share above the
+                // process's), but never its own range.
+                if let Err(e) = at(edge) {
+                    assert!(!e.contains("outside"), "{section}.{key} = {edge}: {e}");
+                }
+            }
+            let mut past = vec![most + 1];
+            if least > 0 {
+                past.push(least - 1);
+            }
+            for v in past {
+                let e = at(v).expect_err(&format!("{section}.{key} = {v} is refused"));
+                assert!(
+                    e.contains(key) && e.contains("outside"),
+                    "{section}.{key} = {v}: {e}"
+                );
+            }
+        }
+    }
 }
