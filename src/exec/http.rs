@@ -144,27 +144,11 @@ impl Executor for HttpExecutor {
             Err(GuardError::Resolve(h)) => return failed(format!("cannot resolve {h}")),
             Err(e) => return failed(e.to_string()),
         };
-        let tls = match tls_config(target) {
-            Ok(t) => t,
+        let connected = Connected::default();
+        let agent = match agent_for(target, req.timeout_s, addrs, &connected) {
+            Ok(a) => a,
             Err(why) => return failed(why),
         };
-        let config = ureq::Agent::config_builder()
-            // Never a proxy from HTTP(S)_PROXY / ALL_PROXY: the request goes to the checked
-            // address of the credential's own host, and nowhere else.
-            .proxy(None)
-            .max_redirects(0)
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(req.timeout_s)))
-            .timeout_connect(Some(Duration::from_secs(req.timeout_s.min(10))))
-            .tls_config(tls)
-            .user_agent(concat!("agent-vault/", env!("CARGO_PKG_VERSION")))
-            .build();
-        let connected = Connected::default();
-        let agent = ureq::Agent::with_parts(
-            config,
-            DefaultConnector::default().chain(connected.clone()),
-            Pinned(addrs),
-        );
         let mut builder = ureq::http::Request::builder()
             .method(req.method.as_str())
             .uri(url.as_str());
@@ -192,6 +176,32 @@ impl Executor for HttpExecutor {
             ),
         )
     }
+}
+
+/// A one-request client: no proxy, no redirects, the request's timeouts, the credential's TLS
+/// roots, and connections only to `addrs` (the checked addresses of the credential's host).
+fn agent_for(
+    target: &HttpTarget,
+    timeout_s: u64,
+    addrs: Vec<std::net::SocketAddr>,
+    connected: &Connected,
+) -> Result<ureq::Agent, String> {
+    let config = ureq::Agent::config_builder()
+        // Never a proxy from HTTP(S)_PROXY / ALL_PROXY: the request goes to the checked
+        // address of the credential's own host, and nowhere else.
+        .proxy(None)
+        .max_redirects(0)
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(timeout_s)))
+        .timeout_connect(Some(Duration::from_secs(timeout_s.min(10))))
+        .tls_config(tls_config(target)?)
+        .user_agent(concat!("agent-vault/", env!("CARGO_PKG_VERSION")))
+        .build();
+    Ok(ureq::Agent::with_parts(
+        config,
+        DefaultConnector::default().chain(connected.clone()),
+        Pinned(addrs),
+    ))
 }
 
 /// The TLS roots: the credential's own CA file, else the platform's verifier.

@@ -248,36 +248,7 @@ impl Pool {
         if let Some(e) = refused(&seen) {
             return Err(e);
         }
-        let method = match login.auth {
-            SshAuth::Key { .. } => "private key",
-            SshAuth::Password => "password",
-        };
-        match authed {
-            Ok(Ok(true)) => {}
-            Ok(Ok(false)) => {
-                return Err(ConnectError::Auth {
-                    addr,
-                    user: login.user.to_owned(),
-                    method,
-                })
-            }
-            Ok(Err(AuthError::Key(e))) => return Err(ConnectError::Key(e)),
-            Ok(Err(AuthError::Ssh(e))) => {
-                return Err(ConnectError::Connect {
-                    addr,
-                    reason: e.to_string(),
-                })
-            }
-            Err(_) => {
-                return Err(ConnectError::Connect {
-                    addr,
-                    reason: format!(
-                        "no answer to authentication within {}s",
-                        login.connect_timeout.as_secs()
-                    ),
-                })
-            }
-        }
+        auth_outcome(authed, login, addr)?;
         self.connects.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(addr = %login.addr(), "SSH connection authenticated");
         Ok(Conn {
@@ -387,5 +358,37 @@ async fn authenticate(handle: &mut Handle<Client>, login: &Login<'_>) -> Result<
             }
             last.map_err(AuthError::Ssh)
         }
+    }
+}
+
+/// What an authentication attempt that ended (or timed out) means for the connection.
+fn auth_outcome(
+    authed: Result<Result<bool, AuthError>, tokio::time::error::Elapsed>,
+    login: &Login<'_>,
+    addr: String,
+) -> Result<(), ConnectError> {
+    let method = match login.auth {
+        SshAuth::Key { .. } => "private key",
+        SshAuth::Password => "password",
+    };
+    match authed {
+        Ok(Ok(true)) => Ok(()),
+        Ok(Ok(false)) => Err(ConnectError::Auth {
+            addr,
+            user: login.user.to_owned(),
+            method,
+        }),
+        Ok(Err(AuthError::Key(e))) => Err(ConnectError::Key(e)),
+        Ok(Err(AuthError::Ssh(e))) => Err(ConnectError::Connect {
+            addr,
+            reason: e.to_string(),
+        }),
+        Err(_) => Err(ConnectError::Connect {
+            addr,
+            reason: format!(
+                "no answer to authentication within {}s",
+                login.connect_timeout.as_secs()
+            ),
+        }),
     }
 }
