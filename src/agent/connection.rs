@@ -69,7 +69,6 @@ struct Conn {
     writer: Arc<Writer>,
     role: Option<Role>,
     session: Option<Arc<Session>>,
-    end_reason: Arc<Mutex<Option<String>>>,
     inflight: Arc<Mutex<HashMap<u64, watch::Sender<bool>>>>,
     /// Requests that finish on their own (tool calls get the grace period at close).
     tasks: tokio::task::JoinSet<()>,
@@ -101,7 +100,6 @@ pub(super) async fn serve(agent: Arc<Agent>, stream: UnixStream) {
         writer: Arc::new(Writer(tokio::sync::Mutex::new(write))),
         role: None,
         session: None,
-        end_reason: Arc::default(),
         inflight: Arc::default(),
         tasks: tokio::task::JoinSet::new(),
         watchers: tokio::task::JoinSet::new(),
@@ -136,7 +134,7 @@ pub(super) async fn serve(agent: Arc<Agent>, stream: UnixStream) {
             Some(_) = conn.watchers.join_next(), if !conn.watchers.is_empty() => {}
         }
     };
-    conn.close(reason).await;
+    conn.end_session(reason).await;
     agent.connections.fetch_sub(1, Ordering::SeqCst);
 }
 
@@ -281,9 +279,10 @@ impl Conn {
                 });
             }
             Request::End { reason } => {
-                if let Ok(mut r) = self.end_reason.lock() {
-                    *r = Some(reason.chars().take(40).collect());
-                }
+                // Journaled before the reply: once `vault mcp` has exited, its session's end
+                // and the anchor of its head are on disk.
+                let reason: String = reason.chars().take(40).collect();
+                self.end_session(&reason).await;
                 writer.reply(id, Reply::Ok).await;
             }
             Request::Status => writer.reply(id, Reply::Status(status(&agent).await)).await,
@@ -335,7 +334,8 @@ impl Conn {
                     id,
                     ops::error(
                         ErrorCode::Protocol,
-                        "tool calls need a hello with role mcp".into(),
+                        "tool calls need a hello with role mcp, on a session that has not ended"
+                            .into(),
                     ),
                 )
                 .await;
@@ -363,7 +363,10 @@ impl Conn {
         });
     }
 
-    async fn close(mut self, reason: &str) {
+    /// Cancels what the connection has in flight (tool calls get the grace period), then
+    /// withdraws what still waits, journals `session.end` and anchors the head. Once: a later
+    /// call (the disconnect after `End`) finds no session and only stops the watchers.
+    async fn end_session(&mut self, reason: &str) {
         self.watchers.abort_all();
         if let Ok(m) = self.inflight.lock() {
             for tx in m.values() {
@@ -378,12 +381,7 @@ impl Conn {
         let Some(session) = self.session.take() else {
             return;
         };
-        let reason = self
-            .end_reason
-            .lock()
-            .ok()
-            .and_then(|r| r.clone())
-            .unwrap_or_else(|| reason.to_owned());
+        let reason = reason.to_owned();
         let paths = self.agent.env.paths.clone();
         let suppressed = session
             .rejections

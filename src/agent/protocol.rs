@@ -66,7 +66,8 @@ pub enum Request {
         fingerprint: String,
         tool: Option<String>,
     },
-    /// The session ends (stdin EOF, SIGTERM, protocol error): why.
+    /// The session ends (stdin EOF, SIGTERM, protocol error): why. Answered once what waits is
+    /// withdrawn and `session.end` is journaled and anchored.
     End {
         reason: String,
     },
