@@ -1,5 +1,6 @@
 //! `vault mcp` end to end: lifecycle and versions, concurrency, cancellation, EOF, locked and
-//! missing vaults, idempotency, progress, and a clean stdout whatever the logging or failure.
+//! missing vaults, idempotency, progress, shutdown (SIGTERM, a frozen agent), and a clean stdout
+//! whatever the logging or failure.
 mod support;
 
 use serde_json::{json, Value};
@@ -408,4 +409,87 @@ fn sigterm_withdraws_what_waits_and_journals_the_end() {
         1,
         "the session's head was anchored"
     );
+}
+
+#[test]
+fn a_frozen_agent_does_not_hang_shutdown_and_still_journals_the_end() {
+    let mut v = vault_with_api("frozen");
+    std::fs::write(
+        v.vault_dir().join("config.toml"),
+        "[limits]\nshutdown_grace_seconds = 1\n",
+    )
+    .unwrap();
+    v.run(
+        &["unlock", "--passphrase-stdin"],
+        Some(&format!("{PASSPHRASE}\n")),
+    )
+    .ok();
+    let agent = v.agent_pid().expect("the vault agent runs") as i32;
+    let mut p = McpProc::spawn(v.command(&["mcp"]));
+    p.initialize();
+    p.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "http_request", "arguments": {"credential": "api", "method": "GET", "url": "https://api.example.com/f", "wait_s": 60}}}));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while journal_kinds(&v).iter().all(|k| k.0 != "action.pending") {
+        assert!(Instant::now() < deadline, "no pending action");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let frozen = Frozen::stop(agent);
+    let t0 = Instant::now();
+    // SAFETY: sending SIGTERM to our own child process.
+    unsafe { libc::kill(p.pid() as i32, libc::SIGTERM) };
+    let (code, _, stderr) = p.finish(Duration::from_secs(20));
+    let took = t0.elapsed();
+    let frozen_tail: Vec<String> = journal_kinds(&v).into_iter().map(|k| k.0).collect();
+    drop(frozen);
+    assert_eq!(code, 0, "{stderr}");
+    // Grace (1 s) for the cancelled call, then grace + 3 s for the agent to confirm the end.
+    assert!(took < Duration::from_secs(9), "shutdown took {took:?}");
+    assert!(
+        stderr.contains("did not confirm the session's end"),
+        "{stderr}"
+    );
+    assert_eq!(
+        frozen_tail.last().map(String::as_str),
+        Some("action.pending")
+    );
+    // Thawed, the agent reads what was sent before the disconnect: the action is withdrawn and
+    // the session ends with the reason vault mcp gave.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let rows = loop {
+        let rows = journal_kinds(&v);
+        if rows.iter().any(|k| k.0 == "session.end") {
+            break rows;
+        }
+        assert!(Instant::now() < deadline, "no session.end after the thaw");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let kinds: Vec<&str> = rows.iter().map(|k| k.0.as_str()).collect();
+    assert_eq!(
+        &kinds[kinds.len() - 3..],
+        ["action.pending", "action.withdrawn", "session.end"]
+    );
+    // The reason vault mcp sent before it gave up waiting (SIGTERM and the closed stdin race:
+    // either), not the agent's own "disconnected".
+    let end: Value = serde_json::from_str(&rows.last().unwrap().2).unwrap();
+    assert!(end["reason"] == "signal" || end["reason"] == "eof", "{end}");
+    v.run(&["verify"], None).ok();
+}
+
+/// A process stopped with SIGSTOP until this is dropped (a failing assertion too: the vault's
+/// cleanup talks to the agent, which must not stay frozen).
+struct Frozen(i32);
+
+impl Frozen {
+    fn stop(pid: i32) -> Self {
+        // SAFETY: stopping the agent this test started.
+        unsafe { libc::kill(pid, libc::SIGSTOP) };
+        Self(pid)
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        // SAFETY: resuming the process `stop` stopped.
+        unsafe { libc::kill(self.0, libc::SIGCONT) };
+    }
 }

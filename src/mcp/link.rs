@@ -14,6 +14,7 @@ use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::UnixStream;
@@ -242,17 +243,24 @@ impl Link {
         }
     }
 
-    /// The session ends: tell the agent why (it journals `session.end` and withdraws what
-    /// waits) and close.
-    pub(super) async fn end(&self, reason: &str) {
+    /// The session ends: tell the agent why and wait, at most `limit`, until it has withdrawn
+    /// what waits and journaled `session.end`; then close. An agent that does not answer in time
+    /// (stopped, swapping) still ends the session when it sees the disconnect: nothing is lost,
+    /// and the client's shutdown does not hang on it.
+    pub(super) async fn end(&self, reason: &str, limit: Duration) {
         let conn = self.conn.lock().await.take();
         if let Some(conn) = conn {
             if !*conn.closed.borrow() {
-                let _ = conn
-                    .call(Request::End {
-                        reason: reason.to_owned(),
-                    })
-                    .await;
+                let end = conn.call(Request::End {
+                    reason: reason.to_owned(),
+                });
+                if tokio::time::timeout(limit, end).await.is_err() {
+                    tracing::warn!(
+                        "the vault agent did not confirm the session's end within {}s; it \
+                         journals it when it sees this process go",
+                        limit.as_secs()
+                    );
+                }
             }
         }
     }

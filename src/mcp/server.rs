@@ -26,6 +26,9 @@ pub struct ServeOptions {
     pub profile: String,
 }
 
+/// How much longer than the grace period the agent gets to confirm the session's end.
+const END_MARGIN: Duration = Duration::from_secs(3);
+
 #[derive(Debug, PartialEq, Eq)]
 enum Flow {
     Continue,
@@ -115,7 +118,8 @@ async fn run(opts: ServeOptions, config: crate::config::Config) -> std::io::Resu
     };
     tracing::info!(reason, "mcp session ending");
     session.shutdown().await;
-    link.end(reason).await;
+    // The agent may still be giving an SSH command its grace after our calls were cancelled.
+    link.end(reason, session.grace + END_MARGIN).await;
     drop(session);
     let _ = writer.await;
     Ok(())
