@@ -123,16 +123,7 @@ fn sessions_see_only_their_own_actions_whatever_the_client_calls_itself() {
 fn an_action_past_its_expiry_reads_expired() {
     let target = HttpTarget::start(SECRET);
     let mut v = TestVault::init("expiry");
-    std::fs::write(
-        v.vault_dir().join("config.toml"),
-        "[approvals]\nexpiry_seconds = 1\n",
-    )
-    .unwrap();
-    v.run(
-        &["unlock", "--passphrase-stdin"],
-        Some(&format!("{PASSPHRASE}\n")),
-    )
-    .ok();
+    v.configure("[approvals]\nexpiry_seconds = 1\n");
     v.run_pp(
         &[
             "add",

@@ -340,17 +340,8 @@ fn stdout_is_pure_json_rpc_under_any_logging_and_any_failure() {
 #[test]
 fn config_toml_sets_the_timings_and_a_broken_one_stops_the_server_cleanly() {
     let mut v = vault_with_api("config");
-    std::fs::write(
-        v.vault_dir().join("config.toml"),
-        "[approvals]\nexpiry_seconds = 1\n",
-    )
-    .unwrap();
     // The agent reads config.toml when it starts: unlocking again applies a change.
-    v.run(
-        &["unlock", "--passphrase-stdin"],
-        Some(&format!("{PASSPHRASE}\n")),
-    )
-    .ok();
+    v.configure("[approvals]\nexpiry_seconds = 1\n");
     let mut p = McpProc::spawn(v.command(&["mcp"]));
     p.initialize();
     let r = p.call(1, "http_request", json!({"credential": "api", "method": "GET", "url": "https://api.example.com/x", "wait_s": 3}));
@@ -377,17 +368,22 @@ fn config_toml_sets_the_timings_and_a_broken_one_stops_the_server_cleanly() {
     );
 }
 
+/// Sends a GET that waits for a decision (60 s) and returns once its `action.pending` is journaled.
+fn send_and_wait_pending(p: &mut McpProc, v: &TestVault) {
+    p.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "http_request", "arguments": {"credential": "api", "method": "GET", "url": "https://api.example.com/t", "wait_s": 60}}}));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while journal_kinds(v).iter().all(|k| k.0 != "action.pending") {
+        assert!(Instant::now() < deadline, "no pending action");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn sigterm_withdraws_what_waits_and_journals_the_end() {
     let v = vault_with_api("sigterm");
     let mut p = McpProc::spawn(v.command(&["mcp"]));
     p.initialize();
-    p.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "http_request", "arguments": {"credential": "api", "method": "GET", "url": "https://api.example.com/t", "wait_s": 60}}}));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while journal_kinds(&v).iter().all(|k| k.0 != "action.pending") {
-        assert!(Instant::now() < deadline, "no pending action");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    send_and_wait_pending(&mut p, &v);
     let t0 = Instant::now();
     // SAFETY: sending SIGTERM to our own child process.
     unsafe { libc::kill(p.pid() as i32, libc::SIGTERM) };
@@ -414,25 +410,11 @@ fn sigterm_withdraws_what_waits_and_journals_the_end() {
 #[test]
 fn a_frozen_agent_does_not_hang_shutdown_and_still_journals_the_end() {
     let mut v = vault_with_api("frozen");
-    std::fs::write(
-        v.vault_dir().join("config.toml"),
-        "[limits]\nshutdown_grace_seconds = 1\n",
-    )
-    .unwrap();
-    v.run(
-        &["unlock", "--passphrase-stdin"],
-        Some(&format!("{PASSPHRASE}\n")),
-    )
-    .ok();
+    v.configure("[limits]\nshutdown_grace_seconds = 1\n");
     let agent = v.agent_pid().expect("the vault agent runs") as i32;
     let mut p = McpProc::spawn(v.command(&["mcp"]));
     p.initialize();
-    p.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "http_request", "arguments": {"credential": "api", "method": "GET", "url": "https://api.example.com/f", "wait_s": 60}}}));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while journal_kinds(&v).iter().all(|k| k.0 != "action.pending") {
-        assert!(Instant::now() < deadline, "no pending action");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    send_and_wait_pending(&mut p, &v);
     let frozen = Frozen::stop(agent);
     let t0 = Instant::now();
     // SAFETY: sending SIGTERM to our own child process.

@@ -166,6 +166,16 @@ impl TestVault {
             .ok();
     }
 
+    /// Writes `config.toml` and restarts the agent, which reads it only when it starts.
+    pub fn configure(&mut self, toml: &str) {
+        std::fs::write(self.vault_dir().join("config.toml"), toml).unwrap();
+        self.run(
+            &["unlock", "--passphrase-stdin"],
+            Some(&format!("{PASSPHRASE}\n")),
+        )
+        .ok();
+    }
+
     /// The pid of the vault's agent (from `vault doctor --json`), if one runs.
     pub fn agent_pid(&mut self) -> Option<u32> {
         let run = self.run(&["doctor", "--json"], None);
