@@ -368,14 +368,23 @@ fn config_toml_sets_the_timings_and_a_broken_one_stops_the_server_cleanly() {
     );
 }
 
+/// The journal once it holds a row of `kind` (within 10 s).
+fn journal_with(v: &TestVault, kind: &str) -> Vec<(String, Option<String>, String)> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let rows = journal_kinds(v);
+        if rows.iter().any(|k| k.0 == kind) {
+            return rows;
+        }
+        assert!(Instant::now() < deadline, "no {kind} row");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Sends a GET that waits for a decision (60 s) and returns once its `action.pending` is journaled.
 fn send_and_wait_pending(p: &mut McpProc, v: &TestVault) {
     p.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "http_request", "arguments": {"credential": "api", "method": "GET", "url": "https://api.example.com/t", "wait_s": 60}}}));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while journal_kinds(v).iter().all(|k| k.0 != "action.pending") {
-        assert!(Instant::now() < deadline, "no pending action");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    journal_with(v, "action.pending");
 }
 
 #[test]
@@ -436,15 +445,7 @@ fn a_frozen_agent_does_not_hang_shutdown_and_still_journals_the_end() {
     );
     // Thawed, the agent reads what was sent before the disconnect: the action is withdrawn and
     // the session ends with the reason vault mcp gave.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let rows = loop {
-        let rows = journal_kinds(&v);
-        if rows.iter().any(|k| k.0 == "session.end") {
-            break rows;
-        }
-        assert!(Instant::now() < deadline, "no session.end after the thaw");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let rows = journal_with(&v, "session.end");
     let kinds: Vec<&str> = rows.iter().map(|k| k.0.as_str()).collect();
     assert_eq!(
         &kinds[kinds.len() - 3..],

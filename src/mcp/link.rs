@@ -245,8 +245,8 @@ impl Link {
 
     /// The session ends: tell the agent why and wait, at most `limit`, until it has withdrawn
     /// what waits and journaled `session.end`; then close. An agent that does not answer in time
-    /// (stopped, swapping) still ends the session when it sees the disconnect: nothing is lost,
-    /// and the client's shutdown does not hang on it.
+    /// (stopped, swapping) still ends the session, with this reason, when it reads on: nothing
+    /// is lost, and the client's shutdown does not hang on it.
     pub(super) async fn end(&self, reason: &str, limit: Duration) {
         let conn = self.conn.lock().await.take();
         if let Some(conn) = conn {
@@ -257,7 +257,7 @@ impl Link {
                 if tokio::time::timeout(limit, end).await.is_err() {
                     tracing::warn!(
                         "the vault agent did not confirm the session's end within {}s; it \
-                         journals it when it sees this process go",
+                         journals it when it reads on",
                         limit.as_secs()
                     );
                 }
