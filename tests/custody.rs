@@ -16,83 +16,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::mcp::McpProc;
+use support::uid::{as_user, is_root, run_unprivileged, test_user, USER};
 use support::*;
 
 const DECOY: &str = "DECOY_custody_tok_4c1e8a93d2";
-const CHILD: &str = "AV_CUSTODY_CHILD";
-const USER: &str = "vaulttest";
-
-fn is_root() -> bool {
-    rustix::process::geteuid().is_root()
-}
-
-fn uid_of(user: &str) -> Option<u32> {
-    id_of(user, "-u")
-}
-
-fn id_of(user: &str, flag: &str) -> Option<u32> {
-    let out = Command::new("id").args([flag, user]).output().ok()?;
-    String::from_utf8(out.stdout).ok()?.trim().parse().ok()
-}
-
-/// The unprivileged test user (created here if `.ci/run` did not).
-fn test_user() -> u32 {
-    if uid_of(USER).is_none() {
-        let ok = Command::new("useradd")
-            .args([
-                "--system",
-                "--no-create-home",
-                "--shell",
-                "/usr/sbin/nologin",
-                USER,
-            ])
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(
-            ok,
-            "cannot create the test user {USER}; run .ci/run as root"
-        );
-    }
-    uid_of(USER).unwrap()
-}
-
-/// `program args…` as `user` (setpriv: no new privileges, no supplementary groups).
-fn as_user(user: &str, program: &str) -> Command {
-    let mut c = Command::new("setpriv");
-    let gid = id_of(user, "-g").expect("the user has a group");
-    c.args([
-        &format!("--reuid={user}"),
-        &format!("--regid={gid}"),
-        "--clear-groups",
-        "--",
-        program,
-    ]);
-    c
-}
-
-/// Re-runs this test as `vaulttest`; true when this process is that child (or not root: then the
-/// test runs as it is, already unprivileged).
-fn run_unprivileged(test: &str) -> bool {
-    if std::env::var_os(CHILD).is_some() || !is_root() {
-        return true;
-    }
-    test_user();
-    let exe = std::env::current_exe().unwrap();
-    let out = as_user(USER, exe.to_str().unwrap())
-        .args(["--exact", test, "--nocapture", "--test-threads=1"])
-        .env(CHILD, "1")
-        .output()
-        .unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "the unprivileged run failed:\n{text}");
-    assert!(
-        text.contains("1 passed"),
-        "the unprivileged run ran nothing:\n{text}"
-    );
-    false
-}
-
 /// A loopback HTTP target on a thread: counts connections; answers 200 unless told to hold.
 struct Target {
     port: u16,

@@ -1,13 +1,18 @@
 //! What one MCP session may see of another, through the real binaries: two `vault mcp` processes
 //! whose clients both call themselves `claude-code`. Each session reads, lists, cancels and
 //! replays only its own actions (the agent scopes them to the connection, never to the client's
-//! self-reported name); expiry is true when read; refused calls are journaled within a budget.
+//! self-reported name); expiry is true when read; refused calls are journaled within a budget; a
+//! session a same-uid process ended on the agent's socket (run as `vaulttest` under root) acts no
+//! more.
 mod support;
 
 use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
 use std::time::Duration;
 use support::mcp::McpProc;
 use support::target::HttpTarget;
+use support::uid::run_unprivileged;
 use support::*;
 
 const SECRET: &str = "DECOY_isolation_tok_8b7e10";
@@ -203,6 +208,117 @@ fn a_flood_of_refused_calls_is_journaled_within_a_budget() {
     drop(db);
     assert!(v
         .run(&["verify", "--json"], None)
+        .ok()
+        .stdout
+        .contains("\"ok\":true"));
+}
+
+/// A same-uid process speaking the agent's protocol itself, not through `vault mcp`.
+struct RawClient {
+    write: UnixStream,
+    read: BufReader<UnixStream>,
+}
+
+impl RawClient {
+    fn connect(v: &TestVault) -> Self {
+        let id = std::fs::read_to_string(v.vault_dir().join("vault.id")).unwrap();
+        let write = UnixStream::connect(agent_vault::agent::socket::socket_path(id.trim()))
+            .expect("a same-uid process reaches the agent's socket");
+        write
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let read = BufReader::new(write.try_clone().unwrap());
+        Self { write, read }
+    }
+
+    /// Sends `req` as request `id` and returns its reply (events on the way are skipped).
+    fn ask(&mut self, id: u64, req: Value) -> Value {
+        let line = json!({"id": id, "req": req}).to_string() + "\n";
+        self.write.write_all(line.as_bytes()).unwrap();
+        loop {
+            let mut line = String::new();
+            assert!(
+                self.read.read_line(&mut line).unwrap() > 0,
+                "the agent hung up"
+            );
+            let frame: Value = serde_json::from_str(&line).unwrap();
+            if frame["t"] == "reply" && frame["id"] == id {
+                return frame["reply"].clone();
+            }
+        }
+    }
+}
+
+#[test]
+fn a_session_ended_on_the_agent_socket_acts_no_more() {
+    if !run_unprivileged("a_session_ended_on_the_agent_socket_acts_no_more") {
+        return;
+    }
+    let target = HttpTarget::start(SECRET);
+    let mut v = TestVault::init("ended");
+    v.add_bearer_with("api", &target.base(), SECRET, &["--approval", "never"]);
+    let get = json!({"op": "tool", "name": "http_request", "args": {"credential": "api", "method": "GET", "url": format!("{}/x", target.base())}});
+    let mut c = RawClient::connect(&v);
+    let welcome = c.ask(1, json!({"op": "hello", "v": 1, "role": "mcp"}));
+    let session = welcome["data"]["session"].as_str().unwrap().to_owned();
+    // Control: before its end, this connection acts.
+    assert_eq!(c.ask(2, get.clone())["kind"], "tool");
+    assert_eq!(target.requests().len(), 1);
+    assert_eq!(
+        c.ask(3, json!({"op": "end", "reason": "done"}))["kind"],
+        "ok"
+    );
+    // Answered only once the end is on disk.
+    let ends = |v: &TestVault| -> Vec<String> {
+        let db = v.open_db();
+        let mut stmt = db
+            .store
+            .conn()
+            .prepare("SELECT body FROM audit WHERE kind = 'session.end' AND session_id = ?1")
+            .unwrap();
+        stmt.query_map([&session], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    assert_eq!(
+        ends(&v).len(),
+        1,
+        "session.end was not journaled before the reply"
+    );
+    // The ended session cannot act again: refused, nothing reaches the target, no action row.
+    let refused = c.ask(4, get);
+    assert_eq!(refused["kind"], "error", "{refused}");
+    assert_eq!(refused["data"]["code"], "protocol", "{refused}");
+    assert!(
+        refused["data"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("ended"),
+        "{refused}"
+    );
+    assert_eq!(
+        target.requests().len(),
+        1,
+        "a call after the end reached the target"
+    );
+    let actions: i64 = v
+        .open_db()
+        .store
+        .conn()
+        .query_row("SELECT count(*) FROM actions", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(actions, 1);
+    // The disconnect after the end journals nothing more for it (the agent has stopped, so it
+    // has handled the connection's close).
+    drop(c);
+    v.run(&["lock"], None).ok();
+    let ends = ends(&v);
+    assert_eq!(ends.len(), 1, "{ends:?}");
+    let end: Value = serde_json::from_str(&ends[0]).unwrap();
+    assert_eq!(end["reason"], "done");
+    assert!(v
+        .run_pp(&["verify", "--json"], None)
         .ok()
         .stdout
         .contains("\"ok\":true"));

@@ -1,5 +1,6 @@
 //! Shared test support: a throwaway vault driven through the real `vault` binary, decoy scanning,
-//! a pseudo-terminal driver, a real OpenSSH `sshd` on loopback, and SSH helpers (`ssh.rs`).
+//! a pseudo-terminal driver, a real OpenSSH `sshd` on loopback, SSH helpers (`ssh.rs`), and
+//! re-running a test as the unprivileged user (`uid.rs`).
 #![allow(dead_code)]
 
 pub mod journal;
@@ -8,6 +9,7 @@ pub mod ssh;
 pub mod sshd;
 pub mod target;
 pub mod tls;
+pub mod uid;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
