@@ -78,6 +78,7 @@ pub(super) fn serve(
         && crate::sys::lock_in_memory(&start.master.expose()[..]);
     // (The key's bytes are on the heap: moving `start.master` below moves only the pointer.)
     let status = initial_status(&start, &config, hardening, key_locked);
+    let (stop, stopping) = watch::channel(None);
     let env = Arc::new(Env {
         db,
         hub,
@@ -86,6 +87,7 @@ pub(super) fn serve(
         http: Arc::new(crate::exec::HttpExecutor::new(&config.limits)),
         ssh: Arc::new(crate::exec::SshExecutor::new(&config.limits)),
         config,
+        stopping,
     });
     let listener = rt.block_on(async { bind(&start.socket) });
     let listener = match listener {
@@ -97,7 +99,6 @@ pub(super) fn serve(
     };
     ready(Ok(&status));
     tracing::info!(pid = status.pid, socket = %status.socket, locks_at = %status.locks_at, "vault agent listening");
-    let (stop, _) = watch::channel(None);
     let agent = Arc::new(Agent {
         env,
         master: start.master,
@@ -185,10 +186,15 @@ async fn run(agent: Arc<Agent>, listener: UnixListener, lifetime: Duration) -> &
             _ = stop.changed() => return (*stop.borrow()).unwrap_or("locked"),
             _ = tokio::time::sleep_until(ends) => return "lifetime ended",
             _ = tokio::time::sleep_until(idle_at) => {
-                let quiet = agent.busy.load(Ordering::SeqCst) == 0
-                    && agent.last_activity.lock().map(|t| t.elapsed() >= idle).unwrap_or(true);
-                if quiet {
+                let busy = agent.busy.load(Ordering::SeqCst) > 0;
+                let quiet = agent.last_activity.lock().map(|t| t.elapsed() >= idle).unwrap_or(true);
+                if quiet && !busy {
                     return "idle";
+                }
+                if busy {
+                    // A call in flight is activity; counting it so also keeps this timer
+                    // from firing again at once (a spin) until the call ends.
+                    agent.touch();
                 }
             }
             _ = async { match sigterm.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending().await } } => return "signal",

@@ -193,7 +193,9 @@ impl Link {
                     Some(AgentFrame::Reply { reply, .. }) => {
                         return match *reply {
                             Reply::Tool(r) => Some(r),
-                            Reply::Cancelled => None,
+                            // Only a call the client cancelled goes unanswered.
+                            Reply::Cancelled if cancelled => None,
+                            Reply::Cancelled => Some(gone(last)),
                             Reply::Error { code: ErrorCode::Limit, message } => Some(ToolResult::error(
                                 "limit",
                                 &message,
@@ -271,10 +273,12 @@ fn gone(last: Option<(String, State)>) -> ToolResult {
     let fix =
         "ask the person to run `vault unlock`, then check with a read-only request before retrying";
     let Some((id, state)) = last else {
+        // No action of this call was announced, so none was dispatched: the vault is locked
+        // (no agent), which is what a call made a moment later is told too.
         return ToolResult::error(
-            "agent_gone",
-            "the vault agent stopped before this call was dispatched; nothing was sent",
-            "ask the person to run `vault unlock`, then call the tool again",
+            "locked",
+            "the vault locked (its agent stopped) before this call was dispatched; nothing was sent",
+            "ask the person to run `vault unlock` in a terminal, then call the tool again",
             json!({}),
             Map::new(),
         );

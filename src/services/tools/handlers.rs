@@ -4,8 +4,8 @@
 use super::errors::{
     approval_error, credential_error, internal, invalid, paused_error, policy_error,
 };
-use super::result::{action_result, time_obj, ToolResult};
-use super::wait::wait_for;
+use super::result::{action_result, stopped_result, time_obj, ToolResult};
+use super::wait::{wait_for, Waited};
 use super::{Env, EventSink, Session, MAX_WAITING_PER_SESSION};
 use crate::approvals::{self, Submission, Submitted};
 use crate::credentials::{self, Target};
@@ -277,9 +277,7 @@ async fn get_action(
         Err(e) => Some(e),
         Ok(action) => {
             let wait = Duration::from_secs(a.wait_s.unwrap_or(0).min(120));
-            wait_for(env, ses, action, wait, events, cancel, false)
-                .await
-                .map(|a| action_result(&a, false))
+            answer(wait_for(env, ses, action, wait, events, cancel, false).await)
         }
     }
 }
@@ -313,9 +311,16 @@ async fn request_action(
         }
         Ok((Submitted::Created(a) | Submitted::Existing(a), _)) => a,
     };
-    wait_for(env, ses, action, wait, events, cancel, true)
-        .await
-        .map(|a| action_result(&a, false))
+    answer(wait_for(env, ses, action, wait, events, cancel, true).await)
+}
+
+/// A wait's answer: `None` only when the client itself cancelled the call.
+fn answer(waited: Waited) -> Option<ToolResult> {
+    match waited {
+        Waited::Done(a) => Some(action_result(&a, false)),
+        Waited::Stopped(a, why) => Some(stopped_result(&a, why)),
+        Waited::Cancelled => None,
+    }
 }
 
 enum Request {

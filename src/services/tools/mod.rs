@@ -33,6 +33,8 @@ pub(crate) struct Env {
     pub config: Config,
     pub http: Arc<dyn Executor>,
     pub ssh: Arc<dyn Executor>,
+    /// Why the agent is stopping, once it is: a waiting call it cancels is answered, not dropped.
+    pub stopping: tokio::sync::watch::Receiver<Option<&'static str>>,
 }
 
 /// One MCP session: a connection of `vault mcp` to the agent.

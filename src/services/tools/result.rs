@@ -170,6 +170,31 @@ pub(super) fn action_result(a: &Action, replayed: bool) -> ToolResult {
     }
 }
 
+/// A call that waited when the agent stopped: its action as it now is (withdrawn, unless it had
+/// already moved on), why the vault locked, and what to do next.
+pub(super) fn stopped_result(a: &Action, why: &str) -> ToolResult {
+    if a.state != State::Withdrawn {
+        return action_result(a, false);
+    }
+    let mut base = Map::new();
+    base.insert("action_id".into(), json!(a.id));
+    base.insert("state".into(), json!(a.state.as_str()));
+    base.insert("summary".into(), json!(a.summary));
+    base.insert("replayed".into(), json!(false));
+    base.insert("created".into(), time_obj(&a.created_at));
+    ToolResult::error(
+        "withdrawn",
+        &format!(
+            "action {} was withdrawn and did not run: {}",
+            a.id,
+            super::wait::stop_text(why)
+        ),
+        "ask the person to run `vault unlock`, then call the tool again if it is still needed",
+        json!({"action_id": a.id, "state": a.state.as_str(), "vault": "locked"}),
+        base,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

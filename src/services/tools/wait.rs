@@ -92,8 +92,20 @@ pub(super) async fn run_claimed(
     }
 }
 
+/// How a wait ended.
+pub(super) enum Waited {
+    /// Final, or still waiting when `wait_s` passed: answered with the action as it is.
+    Done(Action),
+    /// The client cancelled the call: MCP sends no response.
+    Cancelled,
+    /// The agent is stopping (`vault lock`, SIGTERM, end of its lifetime, idle): a pending action
+    /// was withdrawn, and the call is answered with why, so the client never waits on it.
+    Stopped(Action, &'static str),
+}
+
 /// Waits up to `wait` for the action to leave its waiting states. On client cancellation,
-/// withdraws it when `withdraw_on_cancel` and returns `None`.
+/// withdraws it when `withdraw_on_cancel`; when the agent stops, withdraws it in any case (the
+/// session ends with the agent) and says so.
 pub(super) async fn wait_for(
     env: &Arc<Env>,
     ses: &Arc<Session>,
@@ -102,9 +114,9 @@ pub(super) async fn wait_for(
     events: Arc<dyn EventSink>,
     mut cancel: watch::Receiver<bool>,
     withdraw_on_cancel: bool,
-) -> Option<Action> {
+) -> Waited {
     if action.state.is_terminal() {
-        return Some(action);
+        return Waited::Done(action);
     }
     let mut rx = env.hub.watch_action(&action);
     // Re-read after subscribing, so a decision committed in between is not missed.
@@ -134,7 +146,17 @@ pub(super) async fn wait_for(
     if counted {
         ses.waiting.fetch_sub(1, Ordering::SeqCst);
     }
-    result.then_some(action)
+    match result {
+        Ended::Done => Waited::Done(action),
+        Ended::Cancelled => Waited::Cancelled,
+        Ended::Stopped(why) => Waited::Stopped(action, why),
+    }
+}
+
+enum Ended {
+    Done,
+    Cancelled,
+    Stopped(&'static str),
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -147,7 +169,7 @@ async fn wait_loop(
     events: &Arc<dyn EventSink>,
     cancel: &mut watch::Receiver<bool>,
     withdraw_on_cancel: bool,
-) -> bool {
+) -> Ended {
     let deadline = Instant::now() + wait;
     let mut next_progress = Instant::now();
     let mut tick = 0u64;
@@ -169,7 +191,7 @@ async fn wait_loop(
                 .await;
         }
         if action.state.is_terminal() || Instant::now() >= deadline {
-            return true;
+            return Ended::Done;
         }
         if Instant::now() >= next_progress {
             tick += 1;
@@ -183,7 +205,7 @@ async fn wait_loop(
         tokio::select! {
             changed = rx.changed() => {
                 if changed.is_err() {
-                    return true;
+                    return Ended::Done;
                 }
                 let fresh = rx.borrow_and_update().clone();
                 *action = fresh;
@@ -191,15 +213,40 @@ async fn wait_loop(
             _ = tokio::time::sleep_until(next_progress.min(deadline)) => {}
             changed = cancel.changed() => {
                 if changed.is_ok() && *cancel.borrow() {
-                    if withdraw_on_cancel && action.state == State::Pending {
+                    // The agent stopping cancels every call of the connection: that is not the
+                    // client's cancellation, and the call is answered.
+                    let stopping = *env.stopping.borrow();
+                    let reason = match stopping {
+                        Some(why) => format!("the vault locked while it waited: {}", stop_text(why)),
+                        None => "the client cancelled the request".to_owned(),
+                    };
+                    if (withdraw_on_cancel || stopping.is_some()) && action.state == State::Pending {
                         let (sid, id) = (ses.id.clone(), action.id.clone());
-                        let _ = env.db.run(move |s| {
-                            approvals::withdraw(s, &sid, &id, "the client cancelled the request")
-                        }).await;
+                        if let Ok(Ok(a)) = env.db.run(move |s| {
+                            approvals::withdraw(s, &sid, &id, &reason)
+                        }).await {
+                            *action = a;
+                        }
                     }
-                    return false;
+                    return match stopping {
+                        Some(why) => Ended::Stopped(why),
+                        None => Ended::Cancelled,
+                    };
                 }
             }
         }
+    }
+}
+
+/// Why the agent stopped, as a person would say it.
+pub(super) fn stop_text(why: &str) -> &'static str {
+    match why {
+        "vault lock" => {
+            "the person locked it (`vault lock`, or `vault unlock` replacing the agent)"
+        }
+        "signal" => "the vault agent was told to stop (SIGTERM)",
+        "lifetime ended" => "its unlock time (`vault unlock --for`) ran out",
+        "idle" => "it locked itself after its idle time",
+        _ => "the vault agent stopped",
     }
 }
