@@ -27,6 +27,7 @@ fn stats(mut v: Vec<Duration>) -> (f64, f64, f64) {
 
 fn cred(i: usize) -> NewCredential {
     NewCredential {
+        id: credentials::new_id("cred"),
         profile: "default".into(),
         name: format!("api-{i:02}"),
         approval: Approval::Each,
@@ -51,7 +52,8 @@ fn main() {
     let pass = Passphrase::from_string("bench passphrase, not secret".into());
     let (mut vault, keys) = Vault::init(paths.clone(), &pass).expect("init");
     for i in 0..CREDENTIALS {
-        credentials::add(&mut vault.store, cred(i)).unwrap();
+        let id = vault.vault_id.clone();
+        credentials::add_as_approver(&mut vault.store, &keys.approver, &id, cred(i)).unwrap();
     }
     drop(vault);
     // The whole-process case goes through the agent, as `vault list` does when unlocked.
@@ -68,6 +70,7 @@ fn main() {
     }
     assert!(unlock.wait().unwrap().success());
     // The master key, as the agent holds it.
+    let trust = agent_vault::approvals::Trust::new(&paths.read_id().unwrap(), &keys.approver);
     let key = keys.master;
 
     // 1. Raw key: new connection, key, first read, schema check, list.
@@ -76,7 +79,7 @@ fn main() {
     for _ in 0..n {
         let t = Instant::now();
         let store = Store::open(&paths.db(), &key).unwrap();
-        let list = credentials::list(&store, None).unwrap();
+        let list = credentials::list(&store, &trust, None).unwrap();
         assert_eq!(list.len(), CREDENTIALS);
         drop(store);
         raw.push(t.elapsed());

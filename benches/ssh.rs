@@ -11,8 +11,8 @@ mod common;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use agent_vault::agent::client::{socket_of, stop_running, Client};
-use agent_vault::agent::protocol::{Reply, Request, Role};
+use agent_vault::agent::client::stop_running;
+use agent_vault::agent::protocol::{Reply, Request};
 use agent_vault::credentials::{self, Approval, NewCredential, SshTarget, Target};
 use agent_vault::keys::Passphrase;
 use agent_vault::paths::VaultPaths;
@@ -104,10 +104,11 @@ fn main() {
     let vault_id = vault.vault_id.clone();
     drop(vault);
     common::start_agent(&paths, &vault_id, &keys);
-    let mut cli = Client::connect(&paths, Role::Cli).unwrap().expect("agent");
+    let mut cli = common::secure_cli(&paths, &keys);
     let (secret, auth) =
         credentials::load_private_key(&key.private, || unreachable!("no passphrase")).unwrap();
     let new = NewCredential {
+        id: credentials::new_id("cred"),
         profile: "default".into(),
         name: "box".into(),
         approval: Approval::Never,
@@ -121,15 +122,7 @@ fn main() {
         }),
         secret,
     };
-    let Reply::Credential(cred) = cli.call(Request::AddCredential { new }).expect("add") else {
-        panic!("add credential")
-    };
-    let signature = credentials::policy_signature(&keys.approver, &vault_id, &cred);
-    cli.call(Request::SignPolicy {
-        credential_id: cred.id,
-        signature,
-    })
-    .expect("sign policy");
+    common::add_signed(&mut cli, &keys, new);
     let agent_pid = match cli.call(Request::Status).expect("status") {
         Reply::Status(s) => s.pid,
         other => panic!("status: {other:?}"),
@@ -253,8 +246,6 @@ fn main() {
         .arg("root@127.0.0.1")
         .stderr(Stdio::null())
         .status();
-    if let Some(socket) = socket_of(&paths) {
-        stop_running(&paths, &socket);
-    }
+    stop_running(&paths);
     let _ = std::fs::remove_dir_all(&dir);
 }

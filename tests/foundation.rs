@@ -105,7 +105,7 @@ fn non_interactive_flow_works_and_leaks_no_secret_anywhere() {
     )
     .ok();
     v.run(&["doctor"], None).ok();
-    v.run(&["rm", "box", "--profile", "ops"], None).ok();
+    v.run_pp(&["rm", "box", "--profile", "ops"], None).ok();
     let after = v.run(&["list", "--json"], None).ok();
     assert_eq!(
         serde_json::from_str::<Vec<Value>>(after.stdout.trim())
@@ -113,7 +113,7 @@ fn non_interactive_flow_works_and_leaks_no_secret_anywhere() {
             .len(),
         1
     );
-    v.run(&["rm", "box", "--profile", "ops"], None).code(1);
+    v.run_pp(&["rm", "box", "--profile", "ops"], None).code(1);
 
     // The database is encrypted and no decoy is in any file, stdout or stderr.
     let db = std::fs::read(v.vault_dir().join("vault.db")).unwrap();
@@ -390,7 +390,7 @@ fn the_journal_records_init_unlock_lock_and_credential_changes() {
         Some("DECOY_journal_2\n"),
     )
     .ok();
-    v.run(&["rm", "api"], None).ok();
+    v.run_pp(&["rm", "api"], None).ok();
     v.run(&["lock"], None).ok();
     v.run(
         &["unlock", "--passphrase-stdin"],

@@ -259,7 +259,10 @@ fn a_session_ended_on_the_agent_socket_acts_no_more() {
     v.add_bearer_with("api", &target.base(), SECRET, &["--approval", "never"]);
     let get = json!({"op": "tool", "name": "http_request", "args": {"credential": "api", "method": "GET", "url": format!("{}/x", target.base())}});
     let mut c = RawClient::connect(&v);
-    let welcome = c.ask(1, json!({"op": "hello", "v": 1, "role": "mcp"}));
+    let welcome = c.ask(
+        1,
+        json!({"op": "hello", "v": agent_vault::agent::protocol::VERSION, "role": "mcp"}),
+    );
     let session = welcome["data"]["session"].as_str().unwrap().to_owned();
     // Control: before its end, this connection acts.
     assert_eq!(c.ask(2, get.clone())["kind"], "tool");

@@ -108,8 +108,9 @@ impl BenchVault {
         let vault_id = vault.vault_id.clone();
         drop(vault);
         start_agent(&paths, &vault_id, &keys);
-        let mut cli = Client::connect(&paths, Role::Cli).unwrap().expect("agent");
+        let mut cli = secure_cli(&paths, &keys);
         let new = NewCredential {
+            id: credentials::new_id("cred"),
             profile: "default".into(),
             name: "api".into(),
             approval,
@@ -125,17 +126,7 @@ impl BenchVault {
             }),
             secret: Secret::new(SECRET.as_bytes().to_vec()),
         };
-        let Reply::Credential(cred) = cli.call(Request::AddCredential { new }).expect("add") else {
-            panic!("add credential")
-        };
-        if approval != Approval::Each {
-            let signature = credentials::policy_signature(&keys.approver, &vault_id, &cred);
-            cli.call(Request::SignPolicy {
-                credential_id: cred.id,
-                signature,
-            })
-            .expect("sign policy");
-        }
+        add_signed(&mut cli, &keys, new);
         let approver = approver_client(&paths, &keys).expect("approver connection");
         Self {
             dir,
@@ -145,6 +136,29 @@ impl BenchVault {
             approver,
         }
     }
+}
+
+/// A person's command's connection: the encrypted channel, keyed from the master key.
+#[allow(dead_code)]
+pub fn secure_cli(paths: &VaultPaths, keys: &KeyMaterial) -> Client {
+    let psk = agent_vault::agent::channel::channel_key(&keys.master);
+    Client::connect_secure(paths, &psk, Role::Cli)
+        .unwrap()
+        .expect("agent")
+}
+
+/// `vault add` as the person's command does it: signed by the approver as built here.
+#[allow(dead_code)]
+pub fn add_signed(cli: &mut Client, keys: &KeyMaterial, new: NewCredential) {
+    let vault_id = cli.vault_id.clone();
+    let signature =
+        credentials::policy_signature(&keys.approver, &vault_id, &credentials::as_added(&new));
+    let Reply::Credential(_) = cli
+        .call(Request::AddCredential { new, signature })
+        .expect("add")
+    else {
+        panic!("add credential")
+    };
 }
 
 /// Starts the vault's agent the way `vault unlock` does: the `vault` binary, key on a channel.
@@ -165,9 +179,7 @@ pub fn start_agent(paths: &VaultPaths, vault_id: &str, keys: &KeyMaterial) {
 
 impl Drop for BenchVault {
     fn drop(&mut self) {
-        if let Some(socket) = agent_vault::agent::client::socket_of(&self.paths) {
-            stop_running(&self.paths, &socket);
-        }
+        stop_running(&self.paths);
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

@@ -1,6 +1,8 @@
-//! The blocking client the CLI and `vault approve` use: find the vault's agent, say hello (the
-//! approver with a challenge only the real agent can answer), send typed requests and read their
-//! replies and events. `vault mcp` has its own async client (`mcp::link`).
+//! The blocking client the CLI and `vault approve` use: find the vault's agent, say hello (in
+//! plain text, or over the encrypted channel that only the real agent can complete when the
+//! command holds the vault's key), send typed requests and read their replies and events. `vault mcp` has its own async client (`mcp::link`).
+use super::channel::{Initiator, Opener, Sealer};
+use super::holder::{Holder, Stopped};
 use super::protocol::{
     self, AgentFrame, ApprovalView, ClientFrame, ErrorCode, Event, Reply, Request, Role, Splitter,
 };
@@ -11,6 +13,10 @@ use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use zeroize::Zeroizing;
+
+/// How long a client waits for the agent's half of the handshake.
+const HANDSHAKE_WAIT: Duration = Duration::from_secs(10);
 
 /// Errors talking to the agent.
 #[derive(Debug, thiserror::Error)]
@@ -19,6 +25,12 @@ pub enum ClientError {
     Gone,
     #[error("the process on {0} is not this vault's agent (it could not prove it holds the key); `vault unlock` replaces it")]
     Impostor(PathBuf),
+    #[error("the process listening on the socket {socket} (pid {listener}) is not the vault agent (pid {agent}, which holds agent.lock): something moved the socket and stands in between, and could read or change what this command sends in plain text, so nothing was sent. `vault lock`, then `vault unlock`, takes the path back")]
+    NotTheAgent {
+        socket: PathBuf,
+        listener: u32,
+        agent: u32,
+    },
     #[error("the vault agent refused: {message}")]
     Refused { code: ErrorCode, message: String },
     #[error("talking to the vault agent failed: {0}")]
@@ -31,11 +43,16 @@ pub enum ClientError {
 pub struct Client {
     stream: UnixStream,
     splitter: Splitter,
+    /// The encrypted channel, once opened (`connect_secure`).
+    sealer: Option<Sealer>,
+    opener: Option<Opener>,
     next_id: u64,
     pending_events: Vec<(u64, Event)>,
     pub vault_id: String,
     pub pid: u32,
     pub socket: PathBuf,
+    /// What the agent said the person should hear (its socket path moved, …).
+    pub warnings: Vec<String>,
 }
 
 /// The socket of the vault in `paths`, if the vault exists.
@@ -45,12 +62,13 @@ pub fn socket_of(paths: &VaultPaths) -> Option<PathBuf> {
 }
 
 impl Client {
-    /// Connects to the vault's agent; `Ok(None)` when none listens.
+    /// Connects to the vault's agent in plain text; `Ok(None)` when none listens. Requests that
+    /// carry a secret, a signature or a card's content need `connect_secure`.
     pub fn connect(paths: &VaultPaths, role: Role) -> Result<Option<Self>, ClientError> {
         Self::connect_as(paths, role, None)
     }
 
-    /// Connects with a profile and client label (an MCP-like session).
+    /// Connects with a client label (an MCP-like session), in plain text.
     pub fn connect_as(
         paths: &VaultPaths,
         role: Role,
@@ -59,43 +77,59 @@ impl Client {
         let Some(socket) = socket_of(paths) else {
             return Ok(None);
         };
-        Ok(Self::connect_hello(&socket, role, None, client)?.map(|(c, _)| c))
+        let Some(mut c) = Self::open_stream(paths, &socket, false)? else {
+            return Ok(None);
+        };
+        c.hello(role, client)?;
+        Ok(Some(c))
     }
 
-    /// Connects as the approver: the agent must prove it holds `proof_key` (derived from the
-    /// master key the approver just decrypted), or this is an impostor.
-    pub fn connect_verified(
+    /// Connects over the encrypted channel keyed from the master key (`channel::channel_key`):
+    /// only the real agent can complete the handshake, and a process that relays the socket sees
+    /// ciphertext only. `Ok(None)` when none listens; `Impostor` when what listens is not this
+    /// vault's agent.
+    pub fn connect_secure(
         paths: &VaultPaths,
-        proof_key: &[u8; 32],
+        psk: &[u8; 32],
+        role: Role,
     ) -> Result<Option<Self>, ClientError> {
         let Some(socket) = socket_of(paths) else {
             return Ok(None);
         };
-        let mut nonce = [0u8; 32];
-        getrandom::fill(&mut nonce).expect("the OS random number generator failed");
-        let challenge = hex::encode(nonce);
-        let expected = super::proof(proof_key, &challenge);
-        match Self::connect_to(&socket, Role::Approver, Some(&challenge))? {
-            None => Ok(None),
-            Some((c, proof)) if proof.as_deref() == Some(expected.as_str()) => Ok(Some(c)),
-            Some(_) => Err(ClientError::Impostor(socket)),
+        let vault_id = paths
+            .read_id()
+            .map_err(|e| ClientError::Protocol(e.to_string()))?;
+        let Some(mut c) = Self::open_stream(paths, &socket, true)? else {
+            return Ok(None);
+        };
+        let (init, open) =
+            Initiator::start(psk, &vault_id).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        let impostor = || ClientError::Impostor(socket.clone());
+        c.stream.write_all(&open).map_err(|_| impostor())?;
+        let accept = c
+            .read_line(Some(HANDSHAKE_WAIT))
+            .map_err(|_| impostor())?
+            .ok_or_else(impostor)?;
+        let (sealer, opener) = init.finish(&accept).map_err(|_| impostor())?;
+        c.sealer = Some(sealer);
+        c.opener = Some(opener);
+        c.hello(role, None)?;
+        if c.vault_id != vault_id {
+            return Err(impostor());
         }
+        Ok(Some(c))
     }
 
-    fn connect_to(
+    /// A stream to `socket`, if its directory is sound and the vault's agent listens there.
+    /// The listener's pid (`SO_PEERCRED`) must be the agent's, the holder of `agent.lock`:
+    /// with nobody holding the lock no agent runs (`None`: the vault is locked); another process
+    /// on the path stands between this command and the agent. Over the encrypted channel
+    /// (`secure`) that is only said (it can read and change nothing); in plain text it is refused.
+    fn open_stream(
+        paths: &VaultPaths,
         socket: &Path,
-        role: Role,
-        challenge: Option<&str>,
-    ) -> Result<Option<(Self, Option<String>)>, ClientError> {
-        Self::connect_hello(socket, role, challenge, None)
-    }
-
-    fn connect_hello(
-        socket: &Path,
-        role: Role,
-        challenge: Option<&str>,
-        client: Option<crate::mcp::protocol::ClientInfo>,
-    ) -> Result<Option<(Self, Option<String>)>, ClientError> {
+        secure: bool,
+    ) -> Result<Option<Self>, ClientError> {
         if let Some(dir) = socket.parent() {
             if super::socket::check_dir(dir).is_err() {
                 return Ok(None);
@@ -113,35 +147,82 @@ impl Client {
             }
             Err(e) => return Err(e.into()),
         };
-        let mut c = Self {
+        let mut warnings = Vec::new();
+        let listener = super::holder::peer_pid(&stream);
+        match (super::holder::holder(paths), listener) {
+            (Holder::Nobody, _) => {
+                tracing::warn!(
+                    "a process (pid {}) listens on {} but no vault agent runs; ignoring it",
+                    listener.map_or("?".into(), |p| p.to_string()),
+                    socket.display()
+                );
+                return Ok(None);
+            }
+            (Holder::Pid(agent), Some(listener)) if agent != listener => {
+                if !secure {
+                    return Err(ClientError::NotTheAgent {
+                        socket: socket.to_owned(),
+                        listener,
+                        agent,
+                    });
+                }
+                warnings.push(format!(
+                    "the process listening on the socket {} (pid {listener}) is not the vault agent (pid {agent}): something moved the socket and relays this connection. It sees only the encrypted channel; `vault lock`, then `vault unlock`, takes the path back",
+                    socket.display()
+                ));
+            }
+            _ => {}
+        }
+        for w in &warnings {
+            tracing::warn!("{w}");
+        }
+        Ok(Some(Self {
             stream,
             splitter: Splitter::default(),
+            sealer: None,
+            opener: None,
             next_id: 1,
             pending_events: Vec::new(),
             vault_id: String::new(),
             pid: 0,
             socket: socket.to_owned(),
-        };
+            warnings,
+        }))
+    }
+
+    fn hello(
+        &mut self,
+        role: Role,
+        client: Option<crate::mcp::protocol::ClientInfo>,
+    ) -> Result<(), ClientError> {
         let hello = Request::Hello {
             v: protocol::VERSION,
             role,
             client,
             profile: None,
-            challenge: challenge.map(str::to_owned),
         };
-        match c.call(hello)? {
+        match self.call(hello)? {
             Reply::Welcome {
                 vault_id,
                 pid,
-                proof,
+                warnings,
                 ..
             } => {
-                c.vault_id = vault_id;
-                c.pid = pid;
-                Ok(Some((c, proof)))
+                self.vault_id = vault_id;
+                self.pid = pid;
+                for w in &warnings {
+                    tracing::warn!("the vault agent says: {w}");
+                }
+                self.warnings.extend(warnings);
+                Ok(())
             }
             other => Err(ClientError::Protocol(format!("{other:?}"))),
         }
+    }
+
+    /// Whether this connection runs over the encrypted channel.
+    pub fn is_secure(&self) -> bool {
+        self.sealer.is_some()
     }
 
     /// Sends a request; returns its id.
@@ -149,7 +230,14 @@ impl Client {
         let id = self.next_id;
         self.next_id += 1;
         let line = protocol::encode(&ClientFrame { id, req });
-        self.stream.write_all(&line)?;
+        match &mut self.sealer {
+            Some(sealer) => {
+                // The frame without its newline; the channel frames it anew.
+                let sealed = sealer.seal(&line[..line.len() - 1]);
+                self.stream.write_all(&sealed)?;
+            }
+            None => self.stream.write_all(&line)?,
+        }
         Ok(id)
     }
 
@@ -205,20 +293,44 @@ impl Client {
 
     /// One frame; `None` at end of stream, or when `timeout` passed first.
     fn read_frame(&mut self, timeout: Option<Duration>) -> Result<Option<AgentFrame>, ClientError> {
+        loop {
+            let Some(line) = self.read_line(timeout)? else {
+                return Ok(None);
+            };
+            let frame = match &mut self.opener {
+                Some(opener) => match opener
+                    .open(&line)
+                    .map_err(|e| ClientError::Protocol(e.to_string()))?
+                {
+                    Some(frame) => frame,
+                    // A chunk of a longer frame: the rest follows at once.
+                    None => continue,
+                },
+                None => line,
+            };
+            return protocol::decode(&frame)
+                .map(Some)
+                .map_err(|e| ClientError::Protocol(e.to_string()));
+        }
+    }
+
+    /// One line; `None` at end of stream, or when `timeout` passed first.
+    fn read_line(
+        &mut self,
+        timeout: Option<Duration>,
+    ) -> Result<Option<Zeroizing<Vec<u8>>>, ClientError> {
         self.stream
             .set_read_timeout(timeout.map(|t| t.max(Duration::from_millis(1))))?;
-        let mut buf = [0u8; 64 * 1024];
+        let mut buf = Zeroizing::new([0u8; 64 * 1024]);
         loop {
             if let Some(line) = self
                 .splitter
                 .next_line()
                 .map_err(|e| ClientError::Protocol(e.to_string()))?
             {
-                return protocol::decode(&line)
-                    .map(Some)
-                    .map_err(|e| ClientError::Protocol(e.to_string()));
+                return Ok(Some(line));
             }
-            match self.stream.read(&mut buf) {
+            match self.stream.read(&mut buf[..]) {
                 Ok(0) => {
                     return if timeout.is_some() {
                         Err(ClientError::Gone)
@@ -241,31 +353,14 @@ impl Client {
             }
         }
     }
-
-    /// Waits until the agent closes the connection (after `Lock`), at most `timeout`.
-    fn wait_closed(&mut self, timeout: Duration) -> bool {
-        let deadline = std::time::Instant::now() + timeout;
-        let mut buf = [0u8; 4096];
-        while std::time::Instant::now() < deadline {
-            let _ = self
-                .stream
-                .set_read_timeout(Some(deadline - std::time::Instant::now()));
-            match self.stream.read(&mut buf) {
-                Ok(0) => return true,
-                Ok(_) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => return false,
-            }
-        }
-        false
-    }
 }
 
-/// A connection to the vault's real agent: one that proves it holds the master key in `keys`.
-/// If none runs (or an impostor holds the socket path), a new agent is started with the key.
+/// A connection to the vault's real agent over the encrypted channel (which only a process that
+/// holds the vault's key can open). If none runs (or an impostor holds the socket path), a new
+/// agent is started with the key.
 pub fn approver_client(paths: &VaultPaths, keys: &KeyMaterial) -> Result<Client, ClientError> {
-    let proof_key = super::proof_key(&keys.master);
-    match Client::connect_verified(paths, &proof_key) {
+    let psk = super::channel::channel_key(&keys.master);
+    match Client::connect_secure(paths, &psk, Role::Approver) {
         Ok(Some(c)) => return Ok(c),
         Ok(None) => {}
         Err(ClientError::Impostor(socket)) => {
@@ -281,7 +376,7 @@ pub fn approver_client(paths: &VaultPaths, keys: &KeyMaterial) -> Result<Client,
         .map_err(|e| ClientError::Protocol(e.to_string()))?;
     super::handoff::start_agent(paths, &vault_id, keys, super::DEFAULT_LIFETIME)
         .map_err(|e| ClientError::Protocol(e.to_string()))?;
-    Client::connect_verified(paths, &proof_key)?.ok_or(ClientError::Gone)
+    Client::connect_secure(paths, &psk, Role::Approver)?.ok_or(ClientError::Gone)
 }
 
 impl Client {
@@ -313,19 +408,24 @@ impl Client {
     }
 }
 
-/// Tells the agent listening on `socket` to stop, and waits until it let go of the vault (the
-/// agent lock is free). An impostor that does not stop is simply replaced: the new agent binds
-/// the path afresh.
-/// Returns whether an agent answered.
-pub fn stop_running(paths: &VaultPaths, socket: &Path) -> bool {
-    let Ok(Some((mut c, _))) = Client::connect_to(socket, Role::Cli, None) else {
-        return false;
-    };
-    if c.call(Request::Lock).is_err() {
-        return false;
+/// Stops the vault's running agent by signal to the holder of its lock (never through the
+/// socket, which may not be its own). Where the kernel's list of locks cannot be read (not
+/// Linux), it falls back to asking whatever listens on the socket to lock, and says so.
+pub fn stop_running(paths: &VaultPaths) -> Stopped {
+    match super::holder::stop(paths, Duration::from_secs(15)) {
+        Stopped::Unreachable => {
+            tracing::warn!("the vault agent's pid cannot be known on this system; asking it to lock through its socket");
+            let asked = socket_of(paths)
+                .and_then(|s| Client::open_stream(paths, &s, false).ok().flatten())
+                .is_some_and(|mut c| {
+                    c.hello(Role::Cli, None).is_ok() && c.call(Request::Lock).is_ok()
+                });
+            match super::take_lock(paths, Duration::from_secs(15)) {
+                Ok(_) if asked => Stopped::Locked(0),
+                Ok(_) => Stopped::NotRunning,
+                Err(_) => Stopped::Unreachable,
+            }
+        }
+        other => other,
     }
-    c.wait_closed(Duration::from_secs(15));
-    // The agent lets go of its lock as it exits; wait for that too (bounded).
-    let _ = super::take_lock(paths, Duration::from_secs(15));
-    true
 }

@@ -2,6 +2,7 @@
 //! `hello` first, each request routed to the services as its own task (at most `MAX_INFLIGHT`),
 //! replies and pushed events written by one writer, and an orderly close that cancels what the
 //! connection left in flight and ends its MCP session.
+use super::channel::{self, Opener, Sealer};
 use super::protocol::{
     self, AgentFrame, AgentStatus, ClientFrame, ErrorCode, Event, Reply, Request, Role,
 };
@@ -29,14 +30,31 @@ const MAX_INFLIGHT: usize = 64;
 /// Connections at once.
 const MAX_CONNECTIONS: usize = 256;
 
-/// Writes frames to one connection, one whole line at a time.
-struct Writer(tokio::sync::Mutex<OwnedWriteHalf>);
+/// Writes frames to one connection, one whole frame at a time (sealed once the connection runs
+/// over the encrypted channel).
+struct Writer(tokio::sync::Mutex<Out>);
+
+struct Out {
+    half: OwnedWriteHalf,
+    sealer: Option<Sealer>,
+}
 
 impl Writer {
     async fn frame(&self, frame: &AgentFrame) {
         let line = protocol::encode(frame);
         let mut w = self.0.lock().await;
-        let _ = w.write_all(&line).await;
+        let Out { half, sealer } = &mut *w;
+        let _ = match sealer {
+            Some(s) => half.write_all(&s.seal(&line[..line.len() - 1])).await,
+            None => half.write_all(&line).await,
+        };
+    }
+
+    /// The handshake's answer (plain), then every later frame sealed.
+    async fn start_channel(&self, accept: &[u8], sealer: Sealer) {
+        let mut w = self.0.lock().await;
+        let _ = w.half.write_all(accept).await;
+        w.sealer = Some(sealer);
     }
     async fn reply(&self, id: u64, reply: Reply) {
         self.frame(&AgentFrame::Reply {
@@ -68,6 +86,8 @@ struct Conn {
     peer: Peer,
     writer: Arc<Writer>,
     role: Option<Role>,
+    /// Frames from the client, once the encrypted channel is open.
+    opener: Option<Opener>,
     session: Option<Arc<Session>>,
     inflight: Arc<Mutex<HashMap<u64, watch::Sender<bool>>>>,
     /// Requests that finish on their own (tool calls get the grace period at close).
@@ -97,8 +117,12 @@ pub(super) async fn serve(agent: Arc<Agent>, stream: UnixStream) {
     let mut conn = Conn {
         agent: agent.clone(),
         peer,
-        writer: Arc::new(Writer(tokio::sync::Mutex::new(write))),
+        writer: Arc::new(Writer(tokio::sync::Mutex::new(Out {
+            half: write,
+            sealer: None,
+        }))),
         role: None,
+        opener: None,
         session: None,
         inflight: Arc::default(),
         tasks: tokio::task::JoinSet::new(),
@@ -117,7 +141,7 @@ pub(super) async fn serve(agent: Arc<Agent>, stream: UnixStream) {
                         Ok(None) => break,
                         Ok(Some(line)) => {
                             agent.touch();
-                            if let Err(why) = conn.frame(&line).await {
+                            if let Err(why) = conn.line(&line).await {
                                 conn.refused(why, &line).await;
                                 break 'outer "protocol_error";
                             }
@@ -157,6 +181,29 @@ impl Conn {
         .await;
     }
 
+    /// One line from the client: the opening of the encrypted channel, a sealed message (one
+    /// chunk of a frame), or a plain frame.
+    async fn line(&mut self, line: &[u8]) -> Result<(), String> {
+        if let Some(opener) = &mut self.opener {
+            return match opener.open(line).map_err(|e| e.to_string())? {
+                Some(frame) => self.frame(&frame).await,
+                None => Ok(()),
+            };
+        }
+        if self.role.is_none() {
+            if let Ok(open) = protocol::decode::<channel::Open>(line) {
+                let agent = &self.agent;
+                let (sealer, opener, accept) =
+                    channel::respond(&agent.channel_key, &agent.env.trust.vault_id, &open)
+                        .map_err(|e| e.to_string())?;
+                self.opener = Some(opener);
+                self.writer.start_channel(&accept, sealer).await;
+                return Ok(());
+            }
+        }
+        self.frame(line).await
+    }
+
     async fn frame(&mut self, line: &[u8]) -> Result<(), String> {
         let frame: ClientFrame = protocol::decode(line).map_err(|e| e.to_string())?;
         let (id, req) = (frame.id, frame.req);
@@ -168,6 +215,20 @@ impl Conn {
         }
         if matches!(req, Request::Hello { .. }) {
             return Err("hello was already said".into());
+        }
+        if req.needs_channel() && self.opener.is_none() {
+            self.writer
+                .reply(
+                    id,
+                    ops::error(
+                        ErrorCode::Protocol,
+                        "this request is accepted only over the encrypted channel, which a \
+                         command opens with the vault's key: give it the passphrase"
+                            .into(),
+                    ),
+                )
+                .await;
+            return Ok(());
         }
         // Finished tasks the select loop has not reaped yet are not in flight.
         while self.tasks.try_join_next().is_some() {}
@@ -196,7 +257,6 @@ impl Conn {
             role,
             client,
             profile,
-            challenge,
         } = req
         else {
             unreachable!()
@@ -206,6 +266,9 @@ impl Conn {
                 "this agent speaks protocol {}, not {v}; run the same `vault` binary for both",
                 protocol::VERSION
             ));
+        }
+        if role == Role::Approver && self.opener.is_none() {
+            return Err("the approver speaks only over the encrypted channel".into());
         }
         if role == Role::Mcp {
             let profile = profile.unwrap_or_else(|| "default".into());
@@ -235,7 +298,8 @@ impl Conn {
             vault_id: self.agent.env.trust.vault_id.clone(),
             pid: std::process::id(),
             session: self.session.as_ref().map(|s| s.id.clone()),
-            proof: challenge.map(|c| super::proof(&self.agent.proof_key, &c)),
+            secure: self.opener.is_some(),
+            warnings: self.agent.warnings(),
         };
         self.writer.reply(id, reply).await;
         Ok(())

@@ -57,7 +57,9 @@ pub fn start_agent(
     lifetime: Duration,
 ) -> Result<AgentStatus, AgentError> {
     let socket = super::socket::socket_path(vault_id);
-    super::client::stop_running(paths, &socket);
+    if super::client::stop_running(paths) == super::holder::Stopped::Unreachable {
+        return Err(AgentError::StillRunning(15));
+    }
     let (ours, theirs) = UnixStream::pair()?;
     let exe = std::env::current_exe()?;
     let log = open_log(&paths.dir().join("agent.log"))?;

@@ -4,10 +4,12 @@
 //! `/`), receives the key over a channel inherited at spawn (never over the filesystem socket),
 //! takes the vault's agent lock (one agent per vault), serves a Unix socket with the typed
 //! protocol of `protocol`, and exits on `vault lock`, after its lifetime or when idle.
+pub mod channel;
 pub mod client;
 mod connection;
 pub mod db;
 pub mod handoff;
+pub mod holder;
 pub mod hub;
 pub mod protocol;
 mod server;
@@ -19,13 +21,9 @@ use crate::paths::VaultPaths;
 use crate::store::{Store, StoreError};
 use std::path::PathBuf;
 use std::time::Duration;
-use zeroize::Zeroizing;
 
 /// The lifetime `vault unlock` gives an agent unless `--for` says otherwise.
 pub const DEFAULT_LIFETIME: Duration = Duration::from_secs(8 * 3600);
-
-/// The domain of the key-possession proof an agent gives `vault approve`.
-const PROOF_CONTEXT: &str = "agent-vault agent proof v1";
 
 /// Errors starting or running the agent.
 #[derive(Debug, thiserror::Error)]
@@ -49,19 +47,6 @@ pub struct Start {
     pub master: MasterKey,
     pub trust: Trust,
     pub lifetime: Duration,
-}
-
-/// The key-possession proof for `challenge`, keyed by a key derived from the master key: the
-/// real agent can give it, an impostor on the socket path cannot.
-pub fn proof(proof_key: &[u8; 32], challenge: &str) -> String {
-    blake3::keyed_hash(proof_key, challenge.as_bytes())
-        .to_hex()
-        .to_string()
-}
-
-/// The proof key of a master key.
-pub fn proof_key(master: &MasterKey) -> Zeroizing<[u8; 32]> {
-    Zeroizing::new(blake3::derive_key(PROOF_CONTEXT, master.expose()))
 }
 
 /// Hardening before any key is read: drop inherited descriptors and loader variables, refuse
@@ -171,7 +156,7 @@ pub fn run(
             return Err(e);
         }
     };
-    let result = server::serve(start, store, hardening, ready);
+    let result = server::serve(start, store, &lock, hardening, ready);
     drop(lock);
     result
 }

@@ -3,15 +3,16 @@
 //! ends use. Frames that may carry a secret (a person's `vault add`) are read into and wiped from
 //! zeroizing buffers.
 use crate::approvals::{Action, Signed, SignedDecision, State};
-use crate::credentials::{Credential, Edit, NewCredential};
+use crate::credentials::{Credential, Edit, Listed, NewCredential};
 use crate::mcp::protocol::ClientInfo;
 use crate::services::tools::ToolResult;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use zeroize::Zeroizing;
 
-/// The protocol version both ends must speak (`Hello.v`).
-pub const VERSION: u32 = 1;
+/// The protocol version both ends must speak (`Hello.v`). 2: the encrypted channel
+/// (`agent::channel`) replaced the key-possession challenge.
+pub const VERSION: u32 = 2;
 
 /// The longest frame either end accepts (an MCP line is at most 4 MiB; its wrapping is small).
 pub const MAX_FRAME: usize = 8 * 1024 * 1024;
@@ -45,10 +46,6 @@ pub enum Request {
         client: Option<ClientInfo>,
         #[serde(default)]
         profile: Option<String>,
-        /// A random hex nonce: the agent answers with `proof` (keyed by the master key), so
-        /// `vault approve` can tell the real agent from an impostor on the socket path.
-        #[serde(default)]
-        challenge: Option<String>,
     },
     /// An MCP `tools/call` (role mcp): events `progress`/`state`, then the `tool` reply.
     Tool {
@@ -77,21 +74,24 @@ pub enum Request {
     Credentials {
         profile: Option<String>,
     },
+    /// A new credential and the approver's signature over what it becomes.
     AddCredential {
         new: NewCredential,
+        signature: String,
     },
+    /// An edit of the credential at `version`, with the approver's signature over the result.
     EditCredential {
         profile: String,
         name: String,
+        version: i64,
         edit: Edit,
+        signature: String,
     },
+    /// A removal, signed by the approver for this credential at its current version.
     RemoveCredential {
         profile: String,
         name: String,
-    },
-    SignPolicy {
-        credential_id: String,
-        signature: String,
+        removal: Signed,
     },
     Pending,
     /// Like `Pending`, then a `queue` event every time the queue changes (role approver).
@@ -122,6 +122,24 @@ pub enum Request {
     Export {
         path: String,
     },
+}
+
+impl Request {
+    /// Whether the request carries a secret, a signature or something to sign, or answers with
+    /// what a card shows: such a request is accepted only over the encrypted channel, which only
+    /// a process holding the vault's key can open (a relay on the socket path sees ciphertext).
+    pub fn needs_channel(&self) -> bool {
+        matches!(
+            self,
+            Request::AddCredential { .. }
+                | Request::EditCredential { .. }
+                | Request::RemoveCredential { .. }
+                | Request::WatchPending
+                | Request::ForApproval { .. }
+                | Request::Decide { .. }
+                | Request::Resume { .. }
+        )
+    }
 }
 
 /// An action as the approver sees it: the stored row, the normalized request (canonical JSON,
@@ -232,13 +250,17 @@ pub enum Reply {
         vault_id: String,
         pid: u32,
         session: Option<String>,
-        proof: Option<String>,
+        /// Whether this connection runs over the encrypted channel.
+        secure: bool,
+        /// What the agent noticed that the person should hear (its socket path moved, …).
+        #[serde(default)]
+        warnings: Vec<String>,
     },
     Tool(ToolResult),
     /// The tool call was cancelled by the client: MCP sends no response.
     Cancelled,
     Status(AgentStatus),
-    Credentials(Vec<Credential>),
+    Credentials(Vec<Listed>),
     Credential(Credential),
     Pending(Vec<ApprovalView>),
     View(ApprovalView),

@@ -22,15 +22,23 @@ pub(super) struct Agent {
     /// The master key (locked in RAM where allowed): long reads (verify, export) open a
     /// connection of their own instead of holding up the writer.
     pub(super) master: crate::keys::MasterKey,
-    pub(super) proof_key: Zeroizing<[u8; 32]>,
+    /// The encrypted channel's pre-shared key (derived from the master key).
+    pub(super) channel_key: Zeroizing<[u8; 32]>,
     pub(super) status: Mutex<AgentStatus>,
     pub(super) last_activity: Mutex<Instant>,
     pub(super) busy: AtomicUsize,
     pub(super) connections: AtomicUsize,
     pub(super) stop: watch::Sender<Option<&'static str>>,
+    /// What the agent noticed about its own paths (told to every new connection and doctor).
+    pub(super) noticed: Mutex<Vec<String>>,
 }
 
 impl Agent {
+    /// What every new connection is told: what the agent noticed about its own paths.
+    pub(super) fn warnings(&self) -> Vec<String> {
+        self.noticed.lock().map(|n| n.clone()).unwrap_or_default()
+    }
+
     pub(super) fn touch(&self) {
         *self.last_activity.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
     }
@@ -49,6 +57,7 @@ impl Agent {
 pub(super) fn serve(
     start: Start,
     store: Store,
+    lock: &std::fs::File,
     hardening: crate::sys::Hardening,
     ready: impl FnOnce(Result<&AgentStatus, &AgentError>),
 ) -> Result<(), AgentError> {
@@ -73,8 +82,8 @@ pub(super) fn serve(
     };
     let hub = Arc::new(Hub::default());
     let (db, db_thread) = Db::start(store, hub.clone(), start.paths.clone());
-    let mut proof_key = super::proof_key(&start.master);
-    let key_locked = crate::sys::lock_in_memory(&proof_key[..])
+    let mut channel_key = super::channel::channel_key(&start.master);
+    let key_locked = crate::sys::lock_in_memory(&channel_key[..])
         && crate::sys::lock_in_memory(&start.master.expose()[..]);
     // (The key's bytes are on the heap: moving `start.master` below moves only the pointer.)
     let status = initial_status(&start, &config, hardening, key_locked);
@@ -90,26 +99,28 @@ pub(super) fn serve(
         stopping,
     });
     let listener = rt.block_on(async { bind(&start.socket) });
-    let listener = match listener {
-        Ok(l) => l,
-        Err(e) => {
-            ready(Err(&e));
-            return Err(e);
-        }
-    };
+    let (listener, own) =
+        match listener.and_then(|l| Ok((l, OwnPaths::of(&start.socket, &start.paths, lock)?))) {
+            Ok(l) => l,
+            Err(e) => {
+                ready(Err(&e));
+                return Err(e);
+            }
+        };
     ready(Ok(&status));
     tracing::info!(pid = status.pid, socket = %status.socket, locks_at = %status.locks_at, "vault agent listening");
     let agent = Arc::new(Agent {
         env,
         master: start.master,
-        proof_key: std::mem::take(&mut proof_key),
+        channel_key: std::mem::take(&mut channel_key),
         status: Mutex::new(status),
         last_activity: Mutex::new(Instant::now()),
         busy: AtomicUsize::new(0),
         connections: AtomicUsize::new(0),
         stop,
+        noticed: Mutex::new(Vec::new()),
     });
-    let why = rt.block_on(run(agent.clone(), listener, start.lifetime));
+    let why = rt.block_on(run(agent.clone(), listener, start.lifetime, own));
     let _ = std::fs::remove_file(&start.socket);
     rt.block_on(shutdown(&agent, why));
     rt.shutdown_timeout(Duration::from_millis(200));
@@ -158,7 +169,66 @@ fn bind(path: &std::path::Path) -> Result<UnixListener, AgentError> {
     Ok(listener)
 }
 
-async fn run(agent: Arc<Agent>, listener: UnixListener, lifetime: Duration) -> &'static str {
+/// The agent's own socket and lock file, by device and inode: whether the paths still lead to
+/// them is checked every second.
+struct OwnPaths {
+    socket: std::path::PathBuf,
+    socket_id: (u64, u64),
+    lock: std::path::PathBuf,
+    lock_id: (u64, u64),
+}
+
+impl OwnPaths {
+    fn of(
+        socket: &std::path::Path,
+        paths: &crate::paths::VaultPaths,
+        lock: &std::fs::File,
+    ) -> Result<Self, AgentError> {
+        use std::os::unix::fs::MetadataExt;
+        let s = std::fs::symlink_metadata(socket)?;
+        let l = lock.metadata()?;
+        Ok(Self {
+            socket: socket.to_owned(),
+            socket_id: (s.dev(), s.ino()),
+            lock: paths.dir().join("agent.lock"),
+            lock_id: (l.dev(), l.ino()),
+        })
+    }
+
+    fn names(path: &std::path::Path, id: (u64, u64)) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::symlink_metadata(path).is_ok_and(|m| (m.dev(), m.ino()) == id)
+    }
+
+    /// What changed: a moved socket is told to every command (the encrypted channel still
+    /// protects those given the passphrase); a replaced lock file stops the agent, since the kill
+    /// switches find the agent by that file and could then be made to miss it.
+    fn check(&self, agent: &Agent) -> Option<&'static str> {
+        if !Self::names(&self.lock, self.lock_id) {
+            tracing::error!(path = %self.lock.display(), "the agent lock file was moved or replaced; locking the vault");
+            return Some("agent.lock replaced");
+        }
+        let moved = !Self::names(&self.socket, self.socket_id);
+        let mut noticed = agent.noticed.lock().unwrap_or_else(|p| p.into_inner());
+        if moved && noticed.is_empty() {
+            tracing::warn!(path = %self.socket.display(), "the socket path no longer leads to this agent");
+            noticed.push(format!(
+                "the socket path {} no longer leads to the vault agent (pid {}): something moved or replaced it, and may be relaying what other commands send. Commands given the passphrase still reach the agent safely over the encrypted channel. `vault lock`, then `vault unlock`, takes the path back",
+                self.socket.display(),
+                std::process::id()
+            ));
+        }
+        None
+    }
+}
+
+async fn run(
+    agent: Arc<Agent>,
+    listener: UnixListener,
+    lifetime: Duration,
+    own: OwnPaths,
+) -> &'static str {
+    use tokio::signal::unix::{signal, SignalKind};
     tokio::spawn(expiry_task(agent.env.clone()));
     let mut stop = agent.stop.subscribe();
     let ends = Instant::now() + lifetime;
@@ -167,8 +237,12 @@ async fn run(agent: Arc<Agent>, listener: UnixListener, lifetime: Duration) -> &
         0 => Duration::from_secs(100 * 365 * 86400),
         s => Duration::from_secs(s),
     };
-    let mut sigterm =
-        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    let mut sigterm = signal(SignalKind::terminate()).ok();
+    // `vault lock` and `vault pause` reach the agent by signal, not through a socket that a
+    // same-uid process can move, relay or flood.
+    let mut lock_signal = signal(SignalKind::user_defined1()).ok();
+    let mut pause_signal = signal(SignalKind::user_defined2()).ok();
+    let mut watch = tokio::time::interval(Duration::from_secs(1));
     loop {
         let idle_at = *agent
             .last_activity
@@ -197,8 +271,31 @@ async fn run(agent: Arc<Agent>, listener: UnixListener, lifetime: Duration) -> &
                     agent.touch();
                 }
             }
-            _ = async { match sigterm.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending().await } } => return "signal",
+            _ = watch.tick() => if let Some(why) = own.check(&agent) { return why },
+            _ = recv(&mut sigterm) => return "signal",
+            _ = recv(&mut lock_signal) => return "vault lock",
+            _ = recv(&mut pause_signal) => {
+                let paused = agent
+                    .env
+                    .db
+                    .run(|s| crate::approvals::pause(s, "vault pause (by signal)"))
+                    .await;
+                match paused {
+                    Ok(Ok(n)) => tracing::warn!(denied = n, "paused by signal"),
+                    _ => tracing::error!("the pause by signal could not be journaled"),
+                }
+            }
         }
+    }
+}
+
+/// The next delivery of a signal (never, if it could not be subscribed to).
+async fn recv(s: &mut Option<tokio::signal::unix::Signal>) {
+    match s.as_mut() {
+        Some(s) => {
+            s.recv().await;
+        }
+        None => std::future::pending().await,
     }
 }
 

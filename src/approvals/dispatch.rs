@@ -3,7 +3,7 @@
 //! and verifying the signed decision (single use by the journal: the `action.dispatched` row names
 //! the decision's nonce), recording what the executor observed (`finish`), and closing what a
 //! previous custody agent left unfinished (`reap_orphans`).
-use super::signing::{self, Trust, DECISION, GRANT, POLICY};
+use super::signing::{self, Trust, DECISION, GRANT};
 use super::{load, transition, Action, ApprovalError, AuthorizedAction, Change, State};
 use crate::credentials::{self, Approval, Credential};
 use crate::exec::Outcome;
@@ -14,14 +14,10 @@ use serde_json::{json, Value};
 
 /// The approval that applies: the stored one if the approver signed it, else `each`.
 pub fn effective_approval(trust: &Trust, cred: &Credential, sig: Option<&str>) -> Approval {
-    if cred.approval == Approval::Each {
+    if cred.approval == Approval::Each || !credentials::is_signed(trust, cred, sig) {
         return Approval::Each;
     }
-    let payload = crate::canonical::to_string(&credentials::policy_payload(&trust.vault_id, cred));
-    match sig {
-        Some(s) if signing::verify(&trust.approver, POLICY, &payload, s) => cred.approval,
-        _ => Approval::Each,
-    }
+    cred.approval
 }
 
 /// `Received` when the credential's (signed) policy lets this request run without a card, else

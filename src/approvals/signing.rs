@@ -14,6 +14,7 @@ pub const DECISION: &[u8] = b"agent-vault decision v1\n";
 pub const GRANT: &[u8] = b"agent-vault session grant v1\n";
 pub const POLICY: &[u8] = b"agent-vault credential policy v1\n";
 pub const RESUME: &[u8] = b"agent-vault resume v1\n";
+pub const REMOVE: &[u8] = b"agent-vault credential removal v1\n";
 
 /// A canonical JSON payload and the approver's hex signature over `tag ‖ payload`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

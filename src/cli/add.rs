@@ -123,6 +123,7 @@ pub(super) fn run(paths: VaultPaths, kind: Kind) -> anyhow::Result<Exit> {
     };
 
     let new = NewCredential {
+        id: credentials::new_id("cred"),
         profile: common.profile,
         name,
         approval: common.approval,
@@ -130,19 +131,19 @@ pub(super) fn run(paths: VaultPaths, kind: Kind) -> anyhow::Result<Exit> {
         secret,
     };
     new.check()?;
+    // The passphrase opens the encrypted channel to the agent (or, locked, the store here), and
+    // the approver signs the credential exactly as typed here, bindings and policy alike.
     let mut backend = Backend::verified(&paths, PassphraseSource::choose(false))?;
-    // Anything looser than per-action approval is signed by the approver (the keys are at hand).
-    let approver = super::approver_for(&backend, &paths, new.approval)?;
-    let cred = match backend.call(Request::AddCredential { new })? {
+    let signed = credentials::as_added(&new);
+    let signature =
+        credentials::policy_signature(super::approver(&backend)?, backend.vault_id(), &signed);
+    let cred = match backend.call(Request::AddCredential { new, signature })? {
         Reply::Credential(c) => c,
         other => return Err(unexpected(other)),
     };
-    let cred = match &approver {
-        Some(k) => super::sign_policy(&mut backend, k, &cred)?,
-        None => cred,
-    };
+    super::check_stored(&signed, &cred)?;
     if common.json {
-        super::print_json(&super::list::credential_json(&cred))?;
+        super::print_json(&super::list::credential_json(&cred, true))?;
     } else {
         outln!(
             "Added {} ({}) to profile {}: {}, approval {}",

@@ -60,15 +60,22 @@ impl Backend {
         }
         let passphrase = source.read("Vault passphrase (to check the vault agent): ")?;
         let keys = Vault::keys(paths, &passphrase)?;
-        let proof_key = crate::agent::proof_key(&keys.master);
-        match Client::connect_verified(paths, &proof_key) {
+        Self::secure(paths, keys)
+    }
+
+    /// With the keys at hand: the agent over the encrypted channel (a process on the socket path
+    /// that is not the agent can neither complete it nor read what crosses it), else the store
+    /// opened here.
+    pub(super) fn secure(paths: &VaultPaths, keys: KeyMaterial) -> anyhow::Result<Self> {
+        let psk = crate::agent::channel::channel_key(&keys.master);
+        match Client::connect_secure(paths, &psk, Role::Cli) {
             Ok(Some(c)) => Ok(Self {
                 conn: Conn::Agent(c),
                 keys: Some(Box::new(keys)),
             }),
             Ok(None) => Self::with_keys(paths, keys),
             Err(ClientError::Impostor(socket)) => anyhow::bail!(
-                "the process listening on {} is not this vault's agent (it cannot prove it holds the key); nothing was sent. `vault unlock` replaces it",
+                "the process listening on {} is not this vault's agent (it cannot open the encrypted channel, which takes the vault's key); nothing was sent. `vault lock`, then `vault unlock`, replaces it",
                 socket.display()
             ),
             Err(e) => Err(e.into()),
@@ -79,17 +86,6 @@ impl Backend {
         Self {
             conn: Conn::Agent(c),
             keys: None,
-        }
-    }
-
-    /// The agent (unverified) if one runs, else the store opened with `keys`.
-    pub(super) fn agent_or(paths: &VaultPaths, keys: KeyMaterial) -> anyhow::Result<Self> {
-        match Client::connect(paths, Role::Cli)? {
-            Some(c) => Ok(Self {
-                conn: Conn::Agent(c),
-                keys: Some(Box::new(keys)),
-            }),
-            None => Self::with_keys(paths, keys),
         }
     }
 

@@ -1,4 +1,5 @@
-//! `vault edit NAME …`: change a credential's rules or secret; its version goes up.
+//! `vault edit NAME …`: change a credential's rules or secret, signed by the approver as typed
+//! here; its version goes up.
 use super::backend::{unexpected, Backend};
 use crate::agent::protocol::{Reply, Request};
 use crate::credentials::{
@@ -47,39 +48,29 @@ pub(super) struct Args {
 }
 
 pub(super) fn run(paths: VaultPaths, mut a: Args) -> anyhow::Result<Exit> {
-    // A new secret goes only to an agent that proves it holds the vault's key.
-    let mut backend = if a.secret_stdin || a.secret_file.is_some() {
-        Backend::verified(&paths, PassphraseSource::choose(false))?
-    } else {
-        Backend::open(&paths, PassphraseSource::choose(false))?
-    };
     let edit = edit_of(&mut a)?;
-    let approval = match edit.approval {
-        Some(a) => a,
-        None => match backend.call(Request::Credentials {
-            profile: Some(a.profile.clone()),
-        })? {
-            Reply::Credentials(all) => all
-                .into_iter()
-                .find(|c| c.name == a.name)
-                .map_or(Approval::Each, |c| c.approval),
-            other => return Err(unexpected(other)),
-        },
-    };
-    let approver = super::approver_for(&backend, &paths, approval)?;
+    // Every change is signed by the approver: the passphrase opens the encrypted channel (or,
+    // locked, the store here) and unlocks the approver key.
+    let mut backend = Backend::verified(&paths, PassphraseSource::choose(false))?;
+    let current = super::rm::current(&mut backend, &a.profile, &a.name)?;
+    let mut signed = current.clone();
+    crate::credentials::apply(&mut signed, &edit)?;
+    let signature = crate::credentials::policy_signature(
+        super::approver(&backend)?,
+        backend.vault_id(),
+        &signed,
+    );
     let cred = match backend.call(Request::EditCredential {
         profile: a.profile,
         name: a.name,
+        version: current.version,
         edit,
+        signature,
     })? {
         Reply::Credential(c) => c,
         other => return Err(unexpected(other)),
     };
-    // An edit drops the policy signature: sign the new version again.
-    let cred = match &approver {
-        Some(k) => super::sign_policy(&mut backend, k, &cred)?,
-        None => cred,
-    };
+    super::check_stored(&signed, &cred)?;
     outln!(
         "Updated {} (version {}): {}, approval {}",
         cred.name,

@@ -1,7 +1,7 @@
 //! `vault list [--json]`: credentials and their rules, never their secrets.
 use super::backend::{unexpected, Backend};
 use crate::agent::protocol::{Reply, Request};
-use crate::credentials::Credential;
+use crate::credentials::{Approval, Credential};
 use crate::keys::PassphraseSource;
 use crate::paths::VaultPaths;
 use crate::term::escape;
@@ -18,14 +18,18 @@ pub(super) struct Args {
     json: bool,
 }
 
-/// The public JSON of a credential (the `target` holds no secret by construction).
-pub(super) fn credential_json(c: &Credential) -> Value {
+/// The public JSON of a credential (the `target` holds no secret by construction). `approval` is
+/// the policy that applies: the stored one only if the approver signed this version.
+pub(super) fn credential_json(c: &Credential, signed: bool) -> Value {
+    let effective = if signed { c.approval } else { Approval::Each };
     json!({
         "id": c.id,
         "name": c.name,
         "profile": c.profile,
         "kind": c.target.kind(),
-        "approval": c.approval.as_str(),
+        "approval": effective.as_str(),
+        "signed": signed,
+        "stored_approval": c.approval.as_str(),
         "version": c.version,
         "summary": c.target.summary(),
         "target": c.target,
@@ -45,7 +49,12 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     if args.json {
         outln!(
             "{}",
-            Value::Array(creds.iter().map(credential_json).collect())
+            Value::Array(
+                creds
+                    .iter()
+                    .map(|l| credential_json(&l.credential, l.signed))
+                    .collect()
+            )
         );
         return Ok(Exit::Ok);
     }
@@ -56,12 +65,19 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     let mut rows = vec![["NAME", "PROFILE", "KIND", "APPROVAL", "TARGET"]
         .map(String::from)
         .to_vec()];
-    for c in &creds {
+    for l in &creds {
+        let c = &l.credential;
+        // An unsigned version's stored policy is not in force: say what applies, and why.
+        let approval = match (l.signed, c.approval) {
+            (true, a) => a.as_str().to_owned(),
+            (false, Approval::Each) => "each (unsigned)".to_owned(),
+            (false, a) => format!("each (unsigned {}: not in force)", a.as_str()),
+        };
         rows.push(vec![
             escape(&c.name),
             escape(&c.profile),
             c.target.kind().to_owned(),
-            c.approval.as_str().to_owned(),
+            approval,
             escape(&c.target.summary()),
         ]);
     }

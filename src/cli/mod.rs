@@ -229,53 +229,29 @@ fn confirm_on_terminal(question: &str) -> anyhow::Result<bool> {
     Ok(matches!(line.trim(), "y" | "Y" | "yes" | "YES" | "Yes"))
 }
 
-/// The approver key for signing a policy looser than `each`, asked for before anything changes (so
-/// a refusal leaves nothing behind). The passphrase comes from `VAULT_PASSPHRASE_FILE` or the
-/// terminal (stdin may already carry the secret); on a locked vault the keys are already at hand.
-fn approver_for(
-    backend: &backend::Backend,
-    paths: &VaultPaths,
-    approval: crate::credentials::Approval,
-) -> anyhow::Result<Option<crate::keys::ApproverKey>> {
-    use anyhow::Context;
-    if approval == crate::credentials::Approval::Each {
-        return Ok(None);
-    }
-    let keys = match backend.keys() {
-        Some(keys) => {
-            return Ok(crate::keys::ApproverKey::from_seed_hex(
-                &keys.approver.seed_hex(),
-            ))
-        }
-        None => {
-            let prompt = format!(
-                "Approval `{}` is signed by the approver. Vault passphrase: ",
-                approval.as_str()
-            );
-            let passphrase = crate::keys::PassphraseSource::choose(false)
-                .read(&prompt)
-                .context("a policy looser than `each` needs the passphrase")?;
-            crate::vault::Vault::keys(paths, &passphrase)?
-        }
-    };
-    Ok(Some(keys.approver))
+/// The approver key of a command given the passphrase (`Backend::verified`): every credential
+/// change is signed with it.
+fn approver(backend: &backend::Backend) -> anyhow::Result<&crate::keys::ApproverKey> {
+    backend.keys().map(|k| &k.approver).ok_or_else(|| {
+        anyhow::anyhow!(
+            "this change needs the passphrase; run it in a terminal or with VAULT_PASSPHRASE_FILE"
+        )
+    })
 }
 
-/// Has the vault store the approver's signature over the credential's policy as it is now.
-fn sign_policy(
-    backend: &mut backend::Backend,
-    key: &crate::keys::ApproverKey,
-    cred: &crate::credentials::Credential,
-) -> anyhow::Result<crate::credentials::Credential> {
-    let vault_id = backend.vault_id().to_owned();
-    let signature = crate::credentials::policy_signature(key, &vault_id, cred);
-    match backend.call(crate::agent::protocol::Request::SignPolicy {
-        credential_id: cred.id.clone(),
-        signature,
-    })? {
-        crate::agent::protocol::Reply::Credential(c) => Ok(c),
-        other => Err(backend::unexpected(other)),
+/// Refuses a reply that is not the credential this command built and signed: what the person
+/// typed is what is stored.
+fn check_stored(
+    signed: &crate::credentials::Credential,
+    stored: &crate::credentials::Credential,
+) -> anyhow::Result<()> {
+    if crate::credentials::same_policy(signed, stored) {
+        return Ok(());
     }
+    anyhow::bail!(
+        "the vault agent answered with another credential than the one you signed ({} version {}, not {} version {}); something on its socket is tampering. Run `vault doctor`",
+        stored.name, stored.version, signed.name, signed.version
+    )
 }
 
 /// Parses `--for` durations such as 30m or 8h.

@@ -19,7 +19,7 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     let passphrase = PassphraseSource::choose(args.passphrase_stdin).read("Vault passphrase: ")?;
     let keys = Vault::keys(&paths, &passphrase)?;
     let resume = crate::approvals::sign_resume(&keys.approver, &vault_id);
-    let mut backend = Backend::agent_or(&paths, keys)?;
+    let mut backend = Backend::secure(&paths, keys)?;
     match backend.call(Request::Resume { resume })? {
         Reply::Flag(true) => outln!("Resumed: tool calls work again."),
         Reply::Flag(false) => outln!("The vault was not paused."),

@@ -1,6 +1,8 @@
-//! `vault rm NAME`: remove a credential and its secret.
+//! `vault rm NAME`: remove a credential and its secret, with the approver's signed removal of the
+//! version this command read over the encrypted channel.
 use super::backend::{unexpected, Backend};
 use crate::agent::protocol::{Reply, Request};
+use crate::credentials::Credential;
 use crate::keys::PassphraseSource;
 use crate::paths::VaultPaths;
 use crate::Exit;
@@ -13,14 +15,42 @@ pub(super) struct Args {
 }
 
 pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
-    let mut backend = Backend::open(&paths, PassphraseSource::choose(false))?;
+    let mut backend = Backend::verified(&paths, PassphraseSource::choose(false))?;
+    let current = current(&mut backend, &args.profile, &args.name)?;
+    let removal =
+        crate::credentials::sign_removal(super::approver(&backend)?, backend.vault_id(), &current);
     let cred = match backend.call(Request::RemoveCredential {
         profile: args.profile,
         name: args.name,
+        removal,
     })? {
         Reply::Credential(c) => c,
         other => return Err(unexpected(other)),
     };
     outln!("Removed {} from profile {}.", cred.name, cred.profile);
     Ok(Exit::Ok)
+}
+
+/// The credential `profile`/`name` as the vault holds it now.
+pub(super) fn current(
+    backend: &mut Backend,
+    profile: &str,
+    name: &str,
+) -> anyhow::Result<Credential> {
+    match backend.call(Request::Credentials {
+        profile: Some(profile.to_owned()),
+    })? {
+        Reply::Credentials(all) => all
+            .into_iter()
+            .map(|l| l.credential)
+            .find(|c| c.name == name)
+            .ok_or_else(|| {
+                crate::credentials::CredentialError::NotFound {
+                    profile: profile.to_owned(),
+                    name: name.to_owned(),
+                }
+                .into()
+            }),
+        other => Err(unexpected(other)),
+    }
 }

@@ -3,15 +3,17 @@
 //! and `vault mcp` use. Every change is one audit row in the same transaction.
 pub(crate) mod http;
 mod service;
+mod signed;
 mod ssh;
 
 pub use http::{
     check_allow_header, check_path_prefix, is_loopback, is_rewriting_header, normalize_host,
     parse_host, parse_methods, HttpAuth, HttpTarget, METHOD_PARAM,
 };
-pub use service::{
-    add, edit, get, get_by_id, list, policy_payload, policy_signature, remove, sign_policy, Edit,
-    NewCredential,
+pub use service::{add, apply, edit, get, get_by_id, list, remove, Edit, NewCredential};
+pub use signed::{
+    add_as_approver, as_added, edit_as_approver, is_signed, policy_payload, policy_signature,
+    remove_as_approver, same_policy, sign_removal, Listed,
 };
 pub use ssh::{check_host_key, fetch_host_key, load_private_key, HostKeyError, SshAuth, SshTarget};
 
@@ -37,6 +39,10 @@ pub enum CredentialError {
         "nothing to change: give at least one option to `vault edit` (see `vault edit --help`)"
     )]
     NothingToChange,
+    #[error("{0} needs the approver's signature, which only a command given the passphrase makes; nothing changed. Run the `vault` command in a terminal or with VAULT_PASSPHRASE_FILE")]
+    Unsigned(&'static str),
+    #[error("credential {name:?} changed since this command read it; nothing changed. Run the command again")]
+    Stale { name: String },
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
     #[error(transparent)]
@@ -216,6 +222,7 @@ pub fn new_id(prefix: &str) -> String {
 #[cfg(test)]
 pub(crate) fn test_bearer(name: &str, secret: &str) -> NewCredential {
     NewCredential {
+        id: new_id("cred"),
         profile: "default".into(),
         name: name.into(),
         approval: Approval::Each,

@@ -1,14 +1,20 @@
-//! Adding, editing, removing and listing credentials. Each change bumps nothing but what it says,
-//! and writes exactly one audit row in the same transaction. No secret enters a row body.
-use super::{check_name, invalid, new_id, Approval, Credential, CredentialError, Secret, Target};
+//! Adding, editing, removing and listing credentials. Each change carries the approver's
+//! signature over the state it leads to (`signed.rs`), checked before anything changes; it bumps
+//! nothing but what it says, and writes exactly one audit row (with the new bindings, never a
+//! secret) in the same transaction.
+use super::signed::{self, is_signed, Listed};
+use super::{check_name, invalid, Approval, Credential, CredentialError, Secret, Target};
+use crate::approvals::{Signed, Trust};
 use crate::audit;
 use crate::store::{CredentialRow, Store};
 use serde_json::json;
 
-/// A credential to add.
+/// A credential to add. Its id is chosen by the person's command, so the approver's signature can
+/// cover the exact credential it becomes.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NewCredential {
+    pub id: String,
     pub profile: String,
     pub name: String,
     pub approval: Approval,
@@ -95,6 +101,8 @@ fn to_row(c: &Credential) -> CredentialRow {
     }
 }
 
+/// A change's journal row: what the credential is now, its bindings in full (no secret), so a
+/// card can say what changed since the person last approved one of its actions.
 fn audit_body(c: &Credential) -> serde_json::Value {
     json!({
         "id": c.id,
@@ -104,6 +112,7 @@ fn audit_body(c: &Credential) -> serde_json::Value {
         "version": c.version,
         "approval": c.approval.as_str(),
         "target": c.target.summary(),
+        "binding": serde_json::to_value(&c.target).expect("a target always serializes"),
     })
 }
 
@@ -111,26 +120,39 @@ impl NewCredential {
     /// Name, profile, target and secret checks (also run by `add`): a caller can refuse bad
     /// input before it asks for anything else.
     pub fn check(&self) -> Result<(), CredentialError> {
+        let id_ok = self.id.strip_prefix("cred_").is_some_and(|h| {
+            h.len() == 32
+                && h.bytes()
+                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        });
+        if !id_ok {
+            return Err(invalid(
+                "id",
+                "it must be cred_ and 32 lowercase hex digits",
+            ));
+        }
         check_name("name", &self.name)?;
         check_name("profile", &self.profile)?;
         check_target(&self.target, Some(&self.secret))
     }
 }
 
-/// Adds a credential; its name must be new in its profile.
-pub fn add(store: &mut Store, new: NewCredential) -> Result<Credential, CredentialError> {
+/// Adds a credential; its name must be new in its profile, and `signature` the approver's over
+/// the credential it becomes (`signed::as_added`).
+pub fn add(
+    store: &mut Store,
+    trust: &Trust,
+    new: NewCredential,
+    signature: &str,
+) -> Result<Credential, CredentialError> {
     new.check()?;
+    let mut cred = signed::as_added(&new);
+    if !is_signed(trust, &cred, Some(signature)) {
+        return Err(CredentialError::Unsigned("adding a credential"));
+    }
     let now = crate::time::now_utc();
-    let cred = Credential {
-        id: new_id("cred"),
-        profile: new.profile,
-        name: new.name,
-        version: 1,
-        approval: new.approval,
-        target: new.target,
-        created_at: now.clone(),
-        updated_at: now,
-    };
+    cred.created_at = now.clone();
+    cred.updated_at = now;
     let tx = store.write()?;
     if CredentialRow::find(&tx, &cred.profile, &cred.name)?.is_some() {
         return Err(CredentialError::Exists {
@@ -138,7 +160,11 @@ pub fn add(store: &mut Store, new: NewCredential) -> Result<Credential, Credenti
             name: cred.name,
         });
     }
+    if CredentialRow::find_by_id(&tx, &cred.id)?.is_some() {
+        return Err(invalid("id", "it is already taken; run the command again"));
+    }
     to_row(&cred).insert(&tx, new.secret.expose())?;
+    CredentialRow::set_policy_sig(&tx, &cred.id, Some(signature))?;
     audit::append(&tx, "credential.add", None, None, &audit_body(&cred))?;
     tx.commit()?;
     Ok(cred)
@@ -161,72 +187,21 @@ pub fn get_by_id(
     Ok(Some((to_credential(row)?, sig)))
 }
 
-/// The approver's side: the signature over the credential's id, version, approval and target
-/// that lets an approval other than `each` take effect.
-pub fn policy_signature(
-    key: &crate::keys::ApproverKey,
-    vault_id: &str,
-    cred: &Credential,
-) -> String {
-    crate::approvals::signing::sign(
-        key,
-        crate::approvals::signing::POLICY,
-        &policy_payload(vault_id, cred),
-    )
-    .1
-}
-
-/// Stores a policy signature after checking it is the trusted approver's over the credential as
-/// it is now (this id at this version); journals `credential.sign`.
-pub fn sign_policy(
-    store: &mut Store,
-    trust: &crate::approvals::Trust,
-    credential_id: &str,
-    signature: &str,
-) -> Result<Credential, CredentialError> {
-    let tx = store.write()?;
-    let row = CredentialRow::find_by_id(&tx, credential_id)?.ok_or_else(|| {
-        CredentialError::NotFound {
-            profile: "?".into(),
-            name: credential_id.to_owned(),
-        }
-    })?;
-    let cred = to_credential(row)?;
-    let payload = crate::canonical::to_string(&policy_payload(&trust.vault_id, &cred));
-    if !crate::approvals::signing::verify(
-        &trust.approver,
-        crate::approvals::signing::POLICY,
-        &payload,
-        signature,
-    ) {
-        return Err(invalid(
-            "signature",
-            "it is not the approver's signature over this credential's current version; run the command again",
-        ));
-    }
-    CredentialRow::set_policy_sig(&tx, &cred.id, Some(signature))?;
-    audit::append(&tx, "credential.sign", None, None, &audit_body(&cred))?;
-    tx.commit()?;
-    Ok(cred)
-}
-
-/// What a credential policy signature covers.
-pub fn policy_payload(vault_id: &str, c: &Credential) -> serde_json::Value {
-    json!({
-        "v": 1,
-        "vault_id": vault_id,
-        "credential_id": c.id,
-        "version": c.version,
-        "approval": c.approval.as_str(),
-        "target": serde_json::to_value(&c.target).expect("a target always serializes"),
-    })
-}
-
-/// Every credential, or those of one profile.
-pub fn list(store: &Store, profile: Option<&str>) -> Result<Vec<Credential>, CredentialError> {
+/// Every credential, or those of one profile, each with whether the approver signed its
+/// current version (an unsigned policy counts as `each`).
+pub fn list(
+    store: &Store,
+    trust: &Trust,
+    profile: Option<&str>,
+) -> Result<Vec<Listed>, CredentialError> {
     CredentialRow::list(store.conn(), profile)?
         .into_iter()
-        .map(to_credential)
+        .map(|row| {
+            let sig = CredentialRow::policy_sig(store.conn(), &row.id)?;
+            let credential = to_credential(row)?;
+            let signed = is_signed(trust, &credential, sig.as_deref());
+            Ok(Listed { credential, signed })
+        })
         .collect()
 }
 
@@ -242,12 +217,19 @@ fn existing(
     })
 }
 
-/// Removes a credential and its secret.
-pub fn remove(store: &mut Store, profile: &str, name: &str) -> Result<Credential, CredentialError> {
+/// Removes a credential and its secret, with the approver's signed removal of this version.
+pub fn remove(
+    store: &mut Store,
+    trust: &Trust,
+    profile: &str,
+    name: &str,
+    removal: &Signed,
+) -> Result<Credential, CredentialError> {
     let tx = store.write()?;
     let row = existing(&tx, profile, name)?;
+    let cred = to_credential(row.clone())?;
+    signed::check_removal(trust, &cred, removal)?;
     row.delete(&tx)?;
-    let cred = to_credential(row)?;
     audit::append(&tx, "credential.rm", None, None, &audit_body(&cred))?;
     tx.commit()?;
     Ok(cred)
@@ -261,18 +243,10 @@ fn set<T>(slot: &mut T, new: Option<T>, name: &'static str, changed: &mut Vec<&'
     }
 }
 
-/// Changes what `edit` says, bumps the version (old approvals no longer match), journals which
-/// fields changed (never their secret values).
-pub fn edit(
-    store: &mut Store,
-    profile: &str,
-    name: &str,
-    edit: Edit,
-) -> Result<Credential, CredentialError> {
-    let tx = store.write()?;
-    let row = existing(&tx, profile, name)?;
-    let mut cred = to_credential(row)?;
-    let mut changed: Vec<&str> = Vec::new();
+/// Applies `edit` to `cred` as the service would (the version is not touched): how the person's
+/// command builds the state it signs, and how the service checks it. Returns the changed fields.
+pub fn apply(cred: &mut Credential, edit: &Edit) -> Result<Vec<&'static str>, CredentialError> {
+    let mut changed: Vec<&'static str> = Vec::new();
     set(&mut cred.approval, edit.approval, "approval", &mut changed);
     match &mut cred.target {
         Target::Http(h) => {
@@ -284,14 +258,19 @@ pub fn edit(
             }
             set(
                 &mut h.path_prefix,
-                edit.path_prefix,
+                edit.path_prefix.clone(),
                 "path_prefix",
                 &mut changed,
             );
-            set(&mut h.methods, edit.methods, "methods", &mut changed);
+            set(
+                &mut h.methods,
+                edit.methods.clone(),
+                "methods",
+                &mut changed,
+            );
             set(
                 &mut h.allow_headers,
-                edit.allow_headers,
+                edit.allow_headers.clone(),
                 "allow_headers",
                 &mut changed,
             );
@@ -304,10 +283,15 @@ pub fn edit(
                     "--path-prefix, --methods and --allow-header apply to http credentials only",
                 ));
             }
-            set(&mut s.host_key, edit.host_key, "host_key", &mut changed);
+            set(
+                &mut s.host_key,
+                edit.host_key.clone(),
+                "host_key",
+                &mut changed,
+            );
             set(
                 &mut s.allow_commands,
-                edit.allow_commands,
+                edit.allow_commands.clone(),
                 "allow_commands",
                 &mut changed,
             );
@@ -321,8 +305,37 @@ pub fn edit(
     }
     check_target(&cred.target, edit.secret.as_ref())?;
     cred.version += 1;
+    Ok(changed)
+}
+
+/// Changes what `edit` says at credential version `version` (a credential changed since the
+/// person read it is refused), bumps the version (old approvals no longer match), checks that
+/// `signature` is the approver's over the result, and journals which fields changed (never their
+/// secret values).
+pub fn edit(
+    store: &mut Store,
+    trust: &Trust,
+    profile: &str,
+    name: &str,
+    version: i64,
+    edit: Edit,
+    signature: &str,
+) -> Result<Credential, CredentialError> {
+    let tx = store.write()?;
+    let row = existing(&tx, profile, name)?;
+    let mut cred = to_credential(row)?;
+    if cred.version != version {
+        return Err(CredentialError::Stale {
+            name: cred.name.clone(),
+        });
+    }
+    let changed = apply(&mut cred, &edit)?;
+    if !is_signed(trust, &cred, Some(signature)) {
+        return Err(CredentialError::Unsigned("changing a credential"));
+    }
     cred.updated_at = crate::time::now_utc();
     to_row(&cred).update(&tx, edit.secret.as_ref().map(Secret::expose))?;
+    CredentialRow::set_policy_sig(&tx, &cred.id, Some(signature))?;
     let mut body = audit_body(&cred);
     body["changed"] = json!(changed);
     audit::append(&tx, "credential.edit", None, None, &body)?;

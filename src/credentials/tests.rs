@@ -105,16 +105,18 @@ fn store(tag: &str) -> Store {
 #[test]
 fn add_edit_remove_journal_every_change_and_never_the_secret() {
     let mut s = store("svc");
+    let key = crate::keys::ApproverKey::generate();
     let decoy = "DECOY-svc-4e1f0a";
-    add(&mut s, test_bearer("api", decoy)).unwrap();
+    add_as_approver(&mut s, &key, "vlt_t", test_bearer("api", decoy)).unwrap();
     assert!(matches!(
-        add(&mut s, test_bearer("api", "x")),
+        add_as_approver(&mut s, &key, "vlt_t", test_bearer("api", "x")),
         Err(CredentialError::Exists { .. })
     ));
-    let edited = edit(
+    let edited = edit_as_approver(
         &mut s,
-        "default",
-        "api",
+        &key,
+        "vlt_t",
+        ("default", "api"),
         Edit {
             approval: Some(Approval::Writes),
             secret: Some(Secret::new(b"DECOY-new-77".to_vec())),
@@ -125,7 +127,7 @@ fn add_edit_remove_journal_every_change_and_never_the_secret() {
     assert_eq!(edited.version, 2);
     assert_eq!(edited.approval, Approval::Writes);
     assert!(matches!(
-        edit(&mut s, "default", "api", Edit::default()),
+        edit_as_approver(&mut s, &key, "vlt_t", ("default", "api"), Edit::default()),
         Err(CredentialError::NothingToChange)
     ));
     let row = crate::store::CredentialRow::find(s.conn(), "default", "api")
@@ -136,8 +138,11 @@ fn add_edit_remove_journal_every_change_and_never_the_secret() {
         get(&s, "other", "api"),
         Err(CredentialError::NotFound { .. })
     ));
-    remove(&mut s, "default", "api").unwrap();
-    assert!(list(&s, None).unwrap().is_empty());
+    let trust = crate::approvals::Trust::new("vlt_t", &key);
+    let listed = list(&s, &trust, None).unwrap();
+    assert!(listed[0].signed && listed[0].effective() == Approval::Writes);
+    remove_as_approver(&mut s, &key, "vlt_t", ("default", "api")).unwrap();
+    assert!(list(&s, &trust, None).unwrap().is_empty());
     let kinds: Vec<(String, String)> = s
         .conn()
         .prepare("SELECT kind, body FROM audit ORDER BY seq")
@@ -162,4 +167,114 @@ fn add_edit_remove_journal_every_change_and_never_the_secret() {
             "a secret reached the journal: {body}"
         );
     }
+}
+
+/// Every change needs the approver's signature over exactly the state it leads to; without it (a
+/// same-uid process with the socket but no passphrase), or over another state, nothing changes.
+#[test]
+fn changes_without_the_approvers_signature_change_nothing() {
+    let mut s = store("unsigned");
+    let key = crate::keys::ApproverKey::generate();
+    let other = crate::keys::ApproverKey::generate();
+    let trust = crate::approvals::Trust::new("vlt_t", &key);
+    let rows = |s: &Store| -> i64 {
+        s.conn()
+            .query_row("SELECT count(*) FROM audit", [], |r| r.get(0))
+            .unwrap()
+    };
+    // Add: unsigned, signed by another key, or signed for another binding.
+    let new = test_bearer("api", "tok");
+    let mut wider = as_added(&new);
+    if let Target::Http(h) = &mut wider.target {
+        h.path_prefix = "/".into();
+        h.host = "evil.example".into();
+    }
+    for sig in [
+        String::new(),
+        policy_signature(&other, "vlt_t", &as_added(&new)),
+        policy_signature(&key, "vlt_t", &wider),
+        policy_signature(&key, "vlt_other", &as_added(&new)),
+    ] {
+        let new = NewCredential {
+            id: new.id.clone(),
+            ..test_bearer("api", "tok")
+        };
+        assert!(matches!(
+            add(&mut s, &trust, new, &sig),
+            Err(CredentialError::Unsigned(_))
+        ));
+    }
+    assert_eq!(rows(&s), 0);
+    let c = add_as_approver(&mut s, &key, "vlt_t", new).unwrap();
+    let before = rows(&s);
+    // Edit: every binding, unsigned or signed for another result; then a stale version.
+    for change in [
+        Edit {
+            path_prefix: Some("/admin/".into()),
+            ..Edit::default()
+        },
+        Edit {
+            methods: Some(Some(vec!["DELETE".into()])),
+            ..Edit::default()
+        },
+        Edit {
+            allow_headers: Some(vec!["x-http-method-override".into()]),
+            ..Edit::default()
+        },
+        Edit {
+            approval: Some(Approval::Never),
+            ..Edit::default()
+        },
+        Edit {
+            secret: Some(Secret::new(b"attacker-token".to_vec())),
+            ..Edit::default()
+        },
+    ] {
+        let e = edit(&mut s, &trust, "default", "api", 1, change, "00");
+        assert!(matches!(e, Err(CredentialError::Unsigned(_))), "{e:?}");
+    }
+    let mut signed_other = c.clone();
+    apply(
+        &mut signed_other,
+        &Edit {
+            approval: Some(Approval::Writes),
+            ..Edit::default()
+        },
+    )
+    .unwrap();
+    let sig = policy_signature(&key, "vlt_t", &signed_other);
+    let never = Edit {
+        approval: Some(Approval::Never),
+        ..Edit::default()
+    };
+    assert!(matches!(
+        edit(&mut s, &trust, "default", "api", 1, never, &sig),
+        Err(CredentialError::Unsigned(_))
+    ));
+    let writes = Edit {
+        approval: Some(Approval::Writes),
+        ..Edit::default()
+    };
+    assert!(matches!(
+        edit(&mut s, &trust, "default", "api", 7, writes, &sig),
+        Err(CredentialError::Stale { .. })
+    ));
+    // Remove: unsigned, another credential's, another version's.
+    let forged = crate::approvals::Signed {
+        payload: "{}".into(),
+        signature: "00".into(),
+    };
+    assert!(matches!(
+        remove(&mut s, &trust, "default", "api", &forged),
+        Err(CredentialError::Unsigned(_))
+    ));
+    let mut old = c.clone();
+    old.version = 0;
+    let stale = sign_removal(&key, "vlt_t", &old);
+    assert!(matches!(
+        remove(&mut s, &trust, "default", "api", &stale),
+        Err(CredentialError::Stale { .. })
+    ));
+    assert_eq!(rows(&s), before, "nothing was journaled");
+    assert_eq!(get(&s, "default", "api").unwrap(), c, "nothing changed");
 }

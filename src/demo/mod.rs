@@ -53,9 +53,7 @@ pub(crate) fn run(
     let _ = std::fs::remove_dir_all(&dir);
     let paths = VaultPaths::new(&dir);
     let result = flow(&paths, say, approver);
-    if let Some(socket) = crate::agent::client::socket_of(&paths) {
-        crate::agent::client::stop_running(&paths, &socket);
-    }
+    crate::agent::client::stop_running(&paths);
     if keep {
         say(&format!(
             "Kept the demo vault in {} (its passphrase was printed above).",
@@ -117,11 +115,15 @@ fn flow(
         paths.dir().display(),
         agent.pid
     ));
-    let mut cli = Client::connect(paths, Role::Cli)
+    let psk = crate::agent::channel::channel_key(&keys.master);
+    let mut cli = Client::connect_secure(paths, &psk, Role::Cli)
         .map_err(|e| step(e.to_string()))?
         .ok_or_else(|| step("the vault agent is not reachable"))?;
-    cli.call(Request::AddCredential {
-        new: NewCredential {
+    add_credential(
+        &mut cli,
+        &keys,
+        NewCredential {
+            id: crate::credentials::new_id("cred"),
             profile: "default".into(),
             name: "demo-api".into(),
             approval: Approval::Each,
@@ -137,7 +139,7 @@ fn flow(
             }),
             secret: Secret::new(secret.clone().into_bytes()),
         },
-    })
+    )
     .map_err(|e| step(format!("vault add: {e}")))?;
     say("3. Credential demo-api added: bearer token bound to that host, port and /v1/, approval each");
 
@@ -165,6 +167,22 @@ fn flow(
     check_journal(&mut cli, paths, &secret, say)?;
     say("Demo complete: the AI agent got its requests done without ever holding a secret.");
     Ok(())
+}
+
+/// `vault add` as the person's command does it: the credential signed by the approver as built
+/// here, sent over the encrypted channel.
+fn add_credential(
+    cli: &mut Client,
+    keys: &crate::keys::KeyMaterial,
+    new: NewCredential,
+) -> Result<(), crate::agent::client::ClientError> {
+    let signature = crate::credentials::policy_signature(
+        &keys.approver,
+        &cli.vault_id.clone(),
+        &crate::credentials::as_added(&new),
+    );
+    cli.call(Request::AddCredential { new, signature })
+        .map(|_| ())
 }
 
 /// Starts the real `vault mcp` and lists its tools (step 4).

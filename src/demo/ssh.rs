@@ -4,7 +4,6 @@
 use super::ssh_target::{Accept, SshTarget};
 use super::{random_hex, step, wait_pending, Approver, DemoError, Mcp};
 use crate::agent::client::Client;
-use crate::agent::protocol::Request;
 use crate::credentials::{self, Approval, NewCredential, Secret, SshAuth, Target};
 use crate::keys::KeyMaterial;
 use serde_json::json;
@@ -24,8 +23,11 @@ pub(super) fn run(
     let target = SshTarget::start("demo", Accept::Password(Zeroizing::new(password.clone())))
         .map_err(|e| step(format!("cannot start the in-process SSH server: {e}")))?;
     let host_key = target.host_key();
-    cli.call(Request::AddCredential {
-        new: NewCredential {
+    super::add_credential(
+        cli,
+        keys,
+        NewCredential {
+            id: credentials::new_id("cred"),
             profile: "default".into(),
             name: "demo-ssh".into(),
             approval: Approval::Each,
@@ -39,7 +41,7 @@ pub(super) fn run(
             }),
             secret: Secret::new(password.clone().into_bytes()),
         },
-    })
+    )
     .map_err(|e| step(format!("vault add ssh: {e}")))?;
     say(&format!(
         "8. In-process SSH server on 127.0.0.1:{} (host key {host_key}); credential demo-ssh: password login, that host key pinned, approval each",

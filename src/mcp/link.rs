@@ -143,7 +143,6 @@ impl Link {
             role: Role::Mcp,
             client: Some(client),
             profile: Some(self.profile.clone()),
-            challenge: None,
         };
         match conn.call(hello).await {
             Some(Reply::Welcome { session, .. }) => {

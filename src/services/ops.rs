@@ -15,25 +15,27 @@ use serde_json::Value;
 pub(crate) fn handle(store: &mut Store, trust: &Trust, paths: &VaultPaths, req: Request) -> Reply {
     match req {
         Request::Credentials { profile } => {
-            credential(credentials::list(store, profile.as_deref()).map(Reply::Credentials))
+            credential(credentials::list(store, trust, profile.as_deref()).map(Reply::Credentials))
         }
-        Request::AddCredential { new } => {
-            credential(credentials::add(store, new).map(Reply::Credential))
+        Request::AddCredential { new, signature } => {
+            credential(credentials::add(store, trust, new, &signature).map(Reply::Credential))
         }
         Request::EditCredential {
             profile,
             name,
+            version,
             edit,
-        } => credential(credentials::edit(store, &profile, &name, edit).map(Reply::Credential)),
-        Request::RemoveCredential { profile, name } => {
-            credential(credentials::remove(store, &profile, &name).map(Reply::Credential))
-        }
-        Request::SignPolicy {
-            credential_id,
             signature,
         } => credential(
-            credentials::sign_policy(store, trust, &credential_id, &signature)
+            credentials::edit(store, trust, &profile, &name, version, edit, &signature)
                 .map(Reply::Credential),
+        ),
+        Request::RemoveCredential {
+            profile,
+            name,
+            removal,
+        } => credential(
+            credentials::remove(store, trust, &profile, &name, &removal).map(Reply::Credential),
         ),
         Request::Pending => approval(pending(store).map(Reply::Pending)),
         Request::ForApproval { action_id } => approval(
@@ -81,7 +83,9 @@ fn credential(r: Result<Reply, CredentialError>) -> Reply {
             CredentialError::NotFound { .. } => ErrorCode::NotFound,
             CredentialError::Invalid { .. }
             | CredentialError::Exists { .. }
+            | CredentialError::Stale { .. }
             | CredentialError::NothingToChange => ErrorCode::Invalid,
+            CredentialError::Unsigned(_) => ErrorCode::WrongApprover,
             _ => ErrorCode::Internal,
         };
         error(code, e.to_string())

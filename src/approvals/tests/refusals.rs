@@ -108,10 +108,11 @@ fn forged_replayed_misapplied_and_stale_approvals_never_dispatch() {
         HOUR,
     ));
     approve(&mut s, &key, &e, Verdict::Approve).unwrap();
-    crate::credentials::edit(
+    crate::credentials::edit_as_approver(
         &mut s,
-        "default",
-        "api",
+        &key,
+        "vlt_t",
+        ("default", "api"),
         crate::credentials::Edit {
             path_prefix: Some("/v2/".into()),
             ..Default::default()

@@ -342,9 +342,12 @@ fn authorized(t: &SshTarget, command: &str) -> crate::approvals::AuthorizedActio
     )
     .unwrap();
     tx.commit().unwrap();
-    crate::credentials::add(
+    let cred = crate::credentials::add_as_approver(
         &mut store,
+        &key,
+        "vlt_t",
         NewCredential {
+            id: crate::credentials::new_id("cred"),
             profile: "default".into(),
             name: "box".into(),
             approval: Approval::Never,
@@ -361,9 +364,6 @@ fn authorized(t: &SshTarget, command: &str) -> crate::approvals::AuthorizedActio
     )
     .unwrap();
     let trust = crate::approvals::Trust::new("vlt_t", &key);
-    let unsigned = crate::credentials::get(&store, "default", "box").unwrap();
-    let sig = crate::credentials::policy_signature(&key, "vlt_t", &unsigned);
-    let cred = crate::credentials::sign_policy(&mut store, &trust, &unsigned.id, &sig).unwrap();
     let request = crate::policy::validate_ssh(
         &cred,
         crate::policy::SshArgs {

@@ -230,7 +230,10 @@ async fn run_call(
     match name {
         "list_credentials" => Some(match parse_args::<NoArgs>(tool, &args) {
             Err(e) => e,
-            Ok(_) => db(Box::new(move |s| list_credentials(s, &profile))).await,
+            Ok(_) => {
+                let trust = env.trust.clone();
+                db(Box::new(move |s| list_credentials(s, &trust, &profile))).await
+            }
         }),
         "list_recent_actions" => Some(match parse_args::<RecentArgs>(tool, &args) {
             Err(e) => e,
@@ -346,15 +349,17 @@ fn paused_refusal(s: &mut Store) -> Option<ToolResult> {
     }
 }
 
-fn list_credentials(s: &mut Store, profile: &str) -> ToolResult {
-    let creds = match credentials::list(s, Some(profile)) {
+fn list_credentials(s: &mut Store, trust: &approvals::Trust, profile: &str) -> ToolResult {
+    let creds = match credentials::list(s, trust, Some(profile)) {
         Ok(c) => c,
         Err(e) => return credential_error(&e),
     };
     let items: Vec<Value> = creds
         .iter()
-        .map(|c| {
-            let mut item = json!({"name": c.name, "kind": c.target.kind(), "target": c.target.summary(), "approval": c.approval.as_str()});
+        .map(|l| {
+            let c = &l.credential;
+            // The policy in force: an unsigned one counts as `each`.
+            let mut item = json!({"name": c.name, "kind": c.target.kind(), "target": c.target.summary(), "approval": l.effective().as_str(), "signed": l.signed});
             match &c.target {
                 Target::Http(h) => {
                     item["methods"] = json!(h.methods);

@@ -1,0 +1,113 @@
+use super::*;
+
+fn key(b: u8) -> [u8; 32] {
+    [b; 32]
+}
+
+fn line(bytes: &[u8]) -> &[u8] {
+    bytes.strip_suffix(b"\n").unwrap()
+}
+
+/// A handshake between the two ends; returns (client sealer, client opener, agent sealer,
+/// agent opener).
+fn pair(
+    client_psk: [u8; 32],
+    agent_psk: [u8; 32],
+) -> Result<(Sealer, Opener, Sealer, Opener), ChannelError> {
+    let (init, open_line) = Initiator::start(&client_psk, "vlt_a")?;
+    let open: Open = serde_json::from_slice(line(&open_line)).unwrap();
+    let (a_seal, a_open, accept) = respond(&agent_psk, "vlt_a", &open)?;
+    let (c_seal, c_open) = init.finish(line(&accept))?;
+    Ok((c_seal, c_open, a_seal, a_open))
+}
+
+fn lines(sealed: &[u8]) -> Vec<&[u8]> {
+    sealed
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+fn open_all(o: &mut Opener, sealed: &[u8]) -> Result<Vec<Vec<u8>>, ChannelError> {
+    let mut frames = Vec::new();
+    for l in lines(sealed) {
+        if let Some(f) = o.open(l)? {
+            frames.push(f.to_vec());
+        }
+    }
+    Ok(frames)
+}
+
+#[test]
+fn frames_cross_both_ways_and_big_ones_are_chunked() {
+    let (mut cs, mut co, mut as_, mut ao) = pair(key(1), key(1)).unwrap();
+    let small = br#"{"id":1,"req":{"op":"status"}}"#;
+    assert_eq!(
+        open_all(&mut ao, &cs.seal(small)).unwrap(),
+        vec![small.to_vec()]
+    );
+    let big: Vec<u8> = (0..200_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+    let sealed = as_.seal(&big);
+    assert_eq!(lines(&sealed).len(), 4, "200 kB is four chunks");
+    assert_eq!(open_all(&mut co, &sealed).unwrap(), vec![big.clone()]);
+    let empty = as_.seal(b"");
+    assert_eq!(open_all(&mut co, &empty).unwrap(), vec![Vec::<u8>::new()]);
+    // Nothing of the plaintext shows in the lines.
+    let secret = b"DECOY_channel_secret_7f1";
+    let sealed = cs.seal(secret);
+    assert!(!sealed.windows(secret.len()).any(|w| w == secret));
+}
+
+#[test]
+fn another_key_or_another_vault_cannot_complete_the_handshake() {
+    assert!(matches!(pair(key(1), key(2)), Err(ChannelError::Handshake)));
+    let (_, open_line) = Initiator::start(&key(1), "vlt_a").unwrap();
+    let open: Open = serde_json::from_slice(line(&open_line)).unwrap();
+    assert!(
+        respond(&key(1), "vlt_b", &open).is_err(),
+        "the vault id is in the prologue"
+    );
+    // An impostor agent without the key answers something: the client refuses it.
+    let (init, _) = Initiator::start(&key(1), "vlt_a").unwrap();
+    let (_, mut other_open) = Initiator::start(&key(3), "vlt_a").unwrap();
+    other_open.pop();
+    let fake: Open = serde_json::from_slice(&other_open).unwrap();
+    let fake_accept = serde_json::to_vec(&Accept { noise: fake.noise }).unwrap();
+    assert!(init.finish(&fake_accept).is_err());
+}
+
+#[test]
+fn altered_replayed_reordered_or_dropped_messages_are_refused() {
+    let (mut cs, _, _, mut ao) = pair(key(1), key(1)).unwrap();
+    let one = cs.seal(b"one");
+    let two = cs.seal(b"two");
+    let mut raw = B64.decode(line(&one)).unwrap();
+    raw[5] ^= 1;
+    let altered = B64.encode(raw).into_bytes();
+    assert!(matches!(ao.open(&altered), Err(ChannelError::Tampered)));
+    assert!(
+        matches!(ao.open(line(&two)), Err(ChannelError::Tampered)),
+        "the second message before the first (the first dropped)"
+    );
+    assert_eq!(open_all(&mut ao, &one).unwrap(), vec![b"one".to_vec()]);
+    assert!(
+        matches!(ao.open(line(&one)), Err(ChannelError::Tampered)),
+        "replayed"
+    );
+    assert_eq!(open_all(&mut ao, &two).unwrap(), vec![b"two".to_vec()]);
+}
+
+#[test]
+fn a_frame_past_the_cap_is_refused_while_it_arrives() {
+    let (mut cs, _, _, mut ao) = pair(key(1), key(1)).unwrap();
+    let big = vec![b'x'; MAX_FRAME + 1];
+    let sealed = cs.seal(&big);
+    let mut result = Ok(None);
+    for l in lines(&sealed) {
+        result = ao.open(l);
+        if result.is_err() {
+            break;
+        }
+    }
+    assert!(matches!(result, Err(ChannelError::TooLong)));
+}

@@ -1,0 +1,167 @@
+//! Who the vault's agent is, from the kernel rather than from whatever answers on the socket
+//! path: the process that holds `agent.lock` (`flock`, as `/proc/locks` lists it). The kill
+//! switches reach that process with a signal, so a relay on the socket path, a moved socket or a
+//! flood of connections cannot stop `vault lock` or `vault pause`; a client compares it with the
+//! peer of its connection (`SO_PEERCRED`) to tell the agent from a process standing in between.
+use crate::paths::VaultPaths;
+use std::os::unix::fs::MetadataExt;
+use std::time::{Duration, Instant};
+
+/// The holder of the vault's agent lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Holder {
+    /// Nobody holds it: no agent runs, the vault is locked.
+    Nobody,
+    /// This process holds it: the vault's agent.
+    Pid(u32),
+    /// Someone holds it but the kernel's list of locks cannot be read here (not Linux).
+    Unknown,
+}
+
+/// The signals the agent answers (besides SIGTERM, a plain stop).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    /// SIGUSR1: `vault lock` (or `vault unlock` replacing the agent): journal the lock, stop.
+    Lock,
+    /// SIGUSR2: `vault pause` when the socket cannot be used or trusted.
+    Pause,
+}
+
+impl Order {
+    fn signal(self) -> rustix::process::Signal {
+        match self {
+            Order::Lock => rustix::process::Signal::USR1,
+            Order::Pause => rustix::process::Signal::USR2,
+        }
+    }
+}
+
+/// Who holds `agent.lock` now.
+pub fn holder(paths: &VaultPaths) -> Holder {
+    if !super::is_running(paths) {
+        return Holder::Nobody;
+    }
+    let Ok(meta) = std::fs::metadata(paths.dir().join("agent.lock")) else {
+        return Holder::Unknown;
+    };
+    match std::fs::read_to_string("/proc/locks") {
+        Ok(locks) => holder_in(&locks, meta.dev(), meta.ino()).map_or(Holder::Unknown, Holder::Pid),
+        Err(_) => Holder::Unknown,
+    }
+}
+
+/// The pid that holds a `FLOCK` write lock on the file (`dev`, `ino`) in `/proc/locks` text:
+/// `1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF` (device as hex major:minor, inode in
+/// decimal). Lines of waiters (`->`) are skipped.
+fn holder_in(locks: &str, dev: u64, ino: u64) -> Option<u32> {
+    let (major, minor) = (rustix::fs::major(dev), rustix::fs::minor(dev));
+    locks.lines().find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 6 || f[1] != "FLOCK" || f[3] != "WRITE" {
+            return None;
+        }
+        let mut id = f[5].split(':');
+        let (maj, min, i) = (id.next()?, id.next()?, id.next()?);
+        let same = u32::from_str_radix(maj, 16).ok()? == major
+            && u32::from_str_radix(min, 16).ok()? == minor
+            && i.parse::<u64>().ok()? == ino;
+        same.then(|| f[4].parse().ok()).flatten()
+    })
+}
+
+/// Sends `order` to the agent holding the lock. `false` when it could not be delivered.
+pub fn send(pid: u32, order: Order) -> bool {
+    rustix::process::Pid::from_raw(pid as i32)
+        .is_some_and(|p| rustix::process::kill_process(p, order.signal()).is_ok())
+}
+
+/// How a stop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stopped {
+    /// No agent ran.
+    NotRunning,
+    /// The agent journaled the lock and let go of the vault.
+    Locked(u32),
+    /// It did not stop within the wait and was killed (its key went with it).
+    Killed(u32),
+    /// An agent holds the lock but its pid cannot be known here: nothing was sent.
+    Unreachable,
+}
+
+/// Stops the vault's agent by signal (never through the socket, which may not be its own): asks
+/// it to lock, waits up to `wait` for it to let go of the lock, and kills it if it does not.
+pub fn stop(paths: &VaultPaths, wait: Duration) -> Stopped {
+    let pid = match holder(paths) {
+        Holder::Nobody => return Stopped::NotRunning,
+        Holder::Unknown => return Stopped::Unreachable,
+        Holder::Pid(p) => p,
+    };
+    if !send(pid, Order::Lock) {
+        return if super::is_running(paths) {
+            Stopped::Unreachable
+        } else {
+            Stopped::NotRunning
+        };
+    }
+    if released(paths, wait) {
+        return Stopped::Locked(pid);
+    }
+    if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
+        let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+    }
+    released(paths, Duration::from_secs(5));
+    Stopped::Killed(pid)
+}
+
+/// Waits until nobody holds the lock, at most `wait`.
+fn released(paths: &VaultPaths, wait: Duration) -> bool {
+    let deadline = Instant::now() + wait;
+    loop {
+        if !super::is_running(paths) {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The pid of the process listening on the other end of a connected Unix socket.
+pub fn peer_pid(stream: &std::os::unix::net::UnixStream) -> Option<u32> {
+    rustix::net::sockopt::socket_peercred(stream)
+        .ok()
+        .and_then(|c| u32::try_from(c.pid.as_raw_nonzero().get()).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_holder_is_read_from_the_kernels_lock_list() {
+        let dev = rustix::fs::makedev(0xfd, 1);
+        let locks = "1: POSIX  ADVISORY  WRITE 11 fd:01:77 0 EOF\n\
+                     2: FLOCK  ADVISORY  WRITE 4242 fd:01:77 0 EOF\n\
+                     2: -> FLOCK  ADVISORY  WRITE 99 fd:01:77 0 EOF\n\
+                     3: FLOCK  ADVISORY  WRITE 5 fd:02:77 0 EOF\n";
+        assert_eq!(holder_in(locks, dev, 77), Some(4242));
+        assert_eq!(holder_in(locks, dev, 78), None);
+        assert_eq!(holder_in(locks, rustix::fs::makedev(0xfd, 3), 77), None);
+    }
+
+    #[test]
+    fn this_process_is_found_holding_a_lock() {
+        let dir = std::env::temp_dir().join(format!("av-holder-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let paths = VaultPaths::new(dir.clone());
+        assert_eq!(holder(&paths), Holder::Nobody);
+        let lock = super::super::take_lock(&paths, Duration::ZERO).unwrap();
+        // Held by this process; is_running opens its own description, so it sees it as taken.
+        assert_eq!(holder(&paths), Holder::Pid(std::process::id()));
+        drop(lock);
+        assert_eq!(holder(&paths), Holder::Nobody);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

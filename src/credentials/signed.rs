@@ -1,0 +1,152 @@
+//! What the approver signs about credentials: the whole policy of a credential version (its id,
+//! version, approval and every binding: host, port, prefix, methods, headers, pin, commands), and
+//! a removal. Every add, edit and `rm` carries the approver's signature over the state it leads
+//! to, built by the person's own command from what the person typed; the service checks it before
+//! it changes anything, so a same-uid process with the socket but no passphrase changes nothing.
+use super::{Credential, CredentialError, NewCredential};
+use crate::approvals::signing::{self, Signed, Trust, POLICY, REMOVE};
+use crate::keys::ApproverKey;
+use serde_json::{json, Value};
+
+/// What a credential policy signature covers.
+pub fn policy_payload(vault_id: &str, c: &Credential) -> Value {
+    json!({
+        "v": 1,
+        "vault_id": vault_id,
+        "credential_id": c.id,
+        "version": c.version,
+        "approval": c.approval.as_str(),
+        "target": serde_json::to_value(&c.target).expect("a target always serializes"),
+    })
+}
+
+/// The approver's signature over a credential version's policy and bindings.
+pub fn policy_signature(key: &ApproverKey, vault_id: &str, cred: &Credential) -> String {
+    signing::sign(key, POLICY, &policy_payload(vault_id, cred)).1
+}
+
+/// Whether `sig` is the trusted approver's over this credential version as it is.
+pub fn is_signed(trust: &Trust, cred: &Credential, sig: Option<&str>) -> bool {
+    let Some(sig) = sig else { return false };
+    let payload = crate::canonical::to_string(&policy_payload(&trust.vault_id, cred));
+    signing::verify(&trust.approver, POLICY, &payload, sig)
+}
+
+/// The credential `new` becomes once added (version 1); what its signature covers.
+pub fn as_added(new: &NewCredential) -> Credential {
+    Credential {
+        id: new.id.clone(),
+        profile: new.profile.clone(),
+        name: new.name.clone(),
+        version: 1,
+        approval: new.approval,
+        target: new.target.clone(),
+        created_at: String::new(),
+        updated_at: String::new(),
+    }
+}
+
+/// The approver's side of `vault rm`: removing this credential at this version.
+pub fn sign_removal(key: &ApproverKey, vault_id: &str, cred: &Credential) -> Signed {
+    let payload = json!({
+        "v": 1, "vault_id": vault_id, "op": "rm", "credential_id": cred.id,
+        "version": cred.version, "issued_at": crate::time::now_utc(),
+    });
+    let (payload, signature) = signing::sign(key, REMOVE, &payload);
+    Signed { payload, signature }
+}
+
+/// Checks a removal against the credential as it is now.
+pub(super) fn check_removal(
+    trust: &Trust,
+    cred: &Credential,
+    removal: &Signed,
+) -> Result<(), CredentialError> {
+    let v = removal
+        .open(trust, REMOVE)
+        .ok_or(CredentialError::Unsigned("removing a credential"))?;
+    if v["op"] != "rm" || v["credential_id"] != cred.id.as_str() || v["version"] != cred.version {
+        return Err(CredentialError::Stale {
+            name: cred.name.clone(),
+        });
+    }
+    Ok(())
+}
+
+/// Two views of a credential agree in everything a person decided (profile, name, approval and
+/// every binding): how a command checks that the agent stored what the person typed.
+pub fn same_policy(a: &Credential, b: &Credential) -> bool {
+    a.id == b.id
+        && a.version == b.version
+        && a.profile == b.profile
+        && a.name == b.name
+        && a.approval == b.approval
+        && a.target == b.target
+}
+
+/// A credential as a listing shows it: the policy that applies (the stored one only if the
+/// approver signed this version, else `each`) and whether it is signed.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Listed {
+    pub credential: Credential,
+    pub signed: bool,
+}
+
+impl Listed {
+    pub fn effective(&self) -> super::Approval {
+        if self.signed {
+            self.credential.approval
+        } else {
+            super::Approval::Each
+        }
+    }
+}
+
+/// For a caller that holds the approver key itself (a test, a bench, a tool run with the
+/// passphrase): signs the credential `new` becomes and adds it.
+pub fn add_as_approver(
+    store: &mut crate::store::Store,
+    key: &ApproverKey,
+    vault_id: &str,
+    new: NewCredential,
+) -> Result<Credential, CredentialError> {
+    let signature = policy_signature(key, vault_id, &as_added(&new));
+    super::add(store, &Trust::new(vault_id, key), new, &signature)
+}
+
+/// Likewise: applies `edit` to the credential as it is, signs the result and stores it.
+pub fn edit_as_approver(
+    store: &mut crate::store::Store,
+    key: &ApproverKey,
+    vault_id: &str,
+    (profile, name): (&str, &str),
+    edit: super::Edit,
+) -> Result<Credential, CredentialError> {
+    let current = super::get(store, profile, name)?;
+    let mut next = current.clone();
+    super::apply(&mut next, &edit)?;
+    let signature = policy_signature(key, vault_id, &next);
+    let trust = Trust::new(vault_id, key);
+    super::edit(
+        store,
+        &trust,
+        profile,
+        name,
+        current.version,
+        edit,
+        &signature,
+    )
+}
+
+/// Likewise: removes the credential with a removal signed here.
+pub fn remove_as_approver(
+    store: &mut crate::store::Store,
+    key: &ApproverKey,
+    vault_id: &str,
+    (profile, name): (&str, &str),
+) -> Result<Credential, CredentialError> {
+    let current = super::get(store, profile, name)?;
+    let removal = sign_removal(key, vault_id, &current);
+    super::remove(store, &Trust::new(vault_id, key), profile, name, &removal)
+}
