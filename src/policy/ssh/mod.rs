@@ -179,3 +179,6 @@ pub fn shell_syntax(cmd: &str) -> Vec<&'static str> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests;
