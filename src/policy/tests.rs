@@ -245,6 +245,7 @@ fn a_wildcard_never_admits_shell_syntax() {
     let c = ssh_cred(&["git pull *", "systemctl status ?*", "cd /srv/app && make *"]);
     for ok in [
         "git pull origin main",
+        // A whole word in single quotes around plain text is that word (how the vault sends it).
         "git pull origin 'feature/x'",
         "systemctl status nginx.service",
         "cd /srv/app && make deploy",

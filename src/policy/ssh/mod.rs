@@ -1,12 +1,19 @@
 //! SSH commands: refused with control characters, and checked against the credential's command
 //! allowlist (if any) before anything is queued; the host, port, user and pinned host key come
 //! from the credential, never the agent. The remote side runs the command through the user's
-//! shell, so a pattern's `*` and `?` never match shell syntax that chains, substitutes or
-//! redirects (`git pull *` does not admit `git pull; curl … | sh`); `shell_syntax` names what a
-//! command contains, for the approval card.
+//! shell, so under an allowlist the command is split into shell words (`words.rs`), matched word
+//! by word, and sent rebuilt from them, each word single-quoted: a wildcard admits plain words
+//! only, never shell syntax or an option the pattern does not spell. Without an allowlist the
+//! command is sent as written (the person approves that exact string). `shell_syntax` names what
+//! a command contains, for the approval card.
+mod words;
+
 use super::PolicyError;
 use crate::credentials::SshTarget;
 use serde::Deserialize;
+
+#[cfg(test)]
+pub(super) use words::glob_match;
 
 /// Longest command accepted.
 pub(super) const MAX_COMMAND_BYTES: usize = 16 * 1024;
@@ -30,6 +37,7 @@ pub struct SshRequest {
     pub port: u16,
     pub user: String,
     pub host_key: String,
+    /// What is sent: as written, or under an allowlist the matched words single-quoted.
     pub command: String,
     pub timeout_s: u64,
     pub max_output_bytes: u64,
@@ -60,10 +68,16 @@ pub(super) fn validate(t: &SshTarget, a: SshArgs) -> Result<SshRequest, PolicyEr
             "send one command on one line, with spaces instead of tabs; run several commands as separate calls",
         ));
     }
-    if !t.allow_commands.is_empty() && !t.allow_commands.iter().any(|p| glob_match(p, &a.command)) {
-        return Err(PolicyError::denied(
-            format!("the command is not allowed by this credential (allowed: {})", t.allow_commands.join(" | ")),
-            "run a command matching one of the allowed patterns, or ask the person to edit the credential",
+    let command = if t.allow_commands.is_empty() {
+        a.command
+    } else {
+        allowed(&t.allow_commands, &a.command)?
+    };
+    if command.len() > MAX_COMMAND_BYTES {
+        return Err(PolicyError::invalid(
+            "command",
+            format!("with each word quoted, as it is sent, the command is over {MAX_COMMAND_BYTES} bytes"),
+            "send a shorter command",
         ));
     }
     let (timeout_s, max_output_bytes) = super::limits(a.timeout_s, a.max_output_bytes)?;
@@ -72,67 +86,76 @@ pub(super) fn validate(t: &SshTarget, a: SshArgs) -> Result<SshRequest, PolicyEr
         port: t.port,
         user: t.user.clone(),
         host_key: t.host_key.clone(),
-        command: a.command,
+        command,
         timeout_s,
         max_output_bytes,
     })
 }
 
-/// Whole-string glob: `*` is any run of characters, `?` one character, all else literal. A
-/// wildcard never matches shell syntax (`;`, `&`, `|`, `` ` ``, `<`, `>`, `$(`, a line break),
-/// so what a pattern admits stays one command with arguments; such syntax matches only where
-/// the pattern itself spells it.
-pub(super) fn glob_match(pattern: &str, text: &str) -> bool {
-    let p: Vec<char> = pattern.chars().collect();
-    let t: Vec<char> = text.chars().collect();
-    let wild_ok = |j: usize| !is_shell_syntax(&t, j);
-    // reach[j]: the pattern so far can match exactly t[..j].
-    let mut reach = vec![false; t.len() + 1];
-    reach[0] = true;
-    for &pc in &p {
-        let mut next = vec![false; t.len() + 1];
-        match pc {
-            '*' => {
-                let mut open = false;
-                for j in 0..=t.len() {
-                    open = reach[j] || (open && j > 0 && wild_ok(j - 1));
-                    next[j] = open;
-                }
-            }
-            '?' => {
-                for j in 1..=t.len() {
-                    next[j] = reach[j - 1] && wild_ok(j - 1);
-                }
-            }
-            lit => {
-                for j in 1..=t.len() {
-                    next[j] = reach[j - 1] && t[j - 1] == lit;
-                }
-            }
-        }
-        reach = next;
-        if !reach.iter().any(|&r| r) {
-            return false;
+/// The command as the vault sends it under an allowlist: its words single-quoted and the
+/// operators the matching pattern spells; refused unless a pattern matches it word for word.
+/// The sent form splits to the same words, so what is stored validates to itself at dispatch.
+fn allowed(patterns: &[String], cmd: &str) -> Result<String, PolicyError> {
+    let listed = patterns
+        .iter()
+        .map(|p| format!("`{p}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let tokens = words::split(cmd, false).map_err(|e| {
+        PolicyError::denied(
+            format!("the command is not allowed by this credential: {e}. Under its allowlist ({listed}) a command is plain words (letters, digits and `_-./:,+=@%`) and the operators its patterns spell"),
+            "pass each argument as a plain word, with no quoting, expansion or file name pattern; if the work needs them, ask the person to edit the credential",
+        )
+    })?;
+    let mut unusable = Vec::new();
+    for p in patterns {
+        match words::compile(p) {
+            Ok(parts) if words::matches(&parts, &tokens) => return Ok(words::quoted(&tokens)),
+            Ok(_) => {}
+            Err(e) => unusable.push(format!("`{p}` ({e})")),
         }
     }
-    reach[t.len()]
+    let mut reason = format!(
+        "the command is not allowed by this credential (allowed: {listed}); a wildcard matches plain words only, and never an option (a word beginning with `-`) the pattern does not spell"
+    );
+    if !unusable.is_empty() {
+        reason.push_str(&format!(
+            "; these patterns match nothing, as they are not plain words: {}",
+            unusable.join(", ")
+        ));
+    }
+    Err(PolicyError::denied(
+        reason,
+        "run a command that matches one of the allowed patterns word for word, or ask the person to edit the credential",
+    ))
 }
 
-/// Whether `t[j]` is (part of) shell syntax a wildcard must not match.
-fn is_shell_syntax(t: &[char], j: usize) -> bool {
-    match t[j] {
-        ';' | '&' | '|' | '`' | '<' | '>' | '\n' | '\r' => true,
-        '$' => t.get(j + 1) == Some(&'('),
-        '(' => j > 0 && t[j - 1] == '$',
-        _ => false,
-    }
+/// Whether an allowlist pattern splits into words, wildcards and operators (checked when a
+/// credential is added or edited); the error says what is wrong with it.
+pub(crate) fn check_pattern(pattern: &str) -> Result<(), String> {
+    words::compile(pattern).map(drop).map_err(|e| e.to_string())
 }
 
 /// The shell syntax a command contains, named for a person reading an approval card: the remote
-/// side runs the string through the user's shell, so these change what "one command" means.
+/// side runs the string through the user's shell, so these change what "one command" means. The
+/// vault's own quoting (whole plain words in single quotes, as sent under an allowlist) means the
+/// bare words and is read without its quotes: such a command names only its operators.
 pub fn shell_syntax(cmd: &str) -> Vec<&'static str> {
+    let bare;
+    let cmd = match words::split(cmd, false) {
+        Ok(tokens) => {
+            bare = words::unquoted(&tokens);
+            bare.as_str()
+        }
+        Err(_) => cmd,
+    };
     let has = |s: &str| cmd.contains(s);
     let stripped = cmd.replace("&&", "").replace("||", "");
+    // Whitespace-separated pieces, without the quoting or `$` that may hide an option's dash.
+    let pieces: Vec<&str> = cmd
+        .split(' ')
+        .map(|w| w.trim_start_matches(['$', '\'', '"', '\\']))
+        .collect();
     let mut out = Vec::new();
     for (found, name) in [
         (has(";"), "`;` runs a second command"),
@@ -159,7 +182,19 @@ pub fn shell_syntax(cmd: &str) -> Vec<&'static str> {
         ),
         (has(">"), "`>` writes output to a file"),
         (has("<"), "`<` reads input from a file"),
-        (has("$") && !has("$("), "`$` expands a variable"),
+        (expands_variable(cmd), "`$` expands a variable"),
+        (
+            has("$'") || has("$\""),
+            "`$'…'` or `$\"…\"` decodes escapes into the word (`\\x3b` becomes `;`)",
+        ),
+        (
+            pieces.iter().any(|w| option_value_has_syntax(w)),
+            "`--opt=value` or `-oValue` with shell syntax in the value: the program may run it as a command",
+        ),
+        (
+            pieces.iter().any(|w| runs_something(w)),
+            "an option that runs a command or writes files (`--upload-pack`, `--rsh`, `--checkpoint-action`, `--to-command`, `-exec`, `ProxyCommand`, …)",
+        ),
         (
             cmd.contains(['*', '?', '[']),
             "`*`, `?` or `[` expand to file names",
@@ -169,8 +204,13 @@ pub fn shell_syntax(cmd: &str) -> Vec<&'static str> {
             "quotes or backslashes change how words split",
         ),
         (
-            cmd.contains(['(', '{']) && !has("$("),
-            "`(` or `{` groups commands",
+            cmd.contains(['(', '{']) && !has("$(") && !has("${"),
+            "`(` or `{` groups commands, or `{a,b}` expands to several words",
+        ),
+        (has("~"), "`~` expands to a home directory"),
+        (
+            pieces.iter().any(|w| w.starts_with('#')),
+            "`#` starts a comment: the rest of the line is not run",
         ),
     ] {
         if found {
@@ -178,6 +218,46 @@ pub fn shell_syntax(cmd: &str) -> Vec<&'static str> {
         }
     }
     out
+}
+
+/// A `$` that is not `$(`, `$'` or `$"` (named on their own).
+fn expands_variable(cmd: &str) -> bool {
+    cmd.match_indices('$')
+        .any(|(i, _)| !matches!(cmd[i + 1..].chars().next(), Some('(' | '\'' | '"')))
+}
+
+/// An option (`-…`) with a value after `=` that holds anything but plain characters.
+fn option_value_has_syntax(piece: &str) -> bool {
+    piece.starts_with('-')
+        && piece
+            .split_once('=')
+            .is_some_and(|(_, value)| !value.chars().all(words::is_plain))
+}
+
+/// Options of git, rsync, tar, find and ssh that run a command or write files.
+fn runs_something(piece: &str) -> bool {
+    const LONG: &[&str] = &[
+        "--upload-pack",
+        "--receive-pack",
+        "--exec",
+        "--rsh",
+        "--rsync-path",
+        "--checkpoint-action",
+        "--to-command",
+        "--use-compress-program",
+        "--info-script",
+        "--new-volume-script",
+    ];
+    const FIND: &[&str] = &[
+        "-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fprint0", "-fprintf", "-fls", "-delete",
+    ];
+    let lower = piece.to_ascii_lowercase();
+    let name = piece.split('=').next().unwrap_or(piece);
+    LONG.contains(&name)
+        || FIND.contains(&piece)
+        || ["proxycommand", "localcommand", "sshcommand"]
+            .iter()
+            .any(|k| lower.contains(k))
 }
 
 #[cfg(test)]

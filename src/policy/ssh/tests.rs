@@ -223,87 +223,36 @@ fn control_characters_stay_invalid_arguments() {
     }
 }
 
+/// Pattern => command => what is sent.
+const ACCEPTED: &str = r"
+git pull *                 => git pull origin main                 => 'git' 'pull' 'origin' 'main'
+git pull *                 => git  pull   origin                   => 'git' 'pull' 'origin'
+git pull *                 => git pull origin 'feature/x'          => 'git' 'pull' 'origin' 'feature/x'
+git pull *                 => git pull origin release-1.2_rc+3     => 'git' 'pull' 'origin' 'release-1.2_rc+3'
+git pull --rebase *        => git pull --rebase origin main        => 'git' 'pull' '--rebase' 'origin' 'main'
+git fetch --depth=* origin => git fetch --depth=5 origin           => 'git' 'fetch' '--depth=5' 'origin'
+git checkout release-*     => git checkout release-2.0             => 'git' 'checkout' 'release-2.0'
+rsync -a * /backup/        => rsync -a /srv deploy@db:/var /backup/ => 'rsync' '-a' '/srv' 'deploy@db:/var' '/backup/'
+tar czf /tmp/x.tgz *       => tar czf /tmp/x.tgz /srv/app /etc/ssl => 'tar' 'czf' '/tmp/x.tgz' '/srv/app' '/etc/ssl'
+find /srv -name *          => find /srv -name a=b,c%d              => 'find' '/srv' '-name' 'a=b,c%d'
+ssh *                      => ssh backup.example.com uptime        => 'ssh' 'backup.example.com' 'uptime'
+systemctl status ?*        => systemctl status nginx.service       => 'systemctl' 'status' 'nginx.service'
+cd /srv/app && make *      => cd /srv/app && make deploy           => 'cd' '/srv/app' && 'make' 'deploy'
+cd /srv/app && make *      => cd /srv/app&&make deploy             => 'cd' '/srv/app' && 'make' 'deploy'
+make * > /tmp/build.log    => make all>/tmp/build.log              => 'make' 'all' > '/tmp/build.log'
+make * 2>/dev/null         => make all 2>/dev/null                 => 'make' 'all' 2> '/dev/null'
+uptime                     => uptime                               => 'uptime'
+";
+
 #[test]
 fn plain_commands_are_accepted_and_sent_as_quoted_words() {
-    for (allow, cmd, sent) in [
-        (
-            "git pull *",
-            "git pull origin main",
-            "'git' 'pull' 'origin' 'main'",
-        ),
-        ("git pull *", "git  pull   origin ", "'git' 'pull' 'origin'"),
-        (
-            "git pull *",
-            "git pull origin 'feature/x'",
-            "'git' 'pull' 'origin' 'feature/x'",
-        ),
-        (
-            "git pull *",
-            "git pull origin release-1.2_rc+3",
-            "'git' 'pull' 'origin' 'release-1.2_rc+3'",
-        ),
-        (
-            "git pull --rebase *",
-            "git pull --rebase origin main",
-            "'git' 'pull' '--rebase' 'origin' 'main'",
-        ),
-        (
-            "git fetch --depth=* origin",
-            "git fetch --depth=5 origin",
-            "'git' 'fetch' '--depth=5' 'origin'",
-        ),
-        (
-            "git checkout release-*",
-            "git checkout release-2.0",
-            "'git' 'checkout' 'release-2.0'",
-        ),
-        (
-            "rsync -a * /backup/",
-            "rsync -a /srv/data deploy@db:/var/lib /backup/",
-            "'rsync' '-a' '/srv/data' 'deploy@db:/var/lib' '/backup/'",
-        ),
-        (
-            "tar czf /tmp/x.tgz *",
-            "tar czf /tmp/x.tgz /srv/app /etc/nginx",
-            "'tar' 'czf' '/tmp/x.tgz' '/srv/app' '/etc/nginx'",
-        ),
-        (
-            "find /srv -name *",
-            "find /srv -name a=b,c%d",
-            "'find' '/srv' '-name' 'a=b,c%d'",
-        ),
-        (
-            "ssh *",
-            "ssh backup.example.com uptime",
-            "'ssh' 'backup.example.com' 'uptime'",
-        ),
-        (
-            "systemctl status ?*",
-            "systemctl status nginx.service",
-            "'systemctl' 'status' 'nginx.service'",
-        ),
-        (
-            "cd /srv/app && make *",
-            "cd /srv/app && make deploy",
-            "'cd' '/srv/app' && 'make' 'deploy'",
-        ),
-        (
-            "cd /srv/app && make *",
-            "cd /srv/app&&make deploy",
-            "'cd' '/srv/app' && 'make' 'deploy'",
-        ),
-        (
-            "make * > /tmp/build.log",
-            "make all>/tmp/build.log",
-            "'make' 'all' > '/tmp/build.log'",
-        ),
-        (
-            "make * 2>/dev/null",
-            "make all 2>/dev/null",
-            "'make' 'all' 2> '/dev/null'",
-        ),
-        ("uptime", "uptime", "'uptime'"),
-    ] {
+    for line in ACCEPTED.lines().filter(|l| !l.is_empty()) {
+        let [allow, cmd, sent]: [&str; 3] = line
+            .split(" => ")
+            .map(str::trim)
+            .collect::<Vec<_>>()
+            .try_into()
+            .unwrap();
         let got = run(&[allow], cmd).unwrap_or_else(|e| panic!("{cmd:?} under {allow:?}: {e}"));
         assert_eq!(got, sent, "{cmd:?} under {allow:?}");
         // What is stored is validated again at dispatch and must come out the same.
@@ -384,4 +333,26 @@ fn shell_syntax_names_ansi_c_quoting_and_option_values() {
     let s = shell_syntax("'cd' '/srv/app' && 'make' 'deploy'");
     assert_eq!(s.len(), 1, "{s:?}");
     assert!(s[0].contains("`&&`"));
+}
+
+#[test]
+fn refusals_say_what_is_wrong() {
+    let e = run(GIT, "git pull $BRANCH").unwrap_err().to_string();
+    assert!(e.contains("expansion (`$`, character 10)"), "{e}");
+    let e = run(GIT, "git pull --upload-pack=x origin")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("`git pull *`") && e.contains("never an option"),
+        "{e}"
+    );
+    // A pattern stored before patterns were words, and no longer valid, is named.
+    let e = run(&["echo $HOME", "git pull *"], "echo x")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`echo $HOME` (expansion"), "{e}");
+    // The quoted form must fit the bound too: it is stored and validated again at dispatch.
+    let long = format!("git pull{}", " a".repeat(6000));
+    assert!(long.len() < super::MAX_COMMAND_BYTES);
+    assert_eq!(run(GIT, &long).unwrap_err().code(), "invalid_argument");
 }
