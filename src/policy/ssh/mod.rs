@@ -185,15 +185,16 @@ pub fn shell_syntax(cmd: &str) -> Vec<&'static str> {
         (expands_variable(cmd), "`$` expands a variable"),
         (
             has("$'") || has("$\""),
-            "`$'…'` or `$\"…\"` decodes escapes into the word (`\\x3b` becomes `;`)",
+            "`$'…'` decodes escapes into the word (`\\x3b` becomes `;`) and `$\"…\"` translates it: neither is the text as written",
         ),
         (
             pieces.iter().any(|w| option_value_has_syntax(w)),
-            "`--opt=value` or `-oValue` with shell syntax in the value: the program may run it as a command",
+            "an option's value (`--opt=value`, `-oKey=value`) holds shell syntax: the program may run it as a command",
         ),
         (
-            pieces.iter().any(|w| runs_something(w)),
-            "an option that runs a command or writes files (`--upload-pack`, `--rsh`, `--checkpoint-action`, `--to-command`, `-exec`, `ProxyCommand`, …)",
+            pieces.iter().any(|w| runs_something(w))
+                || (pieces.contains(&"rsync") && pieces.iter().any(|w| w.starts_with("-e"))),
+            "an option that runs a command or writes files (`--upload-pack`, `-e`/`--rsh`, `--checkpoint-action`, `--to-command`, `-exec`, `ProxyCommand`, …)",
         ),
         (
             cmd.contains(['*', '?', '[']),
@@ -234,7 +235,8 @@ fn option_value_has_syntax(piece: &str) -> bool {
             .is_some_and(|(_, value)| !value.chars().all(words::is_plain))
 }
 
-/// Options of git, rsync, tar, find and ssh that run a command or write files.
+/// Options of git, rsync, tar, find and ssh that run a command or write files (rsync's `-e` is
+/// looked for only beside `rsync`: elsewhere it means other things).
 fn runs_something(piece: &str) -> bool {
     const LONG: &[&str] = &[
         "--upload-pack",

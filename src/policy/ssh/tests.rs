@@ -327,6 +327,7 @@ fn shell_syntax_names_ansi_c_quoting_and_option_values() {
         "option that runs",
     );
     has("find / -exec id ;", "option that runs");
+    has("rsync -e 'sh -c id' h:/ /b", "option that runs");
     // A value without shell syntax is no option injection; the vault's own quoting is no warning.
     assert!(shell_syntax("git fetch --depth=5 origin").is_empty());
     assert!(shell_syntax("'git' 'pull' 'origin' 'main'").is_empty());
