@@ -9,13 +9,13 @@ mod support;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
-use std::os::unix::fs::FileExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::mcp::McpProc;
+use support::memory::{contains, ptrace_attach, read_memory};
 use support::uid::{as_user, is_root, run_unprivileged, test_user, USER};
 use support::*;
 
@@ -74,55 +74,6 @@ fn flow_in_progress(tag: &str, target: &Target) -> (TestVault, McpProc, String) 
         std::thread::sleep(Duration::from_millis(50));
     };
     (v, mcp, action)
-}
-
-fn ptrace_attach(pid: u32) -> Result<(), i32> {
-    // SAFETY: PTRACE_ATTACH takes no pointers; on success we detach at once.
-    let r = unsafe { libc::ptrace(libc::PTRACE_ATTACH, pid as libc::pid_t, 0, 0) };
-    if r == 0 {
-        let mut status = 0;
-        // SAFETY: waitpid on the tracee we just attached, then PTRACE_DETACH.
-        unsafe {
-            libc::waitpid(pid as libc::pid_t, &mut status, libc::__WALL);
-            libc::ptrace(libc::PTRACE_DETACH, pid as libc::pid_t, 0, 0);
-        }
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
-    }
-}
-
-/// Every readable byte of another process's memory, through `/proc/PID/mem`.
-fn read_memory(pid: u32) -> std::io::Result<Vec<u8>> {
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))?;
-    let mem = std::fs::File::open(format!("/proc/{pid}/mem"))?;
-    let mut all = Vec::new();
-    for line in maps.lines() {
-        let mut parts = line.split_whitespace();
-        let (Some(range), Some(perms)) = (parts.next(), parts.next()) else {
-            continue;
-        };
-        if !perms.starts_with('r') || line.contains("[vvar]") || line.contains("[vsyscall]") {
-            continue;
-        }
-        let (a, b) = range.split_once('-').unwrap();
-        let (a, b) = (
-            u64::from_str_radix(a, 16).unwrap(),
-            u64::from_str_radix(b, 16).unwrap(),
-        );
-        if b - a > 256 << 20 {
-            continue;
-        }
-        let mut buf = vec![0u8; (b - a) as usize];
-        if let Ok(n) = mem.read_at(&mut buf, a) {
-            all.extend_from_slice(&buf[..n]);
-        }
-    }
-    Ok(all)
-}
-
-fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len()).any(|w| w == needle)
 }
 
 /// Every 64-hex-digit run in `bytes`: what a raw SQLCipher key looks like written down.

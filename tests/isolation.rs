@@ -7,10 +7,9 @@
 mod support;
 
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
 use std::time::Duration;
 use support::mcp::McpProc;
+use support::raw::RawClient;
 use support::target::HttpTarget;
 use support::uid::run_unprivileged;
 use support::*;
@@ -211,42 +210,6 @@ fn a_flood_of_refused_calls_is_journaled_within_a_budget() {
         .ok()
         .stdout
         .contains("\"ok\":true"));
-}
-
-/// A same-uid process speaking the agent's protocol itself, not through `vault mcp`.
-struct RawClient {
-    write: UnixStream,
-    read: BufReader<UnixStream>,
-}
-
-impl RawClient {
-    fn connect(v: &TestVault) -> Self {
-        let id = std::fs::read_to_string(v.vault_dir().join("vault.id")).unwrap();
-        let write = UnixStream::connect(agent_vault::agent::socket::socket_path(id.trim()))
-            .expect("a same-uid process reaches the agent's socket");
-        write
-            .set_read_timeout(Some(Duration::from_secs(20)))
-            .unwrap();
-        let read = BufReader::new(write.try_clone().unwrap());
-        Self { write, read }
-    }
-
-    /// Sends `req` as request `id` and returns its reply (events on the way are skipped).
-    fn ask(&mut self, id: u64, req: Value) -> Value {
-        let line = json!({"id": id, "req": req}).to_string() + "\n";
-        self.write.write_all(line.as_bytes()).unwrap();
-        loop {
-            let mut line = String::new();
-            assert!(
-                self.read.read_line(&mut line).unwrap() > 0,
-                "the agent hung up"
-            );
-            let frame: Value = serde_json::from_str(&line).unwrap();
-            if frame["t"] == "reply" && frame["id"] == id {
-                return frame["reply"].clone();
-            }
-        }
-    }
 }
 
 #[test]

@@ -1,10 +1,17 @@
 //! Shared test support: a throwaway vault driven through the real `vault` binary, decoy scanning,
-//! a pseudo-terminal driver, a real OpenSSH `sshd` on loopback, SSH helpers (`ssh.rs`), and
-//! re-running a test as the unprivileged user (`uid.rs`).
+//! a pseudo-terminal driver (and `pty.rs`, a terminal the test drives while the command runs), a
+//! real OpenSSH `sshd` on loopback, SSH helpers (`ssh.rs`), re-running a test as the
+//! unprivileged user (`uid.rs`), and the same-uid attacker's tools: reading another process's
+//! memory (`memory.rs`), speaking the agent's protocol (`raw.rs`) and relaying its socket
+//! (`relay.rs`).
 #![allow(dead_code)]
 
 pub mod journal;
 pub mod mcp;
+pub mod memory;
+pub mod pty;
+pub mod raw;
+pub mod relay;
 pub mod ssh;
 pub mod sshd;
 pub mod target;
@@ -192,6 +199,12 @@ impl TestVault {
             .next()?
             .parse()
             .ok()
+    }
+
+    /// The path of the vault's agent socket.
+    pub fn socket(&self) -> PathBuf {
+        let id = std::fs::read_to_string(self.vault_dir().join("vault.id")).unwrap();
+        agent_vault::agent::socket::socket_path(id.trim())
     }
 
     pub fn command(&self, args: &[&str]) -> Command {
