@@ -73,6 +73,22 @@ pub fn is_undumpable() -> Option<bool> {
     }
 }
 
+/// Raises the soft limit of open descriptors to `want` (or the hard limit, if lower), so the
+/// agent's connection limits, not the descriptor limit, decide who gets in. Best effort.
+pub fn raise_fd_limit(want: u64) {
+    let now = rustix::process::getrlimit(Resource::Nofile);
+    let target = now.maximum.map_or(want, |m| m.min(want));
+    if now.current.is_some_and(|c| c < target) {
+        let _ = rustix::process::setrlimit(
+            Resource::Nofile,
+            Rlimit {
+                current: Some(target),
+                maximum: now.maximum,
+            },
+        );
+    }
+}
+
 /// The current core-dump size limit (None: unlimited).
 pub fn core_limit() -> Option<u64> {
     rustix::process::getrlimit(Resource::Core).current

@@ -45,7 +45,8 @@ fn open(mut s: &UnixStream) -> bool {
 }
 
 fn hello() -> Vec<u8> {
-    b"{\"id\":1,\"req\":{\"op\":\"hello\",\"v\":1,\"role\":\"cli\"}}\n".to_vec()
+    let v = agent_vault::agent::protocol::VERSION;
+    format!("{{\"id\":1,\"req\":{{\"op\":\"hello\",\"v\":{v},\"role\":\"cli\"}}}}\n").into_bytes()
 }
 
 /// The attacker's `n` connections: every other one says hello and idles, the rest send nothing.
@@ -210,6 +211,14 @@ fn the_kill_switches_reach_the_agent_after_its_socket_was_renamed() {
             out.trim()
         ));
     }
+    // The person's doctor says what happened instead of "locked".
+    let (code, out, _) = timed(&v, &["doctor"]);
+    if code == 0 || !out.contains("nothing answers on its socket path") {
+        findings.push(format!(
+            "vault doctor with the socket renamed: exit {code}: {}",
+            out.trim()
+        ));
+    }
     let r = mcp.call(2, "list_credentials", json!({}));
     let answer = r["result"]["structuredContent"]["error"]["code"].clone();
     if answer != "paused" {
@@ -308,4 +317,35 @@ fn a_listing_shows_the_policy_that_applies() {
     }
     mcp.finish(Duration::from_secs(10));
     assert_none(&findings);
+}
+
+#[test]
+fn a_replaced_lock_file_locks_the_vault() {
+    if !run_unprivileged("a_replaced_lock_file_locks_the_vault") {
+        return;
+    }
+    // `vault lock` finds the agent by its lock file: a process that swaps the file for one it
+    // holds itself could make it miss the agent. The agent notices within a second and locks.
+    let mut v = TestVault::init("lockfile");
+    let agent = v.agent_pid().expect("the agent runs");
+    let lock = v.vault_dir().join("agent.lock");
+    std::fs::rename(&lock, v.vault_dir().join("agent.lock.moved")).unwrap();
+    let decoy = std::fs::File::create(&lock).unwrap();
+    rustix::fs::flock(&decoy, rustix::fs::FlockOperation::NonBlockingLockExclusive).unwrap();
+    assert!(
+        ends(agent),
+        "the agent (pid {agent}) still runs with its lock file replaced"
+    );
+    drop(decoy);
+    let db = v.open_db();
+    let reason: String = db
+        .store
+        .conn()
+        .query_row(
+            "SELECT json_extract(body, '$.reason') FROM audit WHERE kind = 'vault.lock' ORDER BY seq DESC LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(reason, "agent.lock replaced");
 }

@@ -2,6 +2,7 @@
 //! `hello` first, each request routed to the services as its own task (at most `MAX_INFLIGHT`),
 //! replies and pushed events written by one writer, and an orderly close that cancels what the
 //! connection left in flight and ends its MCP session.
+use super::admission::{self, Ticket};
 use super::channel::{self, Opener, Sealer};
 use super::protocol::{
     self, AgentFrame, AgentStatus, ClientFrame, ErrorCode, Event, Reply, Request, Role,
@@ -26,9 +27,6 @@ use zeroize::Zeroizing;
 
 /// Requests one connection may have in flight at once.
 const MAX_INFLIGHT: usize = 64;
-
-/// Connections at once.
-const MAX_CONNECTIONS: usize = 256;
 
 /// Writes frames to one connection, one whole frame at a time (sealed once the connection runs
 /// over the encrypted channel).
@@ -94,6 +92,10 @@ struct Conn {
     tasks: tokio::task::JoinSet<()>,
     /// Subscriptions (`WatchPending`, a waiting `Journal`): stopped at once when the peer goes.
     watchers: tokio::task::JoinSet<()>,
+    /// This connection's place among the agent's connections.
+    ticket: Ticket,
+    /// Set when the connection must close after what it was just told (no room for it).
+    closing: Option<&'static str>,
 }
 
 pub(super) async fn serve(agent: Arc<Agent>, stream: UnixStream) {
@@ -108,11 +110,19 @@ pub(super) async fn serve(agent: Arc<Agent>, stream: UnixStream) {
             return;
         }
     };
-    if agent.connections.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
-        agent.connections.fetch_sub(1, Ordering::SeqCst);
-        tracing::warn!("refused a connection: {MAX_CONNECTIONS} are open");
-        return;
-    }
+    let ticket = match agent.admission.admit(peer.pid.unwrap_or(0)) {
+        Ok(t) => t,
+        Err(why) => {
+            tracing::warn!(pid = ?peer.pid, "refused a connection: {why}");
+            let frame = AgentFrame::Reply {
+                id: 0,
+                reply: Box::new(ops::error(ErrorCode::Limit, why)),
+            };
+            let mut stream = stream;
+            let _ = stream.write_all(&protocol::encode(&frame)).await;
+            return;
+        }
+    };
     let (mut read, write) = stream.into_split();
     let mut conn = Conn {
         agent: agent.clone(),
@@ -127,8 +137,11 @@ pub(super) async fn serve(agent: Arc<Agent>, stream: UnixStream) {
         inflight: Arc::default(),
         tasks: tokio::task::JoinSet::new(),
         watchers: tokio::task::JoinSet::new(),
+        ticket,
+        closing: None,
     };
     let mut stop = agent.stop.subscribe();
+    let said_hello_by = Instant::now() + admission::FIRST_FRAME;
     let mut splitter = protocol::Splitter::default();
     let mut buf = Zeroizing::new(vec![0u8; 64 * 1024]);
     let reason = 'outer: loop {
@@ -145,6 +158,9 @@ pub(super) async fn serve(agent: Arc<Agent>, stream: UnixStream) {
                                 conn.refused(why, &line).await;
                                 break 'outer "protocol_error";
                             }
+                            if let Some(why) = conn.closing {
+                                break 'outer why;
+                            }
                         }
                         Err(e) => {
                             conn.refused(e.to_string(), b"").await;
@@ -154,12 +170,15 @@ pub(super) async fn serve(agent: Arc<Agent>, stream: UnixStream) {
                 }
             }
             _ = stop.changed() => break "agent stopping",
+            _ = tokio::time::sleep_until(said_hello_by), if conn.role.is_none() => {
+                tracing::debug!(pid = ?conn.peer.pid, "closed a connection that said nothing");
+                break "silent";
+            }
             Some(_) = conn.tasks.join_next(), if !conn.tasks.is_empty() => {}
             Some(_) = conn.watchers.join_next(), if !conn.watchers.is_empty() => {}
         }
     };
     conn.end_session(reason).await;
-    agent.connections.fetch_sub(1, Ordering::SeqCst);
 }
 
 impl Conn {
@@ -269,6 +288,16 @@ impl Conn {
         }
         if role == Role::Approver && self.opener.is_none() {
             return Err("the approver speaks only over the encrypted channel".into());
+        }
+        if self.opener.is_none() {
+            if let Err(why) = self.ticket.plain() {
+                tracing::warn!(pid = ?self.peer.pid, "refused a plain-text session: {why}");
+                self.writer
+                    .reply(id, ops::error(ErrorCode::Limit, why))
+                    .await;
+                self.closing = Some("limit");
+                return Ok(());
+            }
         }
         if role == Role::Mcp {
             let profile = profile.unwrap_or_else(|| "default".into());
@@ -494,7 +523,7 @@ async fn status(agent: &Arc<Agent>) -> AgentStatus {
         .lock()
         .map(|s| s.clone())
         .unwrap_or_else(|p| p.into_inner().clone());
-    status.connections = agent.connections.load(Ordering::SeqCst);
+    status.connections = agent.admission.open();
     status.store = agent
         .env
         .db

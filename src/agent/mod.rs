@@ -4,6 +4,7 @@
 //! `/`), receives the key over a channel inherited at spawn (never over the filesystem socket),
 //! takes the vault's agent lock (one agent per vault), serves a Unix socket with the typed
 //! protocol of `protocol`, and exits on `vault lock`, after its lifetime or when idle.
+mod admission;
 pub mod channel;
 pub mod client;
 mod connection;
@@ -56,6 +57,8 @@ pub fn harden() -> crate::sys::Hardening {
         tracing::warn!("could not close inherited descriptors: {e}");
     }
     let hardening = crate::sys::deny_inspection();
+    // Room for every connection the agent admits (admission.rs), with files to spare.
+    crate::sys::raise_fd_limit(2048);
     let loader: Vec<std::ffi::OsString> = std::env::vars_os()
         .map(|(k, _)| k)
         .filter(|k| {

@@ -27,15 +27,21 @@ pub(super) struct Agent {
     pub(super) status: Mutex<AgentStatus>,
     pub(super) last_activity: Mutex<Instant>,
     pub(super) busy: AtomicUsize,
-    pub(super) connections: AtomicUsize,
+    pub(super) admission: Arc<super::admission::Admission>,
     pub(super) stop: watch::Sender<Option<&'static str>>,
     /// What the agent noticed about its own paths (told to every new connection and doctor).
     pub(super) noticed: Mutex<Vec<String>>,
+    /// Its socket and lock file, to check that their paths still lead to them.
+    own: OwnPaths,
 }
 
 impl Agent {
-    /// What every new connection is told: what the agent noticed about its own paths.
+    /// What every new connection is told: what the agent noticed about its own paths (checked
+    /// now, so a command is told even before the next periodic check).
     pub(super) fn warnings(&self) -> Vec<String> {
+        if let Some(why) = self.own.check(self) {
+            self.stop(why);
+        }
         self.noticed.lock().map(|n| n.clone()).unwrap_or_default()
     }
 
@@ -116,11 +122,12 @@ pub(super) fn serve(
         status: Mutex::new(status),
         last_activity: Mutex::new(Instant::now()),
         busy: AtomicUsize::new(0),
-        connections: AtomicUsize::new(0),
+        admission: Arc::default(),
         stop,
         noticed: Mutex::new(Vec::new()),
+        own,
     });
-    let why = rt.block_on(run(agent.clone(), listener, start.lifetime, own));
+    let why = rt.block_on(run(agent.clone(), listener, start.lifetime));
     let _ = std::fs::remove_file(&start.socket);
     rt.block_on(shutdown(&agent, why));
     rt.shutdown_timeout(Duration::from_millis(200));
@@ -222,12 +229,7 @@ impl OwnPaths {
     }
 }
 
-async fn run(
-    agent: Arc<Agent>,
-    listener: UnixListener,
-    lifetime: Duration,
-    own: OwnPaths,
-) -> &'static str {
+async fn run(agent: Arc<Agent>, listener: UnixListener, lifetime: Duration) -> &'static str {
     use tokio::signal::unix::{signal, SignalKind};
     tokio::spawn(expiry_task(agent.env.clone()));
     let mut stop = agent.stop.subscribe();
@@ -271,7 +273,7 @@ async fn run(
                     agent.touch();
                 }
             }
-            _ = watch.tick() => if let Some(why) = own.check(&agent) { return why },
+            _ = watch.tick() => if let Some(why) = agent.own.check(&agent) { return why },
             _ = recv(&mut sigterm) => return "signal",
             _ = recv(&mut lock_signal) => return "vault lock",
             _ = recv(&mut pause_signal) => {
@@ -331,7 +333,7 @@ async fn shutdown(agent: &Arc<Agent>, why: &'static str) {
     agent.stop(why);
     let grace = agent.env.config.shutdown_grace();
     let deadline = Instant::now() + grace;
-    while agent.connections.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+    while agent.admission.open() > 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let _ = agent

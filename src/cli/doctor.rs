@@ -82,14 +82,39 @@ fn binary_check() -> Check {
 }
 
 fn agent_checks(paths: &VaultPaths, checks: &mut Vec<Check>) -> anyhow::Result<()> {
-    let Some(mut client) = Client::connect(paths, Role::Cli)? else {
-        checks.push(check(
-            "vault agent",
-            Level::Fail,
-            "not running: the vault is locked; `vault unlock` starts it",
-        ));
-        return Ok(());
+    use crate::agent::holder::{holder, Holder};
+    let connected = Client::connect(paths, Role::Cli);
+    let mut client = match (connected, holder(paths)) {
+        (Ok(Some(c)), _) => c,
+        (Ok(None), Holder::Nobody) => {
+            checks.push(check(
+                "vault agent",
+                Level::Fail,
+                "not running: the vault is locked; `vault unlock` starts it",
+            ));
+            return Ok(());
+        }
+        // An agent holds the vault, but its socket path does not lead to it.
+        (Ok(None), held) => {
+            let pid = match held {
+                Holder::Pid(p) => format!("pid {p}"),
+                _ => "its pid unknown here".into(),
+            };
+            checks.push(check(
+                "vault agent",
+                Level::Fail,
+                format!("running ({pid}), but nothing answers on its socket path: something moved or removed the socket. `vault lock`, then `vault unlock`, restores it"),
+            ));
+            return Ok(());
+        }
+        (Err(e), _) => {
+            checks.push(check("vault agent", Level::Fail, e.to_string()));
+            return Ok(());
+        }
     };
+    for w in &client.warnings {
+        checks.push(check("agent: socket", Level::Fail, w.clone()));
+    }
     let status = match client.call(Request::Status)? {
         Reply::Status(s) => s,
         other => return Err(super::backend::unexpected(other)),
