@@ -65,7 +65,7 @@ fn main() {
         let committed = Instant::now();
         bv.approver
             .decide(
-                &bv.keys,
+                &bv.keys.approver,
                 &view,
                 &Verdict::Approve,
                 Duration::from_secs(3600),

@@ -166,7 +166,10 @@ impl Vault {
             path: paths.key_file(),
             source,
         })?;
-        Ok(unwrap_key_file(&bytes, passphrase)?)
+        let keys = unwrap_key_file(&bytes, passphrase)?;
+        // Best effort: the master key's page is never written to swap (RLIMIT_MEMLOCK may say no).
+        crate::sys::lock_in_memory(&keys.master.expose()[..]);
+        Ok(keys)
     }
 
     /// Opens the store with a raw master key (the agent, recovery tools, tests).

@@ -117,6 +117,8 @@ fn a_relay_on_the_socket_path_gets_no_secret_of_add_or_edit() {
         &["edit", "api", "--secret-stdin"],
         Some(&format!("{EDITED}\n")),
     );
+    // A command without the passphrase (plain text) refuses to talk through the relay.
+    let pending = v.run(&["pending"], None);
     let (relayed, parsed, heard) = (r.connections(), r.parsed(), r.recorded());
     drop(r);
     eprintln!(
@@ -137,6 +139,22 @@ fn a_relay_on_the_socket_path_gets_no_secret_of_add_or_edit() {
         {
             findings.push(format!("the relay heard {secret:?} (as {form:?})"));
         }
+    }
+    // A command that worked through the relay was told, by its own check and by the agent.
+    for (what, run) in [("vault add", &add), ("vault edit", &edit)] {
+        let told = run.stderr.contains("relays this connection")
+            && run.stderr.contains("no longer leads to the vault agent");
+        if run.code == 0 && !told {
+            findings.push(format!(
+                "{what} went through the relay unsaid: {}",
+                run.stderr
+            ));
+        }
+    }
+    if pending.code == 0 || !pending.stderr.contains("is not the vault agent") {
+        findings.push(format!(
+            "vault pending talked through the relay in plain text: {pending:?}"
+        ));
     }
     if succeeded("vault add", &add, &mut findings)
         && stored_secret(&v, "api2").as_deref() != Some(ADDED.as_bytes())
@@ -163,7 +181,10 @@ fn a_relay_cannot_choose_the_policy_the_person_signs() {
     // accepted and counts as `each`), then offers `prod` as `never` to the person's `vault add`.
     let mut raw = RawClient::connect(&v);
     let edited = raw
-        .try_ask(1, json!({"op": "hello", "v": 1, "role": "cli"}))
+        .try_ask(
+            1,
+            json!({"op": "hello", "v": agent_vault::agent::protocol::VERSION, "role": "cli"}),
+        )
         .and_then(|_| raw.try_ask(2, json!({"op": "edit_credential", "profile": "default", "name": "prod", "edit": {"approval": "never"}})));
     drop(raw);
     eprintln!("the attacker's unsigned edit: {edited:?}");

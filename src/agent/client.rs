@@ -384,7 +384,7 @@ impl Client {
     /// action's hash, and has the agent record it.
     pub fn decide(
         &mut self,
-        keys: &KeyMaterial,
+        approver: &crate::keys::ApproverKey,
         v: &ApprovalView,
         verdict: &Verdict,
         grant_ttl: Duration,
@@ -392,7 +392,7 @@ impl Client {
         v.verified_request().map_err(ClientError::Protocol)?;
         let a = &v.action;
         let signed = crate::approvals::sign_decision(
-            &keys.approver,
+            approver,
             &self.vault_id,
             &a.id,
             &a.action_hash,

@@ -154,6 +154,28 @@ pub struct ApprovalView {
     pub body_hex: Option<String>,
     pub client: Value,
     pub peer: Value,
+    /// How the credential changed since the person last approved one of its actions, if it did.
+    #[serde(default)]
+    pub changed: Option<CredentialChange>,
+}
+
+/// A credential's changes since the version the person last approved an action of.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CredentialChange {
+    /// The credential version of the last approved action.
+    pub approved_version: i64,
+    /// Each changed field: its name, and the old and new values where the journal has them.
+    pub fields: Vec<FieldChange>,
+}
+
+/// One changed field of a credential.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FieldChange {
+    pub field: String,
+    pub old: Option<String>,
+    pub new: Option<String>,
 }
 
 impl ApprovalView {
@@ -186,6 +208,7 @@ impl ApprovalView {
         }
         if normalized["credential"]["id"] != a.credential_id.as_str()
             || normalized["credential"]["version"] != a.credential_version
+            || normalized["credential"]["name"] != a.credential_name.as_str()
         {
             return Err(format!(
                 "action {} names another credential version than its request",

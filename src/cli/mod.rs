@@ -99,6 +99,21 @@ enum Command {
     Sessions(sessions::Args),
 }
 
+/// Every command that may touch key material (a passphrase, the master or approver key, a
+/// secret, a locked store opened here) makes itself unreadable to the person's other processes
+/// before it reads anything, as the agent does: not dumpable (no ptrace attach, no
+/// `/proc/PID/mem`), no core. Only `vault mcp` stays as it is: it never holds a key or a secret
+/// (and the custody tests read its memory to show so); `vault agent` hardens itself further.
+fn harden(command: &Command) {
+    if matches!(command, Command::Mcp(_)) {
+        return;
+    }
+    let h = crate::sys::deny_inspection();
+    if !h.undumpable {
+        tracing::warn!("this process could not make itself unreadable to your other processes; a key it reads may be readable by them");
+    }
+}
+
 /// Parses `std::env::args`, runs the command, prints any error, returns the exit code.
 pub(crate) fn main() -> Exit {
     let cli = match Cli::try_parse() {
@@ -125,6 +140,7 @@ pub(crate) fn main() -> Exit {
 
 fn run(cli: Cli) -> anyhow::Result<Exit> {
     let paths = VaultPaths::resolve(cli.vault_dir)?;
+    harden(&cli.command);
     match cli.command {
         Command::Init(a) => init::run(paths, a),
         Command::Add(k) => add::run(paths, k),

@@ -339,7 +339,7 @@ fn decide(
         Verdict::Deny(Some("declined in the demo".into()))
     };
     approver_conn
-        .decide(keys, view, &verdict, Duration::from_secs(60))
+        .decide(&keys.approver, view, &verdict, Duration::from_secs(60))
         .map_err(|e| step(format!("decide: {e}")))?;
     Ok(approved)
 }

@@ -108,6 +108,13 @@ pub struct KeyMaterial {
 }
 
 impl KeyMaterial {
+    /// Keeps only the approver key; the master key is wiped as it is dropped.
+    pub fn into_approver(self) -> ApproverKey {
+        let KeyMaterial { master, approver } = self;
+        drop(master);
+        approver
+    }
+
     pub fn generate() -> Self {
         Self {
             master: MasterKey::generate(),

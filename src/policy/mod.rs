@@ -100,7 +100,8 @@ impl ValidatedRequest {
     }
     /// The normalized action (docs/design.md §4); its canonical JSON is what the action hash covers.
     pub fn normalized(&self, cred: &Credential) -> Value {
-        let credential = json!({"id": cred.id, "version": cred.version});
+        // The name and profile too: the card shows them, so the hash must cover them.
+        let credential = json!({"id": cred.id, "version": cred.version, "name": cred.name, "profile": cred.profile});
         match self {
             ValidatedRequest::Http(h) => json!({
                 "kind": "http",

@@ -127,12 +127,17 @@ pub(crate) fn view(store: &Store, a: &Action) -> Result<ApprovalView, ApprovalEr
     let start: Value = start
         .and_then(|b| serde_json::from_str(&b).ok())
         .unwrap_or_default();
+    let changed = match credentials::get_by_id(store.conn(), &a.credential_id) {
+        Ok(Some((cred, _))) => super::changes::since_approved(store.conn(), &cred)?,
+        _ => None,
+    };
     Ok(ApprovalView {
         action: a.clone(),
         normalized,
         body_hex: body.map(hex::encode),
         client: start["client"].clone(),
         peer: serde_json::json!({"vault_mcp": start["peer"], "parent": start["parent"]}),
+        changed,
     })
 }
 

@@ -1,14 +1,21 @@
 //! The approval card and its full view, rendered from plain data (`CardData`) with no I/O: what
-//! the person reads before deciding. Everything that will be sent is on the card itself: the
-//! method and URL, the whole query (one `name = value` line per parameter), every header the
-//! agent supplied (`name: value`), and the body, readable (`term::show_body`) and cut only with a
-//! count of what is hidden. A body too long for the full view to show whole makes the action
-//! impossible to approve. Every agent-derived string goes through `term::escape`.
+//! the person reads before deciding. Every fact on it comes from the normalized request whose
+//! hash the approver re-derived (`ApprovalView::verified_request`), never from text the agent
+//! wrote: the credential (name, profile, version), the method and URL (or user, host, port,
+//! pinned key and command, with any shell syntax named), the query (`name = value`), every
+//! header the agent supplied, and the body, readable (`term::show_body`). Query, headers and body
+//! are previewed and capped on the card with a count of what is hidden (the full view has all);
+//! the method and URL (or host and command) stand in bold and again beside the keys. A body too
+//! long for the full view to show whole makes the action impossible to approve. A credential
+//! changed since the person last approved one of its actions says so, old and new. Every string
+//! goes through `term::escape`.
 use crate::term::{escape, show_body, MAX_SHOWN_BODY_BYTES};
 use serde_json::Value;
 
 /// Lines of the body the card shows before pointing at the full view.
 const PREVIEW_LINES: usize = 12;
+/// Query parameters, and headers, the card shows before pointing at the full view.
+const PREVIEW_PAIRS: usize = 4;
 /// Bytes of displayed body text the card shows before pointing at the full view.
 const PREVIEW_BYTES: usize = 1024;
 
@@ -17,17 +24,17 @@ const PREVIEW_BYTES: usize = 1024;
 pub(super) struct CardData {
     pub id: String,
     pub tool: String,
-    pub credential: String,
-    pub summary: String,
     pub action_hash: String,
     pub created_at: String,
     pub expires_at: String,
     pub client_name: String,
     pub client_version: String,
     pub parent_exe: String,
-    /// The normalized action (what the hash covers).
+    /// The normalized action (what the hash covers), or null when it did not verify.
     pub normalized: Value,
     pub body: Option<Vec<u8>>,
+    /// How the credential changed since the person last approved one of its actions.
+    pub changed: Option<crate::agent::protocol::CredentialChange>,
 }
 
 /// Terminal styling of the card (bold/dim off without colour).
@@ -67,15 +74,42 @@ impl CardData {
         }
     }
 
-    /// The lines that say what will be sent: query, headers, or the SSH target and command.
+    /// What runs, on one line: `DELETE https://…` or `deploy@host port 22: uptime`.
+    pub(super) fn headline(&self) -> String {
+        let n = &self.normalized;
+        let text = |v: &Value| escape(v.as_str().unwrap_or("?"));
+        match n["kind"].as_str() {
+            Some("http") => format!("{} {}", text(&n["method"]), text(&n["url"])),
+            Some("ssh") => format!(
+                "{}@{} port {}: {}",
+                text(&n["user"]),
+                text(&n["host"]),
+                n["port"].as_u64().unwrap_or(0),
+                text(&n["command"])
+            ),
+            _ => "(a request that does not match its hash: not shown)".into(),
+        }
+    }
+
+    /// The credential as the hash covers it: `api (profile default, version 3)`.
+    fn credential(&self) -> String {
+        let c = &self.normalized["credential"];
+        format!(
+            "{} (profile {}, version {})",
+            escape(c["name"].as_str().unwrap_or("?")),
+            escape(c["profile"].as_str().unwrap_or("?")),
+            c["version"]
+        )
+    }
+
+    /// The lines that say what will be sent besides the headline: query, headers, or the SSH
+    /// pinned key and the shell syntax of the command.
     fn request_lines(&self) -> Vec<(String, String)> {
         let n = &self.normalized;
         let mut out = Vec::new();
         let text = |v: &Value| escape(v.as_str().unwrap_or("?"));
         match n["kind"].as_str() {
             Some("http") => {
-                out.push(("method".into(), text(&n["method"])));
-                out.push(("url".into(), text(&n["url"])));
                 if let Ok(u) = url::Url::parse(n["url"].as_str().unwrap_or_default()) {
                     for (k, v) in u.query_pairs() {
                         out.push(("query".into(), format!("{} = {}", escape(&k), escape(&v))));
@@ -90,21 +124,64 @@ impl CardData {
             }
             Some("ssh") => {
                 out.push((
-                    "host".into(),
-                    format!(
-                        "{}@{} port {}",
-                        text(&n["user"]),
-                        text(&n["host"]),
-                        n["port"].as_u64().unwrap_or(0)
-                    ),
+                    "host key".into(),
+                    format!("{} (pinned)", text(&n["host_key"])),
                 ));
-                out.push(("host key".into(), text(&n["host_key"])));
-                out.push(("command".into(), text(&n["command"])));
+                let command = n["command"].as_str().unwrap_or_default();
+                for what in crate::policy::shell_syntax(command) {
+                    out.push(("!! shell".into(), what.to_owned()));
+                }
             }
-            _ => out.push(("action".into(), escape(&n.to_string()))),
+            _ => {}
         }
         out
     }
+
+    /// What changed in the credential since the person last approved one of its actions.
+    fn change_lines(&self) -> Vec<String> {
+        let Some(c) = &self.changed else {
+            return Vec::new();
+        };
+        let mut out = vec![format!(
+            "!! credential changed since you last approved one of its actions (then version {}):",
+            c.approved_version
+        )];
+        for f in &c.fields {
+            let show = |v: &Option<String>| v.as_deref().map_or("(not recorded)".into(), escape);
+            out.push(match (&f.old, &f.new) {
+                (None, None) => format!("   {} changed", escape(&f.field)),
+                _ => format!(
+                    "   {}: {} → {}",
+                    escape(&f.field),
+                    show(&f.old),
+                    show(&f.new)
+                ),
+            });
+        }
+        out
+    }
+}
+
+/// At most `PREVIEW_PAIRS` lines of each label, then a count of the rest.
+fn capped(lines: Vec<(String, String)>) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let label = lines[i].0.clone();
+        let run = lines[i..].iter().take_while(|(l, _)| *l == label).count();
+        out.extend(lines[i..i + run.min(PREVIEW_PAIRS)].iter().cloned());
+        if run > PREVIEW_PAIRS {
+            out.push((
+                label.clone(),
+                format!(
+                    "… {} more not shown here: [v] shows all",
+                    run - PREVIEW_PAIRS
+                ),
+            ));
+        }
+        i += run;
+    }
+    out
 }
 
 /// Labelled lines, the label shown once per run of equal labels.
@@ -153,15 +230,13 @@ pub(super) fn card(d: &CardData, waiting: usize, style: Style, note: &str) -> St
     s += &format!(
         "  tool        {}\n  credential  {}\n",
         escape(&d.tool),
-        escape(&d.credential)
+        d.credential()
     );
-    s += &format!("  {bold}{}{reset}\n", escape(&d.summary));
-    let lines: Vec<(String, String)> = d
-        .request_lines()
-        .into_iter()
-        .filter(|(l, _)| l != "method" && l != "url")
-        .collect();
-    s += &labelled(&lines);
+    for line in d.change_lines() {
+        s += &format!("  {bold}{line}{reset}\n");
+    }
+    s += &format!("  {bold}{}{reset}\n", d.headline());
+    s += &labelled(&capped(d.request_lines()));
     if let Some(body) = d.shown_body() {
         let raw = d.body.as_ref().map_or(0, Vec::len);
         s += &format!("  body        ({raw} bytes)\n");
@@ -194,6 +269,7 @@ pub(super) fn card(d: &CardData, waiting: usize, style: Style, note: &str) -> St
         until(&d.created_at).replace("in 0 min 0 s", "just now"),
         until(&d.expires_at)
     );
+    s += &format!("{bold}{}{reset}\n", d.headline());
     s += "[a]pprove once   [s] approve for this session   [d]eny   [v]iew in full   [q]uit\n";
     s
 }
@@ -201,18 +277,20 @@ pub(super) fn card(d: &CardData, waiting: usize, style: Style, note: &str) -> St
 /// The full view, as lines: every field of the action in the card's form and the whole body.
 pub(super) fn full_view(d: &CardData) -> Vec<String> {
     let n = &d.normalized;
-    let mut s = format!("{}\n\n", escape(&d.summary));
+    let mut s = format!("{}\n\n", d.headline());
     s += &format!(
         "  action      {}\n  hash        {}\n",
         escape(&d.id),
         escape(&d.action_hash)
     );
     s += &format!(
-        "  credential  {} ({} version {})\n",
-        escape(&d.credential),
+        "  credential  {} ({})\n",
+        d.credential(),
         escape(n["credential"]["id"].as_str().unwrap_or("?")),
-        n["credential"]["version"]
     );
+    for line in d.change_lines() {
+        s += &format!("  {line}\n");
+    }
     s += &labelled(&d.request_lines());
     s += &format!(
         "  timeout     {} s   output at most {} bytes\n",
@@ -239,18 +317,18 @@ pub(super) fn full_view(d: &CardData) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agent::protocol::{CredentialChange, FieldChange};
     use serde_json::json;
 
     fn data(body: Option<&[u8]>) -> CardData {
         CardData {
             id: "act_1".into(),
             tool: "http_request".into(),
-            credential: "api".into(),
-            summary: "POST https://h/v1/x?a=1 (credential api)".into(),
             action_hash: "ab".repeat(32),
             client_name: "cli\u{202e}ent".into(),
             normalized: json!({"kind": "http", "method": "POST", "url": "https://h/v1/x?a=1&b=%1B",
-                "headers": [["x-http-method-override", "DELETE"]], "credential": {"id": "cred_1", "version": 2},
+                "headers": [["x-http-method-override", "DELETE"]],
+                "credential": {"id": "cred_1", "version": 2, "name": "api", "profile": "default"},
                 "body_blake3": "00", "timeout_s": 30, "max_output_bytes": 65536}),
             body: body.map(<[u8]>::to_vec),
             ..CardData::default()
@@ -262,6 +340,8 @@ mod tests {
         let d = data(Some(br#"{"name":"harmless"}"#));
         let c = card(&d, 1, Style { color: false }, "note\u{1b}[2K");
         for want in [
+            "POST https://h/v1/x?a=1&b=%1B",
+            "api (profile default, version 2)",
             "x-http-method-override: DELETE",
             "a = 1",
             "b = \\u{1b}",
@@ -272,6 +352,9 @@ mod tests {
         ] {
             assert!(c.contains(want), "{want}: {c}");
         }
+        // The method and URL stand again beside the keys.
+        let prompt = c.lines().rev().nth(1).unwrap();
+        assert_eq!(prompt, "POST https://h/v1/x?a=1&b=%1B", "{c}");
         assert!(d.approvable().is_ok());
         let long = "x\n".repeat(2000);
         let d = data(Some(long.as_bytes()));
@@ -288,5 +371,71 @@ mod tests {
         let d = data(Some(huge.as_bytes()));
         assert!(d.approvable().is_err());
         assert!(card(&d, 1, Style { color: false }, "").contains("cannot be approved"));
+    }
+
+    #[test]
+    fn sixty_headers_do_not_push_the_method_and_url_off_a_24_row_card() {
+        let mut d = data(None);
+        let headers: Vec<Value> = (0..60).map(|i| json!([format!("x-h{i}"), "v"])).collect();
+        d.normalized["headers"] = json!(headers);
+        let q: Vec<String> = (0..40).map(|i| format!("q{i}=1")).collect();
+        d.normalized["url"] = json!(format!("https://h/v1/x?{}", q.join("&")));
+        let c = card(&d, 1, Style { color: false }, "");
+        let lines: Vec<&str> = c.lines().collect();
+        assert!(lines.len() <= 24, "{} lines: {c}", lines.len());
+        assert!(
+            lines[..8]
+                .iter()
+                .any(|l| l.contains("POST https://h/v1/x?q0=1")),
+            "{c}"
+        );
+        assert!(c.contains("… 56 more not shown here"), "{c}");
+        assert!(c.contains("… 36 more not shown here"), "{c}");
+        assert_eq!(
+            full_view(&d).iter().filter(|l| l.contains("x-h")).count(),
+            60
+        );
+    }
+
+    #[test]
+    fn text_the_agent_wrote_is_not_on_the_card_and_changes_are() {
+        // An unverified request shows nothing of it, and cannot be approved.
+        let mut d = data(None);
+        d.normalized = Value::Null;
+        let c = card(&d, 1, Style { color: false }, "");
+        assert!(c.contains("does not match its hash"), "{c}");
+        assert!(d.approvable().is_err());
+        // SSH: user, host, port, pinned key, command, and its shell syntax named.
+        let mut d = data(None);
+        d.normalized = json!({"kind": "ssh", "host": "10.0.0.5", "port": 22, "user": "deploy",
+            "host_key": "SHA256:new", "command": "git pull; id",
+            "credential": {"id": "cred_1", "version": 5, "name": "web1", "profile": "ops"}});
+        d.changed = Some(CredentialChange {
+            approved_version: 3,
+            fields: vec![
+                FieldChange {
+                    field: "host_key".into(),
+                    old: Some("SHA256:old".into()),
+                    new: Some("SHA256:new".into()),
+                },
+                FieldChange {
+                    field: "secret".into(),
+                    old: None,
+                    new: None,
+                },
+            ],
+        });
+        let c = card(&d, 1, Style { color: false }, "");
+        for want in [
+            "deploy@10.0.0.5 port 22: git pull; id",
+            "SHA256:new (pinned)",
+            "`;` runs a second command",
+            "web1 (profile ops, version 5)",
+            "changed since you last approved one of its actions (then version 3)",
+            "host_key: SHA256:old → SHA256:new",
+            "secret changed",
+        ] {
+            assert!(c.contains(want), "{want}: {c}");
+        }
     }
 }

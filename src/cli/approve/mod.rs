@@ -52,6 +52,8 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     let passphrase = PassphraseSource::choose(args.passphrase_stdin).read("Vault passphrase: ")?;
     let keys = Vault::keys(&paths, &passphrase)?;
     let mut client = approver_client(&paths, &keys)?;
+    // The channel is open: only the approver key is needed from here on.
+    let approver = keys.into_approver();
     let verdict = if args.approve {
         Verdict::Approve
     } else if args.approve_session {
@@ -69,7 +71,7 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         }
         Err(e) => return Err(e.into()),
     };
-    let decided = match client.decide(&keys, &view, &verdict, config.session_grant()) {
+    let decided = match client.decide(&approver, &view, &verdict, config.session_grant()) {
         Ok(a) => a,
         Err(ClientError::Refused { code, message }) => {
             return Err(super::backend::Refused {
@@ -80,17 +82,14 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         }
         Err(e) => return Err(e.into()),
     };
+    // What was decided, named from the request whose hash was checked, not the agent's words.
+    let what = screen::card_data(&view).headline();
     if args.json {
         super::print_json(
-            &serde_json::json!({"action_id": decided.id, "state": decided.state.as_str(), "summary": decided.summary}),
+            &serde_json::json!({"action_id": decided.id, "state": decided.state.as_str(), "summary": what}),
         )?;
     } else {
-        outln!(
-            "{} {}: {}",
-            decided.state,
-            decided.id,
-            crate::term::escape(&decided.summary)
-        );
+        outln!("{} {}: {what}", decided.state, decided.id);
     }
     Ok(Exit::Ok)
 }

@@ -12,7 +12,7 @@ use super::card::{self, CardData};
 use crate::agent::client::Client;
 use crate::agent::protocol::{ApprovalView, Event, Reply, Request};
 use crate::approvals::Verdict;
-use crate::keys::{KeyMaterial, PassphraseSource};
+use crate::keys::{ApproverKey, PassphraseSource};
 use crate::paths::VaultPaths;
 use crate::term::escape;
 use crate::vault::Vault;
@@ -145,20 +145,22 @@ impl OnScreen {
     }
 }
 
-/// Asks the passphrase, then connects to the vault's real agent (one that proves it holds the
-/// key) and subscribes to the queue.
+/// Asks the passphrase, then connects to the vault's real agent over the encrypted channel
+/// (which only a holder of the key completes) and subscribes to the queue. The master key is
+/// dropped (wiped) once the channel is open: only the approver key stays, to sign.
 fn unlock(
     paths: &VaultPaths,
     source: &PassphraseSource,
     tty: &mut Tty,
-) -> anyhow::Result<(Client, KeyMaterial)> {
+) -> anyhow::Result<(Client, ApproverKey)> {
     tty.raw(false);
     let passphrase = source.read("Vault passphrase: ");
     tty.raw(true);
     let keys = Vault::keys(paths, &passphrase?)?;
     let mut client = crate::agent::client::approver_client(paths, &keys)?;
+    let approver = keys.into_approver();
     match client.call(Request::WatchPending)? {
-        Reply::Ok => Ok((client, keys)),
+        Reply::Ok => Ok((client, approver)),
         other => Err(super::super::backend::unexpected(other)),
     }
 }
@@ -217,8 +219,10 @@ pub(super) fn run(
             }
             Key::Nothing => {}
             Key::Decide(verdict, v) => {
+                // The note names the request as the card showed it, not as the agent words it.
+                let what = card_data(&v).headline();
                 screen.note = match client.decide(&keys, &v, &verdict, config.session_grant()) {
-                    Ok(d) => format!("{} {}: {}", capital(d.state.as_str()), d.id, d.summary),
+                    Ok(d) => format!("{} {}: {what}", capital(d.state.as_str()), d.id),
                     Err(e) => format!("Not decided: {e}"),
                 };
                 screen.dirty = true;
@@ -337,7 +341,7 @@ fn capital(s: &str) -> String {
 
 /// Everything the card of `v` shows. The request is shown only once it re-derives the action's
 /// hash (`ApprovalView::verified_request`); otherwise the card says so and cannot be approved.
-fn card_data(v: &ApprovalView) -> CardData {
+pub(super) fn card_data(v: &ApprovalView) -> CardData {
     let a = &v.action;
     let (normalized, body) = match v.verified_request() {
         Ok(n) => (n, v.body_hex.as_deref().and_then(|h| hex::decode(h).ok())),
@@ -347,8 +351,6 @@ fn card_data(v: &ApprovalView) -> CardData {
     CardData {
         id: a.id.clone(),
         tool: a.tool.clone(),
-        credential: a.credential_name.clone(),
-        summary: a.summary.clone(),
         action_hash: a.action_hash.clone(),
         created_at: a.created_at.clone(),
         expires_at: a.expires_at.clone(),
@@ -357,6 +359,7 @@ fn card_data(v: &ApprovalView) -> CardData {
         parent_exe: v.peer["parent"]["exe"].as_str().unwrap_or("?").to_owned(),
         normalized,
         body,
+        changed: v.changed.clone(),
     }
 }
 
@@ -387,9 +390,8 @@ fn page_through(tty: &mut Tty, lines: &[String]) {
 
 /// A desktop notification where one is available; failures are silent.
 fn notify(v: &ApprovalView) {
-    let a = &v.action;
     if let Ok(mut child) = std::process::Command::new("notify-send")
-        .args(["agent-vault: approval needed", &escape(&a.summary)])
+        .args(["agent-vault: approval needed", &card_data(v).headline()])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

@@ -1,0 +1,112 @@
+//! What changed in a credential since the person last approved one of its actions, read from the
+//! journal (the `action.approved` rows and the bindings each `credential.add`/`credential.edit`
+//! row records), so the card can say "the pinned key changed from … to …" before the person
+//! approves again. Every change is signed by the approver; this is for the person to notice one
+//! they did not mean.
+use crate::agent::protocol::{CredentialChange, FieldChange};
+use crate::credentials::Credential;
+use crate::store::StoreError;
+use rusqlite::{Connection, OptionalExtension};
+use serde_json::Value;
+
+/// The changes of `cred` since the version of its last approved action; `None` when it never had
+/// one approved, or has not changed since.
+pub(crate) fn since_approved(
+    conn: &Connection,
+    cred: &Credential,
+) -> Result<Option<CredentialChange>, StoreError> {
+    let approved: Option<i64> = conn
+        .prepare_cached(
+            "SELECT a.credential_version FROM audit j JOIN actions a ON a.id = j.action_id
+             WHERE j.kind = 'action.approved' AND a.credential_id = ?1 ORDER BY j.seq DESC LIMIT 1",
+        )?
+        .query_row([&cred.id], |r| r.get(0))
+        .optional()?;
+    let Some(approved) = approved.filter(|&v| v < cred.version) else {
+        return Ok(None);
+    };
+    // Every add/edit row of this credential from the approved version on, oldest first.
+    let mut stmt = conn.prepare_cached(
+        "SELECT body FROM audit WHERE kind IN ('credential.add', 'credential.edit')
+           AND json_extract(body, '$.id') = ?1 AND json_extract(body, '$.version') >= ?2
+         ORDER BY seq",
+    )?;
+    let rows: Vec<Value> = stmt
+        .query_map(rusqlite::params![cred.id, approved], |r| {
+            r.get::<_, String>(0)
+        })?
+        .filter_map(|b| b.ok().and_then(|b| serde_json::from_str(&b).ok()))
+        .collect();
+    let old = rows
+        .iter()
+        .find(|r| r["version"] == approved && !r["binding"].is_null());
+    let mut fields = Vec::new();
+    if let Some(old) = old {
+        let new = serde_json::to_value(&cred.target).unwrap_or_default();
+        diff("", &old["binding"], &new, &mut fields);
+        if old["approval"].as_str() != Some(cred.approval.as_str()) {
+            fields.push(FieldChange {
+                field: "approval".into(),
+                old: old["approval"].as_str().map(str::to_owned),
+                new: Some(cred.approval.as_str().to_owned()),
+            });
+        }
+    }
+    // Fields named by the edits (the secret's value is never shown, only that it changed; so are
+    // fields of versions whose bindings the journal does not hold).
+    for r in rows.iter().filter(|r| r["version"] != approved) {
+        for name in r["changed"].as_array().into_iter().flatten() {
+            let name = name.as_str().unwrap_or("?");
+            let known = fields
+                .iter()
+                .any(|f| f.field == name || f.field.ends_with(name));
+            if !known && (old.is_none() || name == "secret") {
+                fields.push(FieldChange {
+                    field: name.to_owned(),
+                    old: None,
+                    new: None,
+                });
+            }
+        }
+    }
+    Ok(Some(CredentialChange {
+        approved_version: approved,
+        fields,
+    }))
+}
+
+/// The leaves that differ between two bindings, named by their path (`auth.username`).
+fn diff(path: &str, old: &Value, new: &Value, out: &mut Vec<FieldChange>) {
+    if old == new {
+        return;
+    }
+    if let (Value::Object(o), Value::Object(n)) = (old, new) {
+        let mut keys: Vec<&String> = o.keys().chain(n.keys()).collect();
+        keys.sort();
+        keys.dedup();
+        for k in keys {
+            let sub = if path.is_empty() {
+                k.clone()
+            } else {
+                format!("{path}.{k}")
+            };
+            diff(
+                &sub,
+                o.get(k).unwrap_or(&Value::Null),
+                n.get(k).unwrap_or(&Value::Null),
+                out,
+            );
+        }
+        return;
+    }
+    let show = |v: &Value| match v {
+        Value::Null => None,
+        Value::String(s) => Some(s.clone()),
+        other => Some(other.to_string()),
+    };
+    out.push(FieldChange {
+        field: path.to_owned(),
+        old: show(old),
+        new: show(new),
+    });
+}
