@@ -135,8 +135,20 @@ pub fn read_anchors(paths: &VaultPaths) -> Result<Vec<Anchor>, AnchorError> {
         .collect()
 }
 
-/// The highest seq among the last lines of `anchors.jsonl` (0 if none).
-pub fn last_anchored_seq(paths: &VaultPaths) -> Result<i64, AnchorError> {
+/// The last line of `anchors.jsonl` as written: the anchor and when it was written, if any.
+/// `vault unlock` and `vault verify` show it, so a person can keep it off this machine (the only
+/// way to notice a rollback of `vault.db` and `anchors.jsonl` together).
+pub fn last_anchor(paths: &VaultPaths) -> Result<Option<(Anchor, String)>, AnchorError> {
+    Ok(tail_lines(paths)?.into_iter().rev().find_map(|l| {
+        let a = parse_line(&l).ok()?;
+        let v: serde_json::Value = serde_json::from_str(&l).ok()?;
+        Some((a, v["ts"].as_str().unwrap_or("?").to_owned()))
+    }))
+}
+
+/// The lines of the last `TAIL_BYTES` of `anchors.jsonl` (the first may be cut; none if the
+/// file does not exist).
+fn tail_lines(paths: &VaultPaths) -> Result<Vec<String>, AnchorError> {
     let path = paths.anchors();
     let read_err = |source| AnchorError::Read {
         path: path.clone(),
@@ -144,7 +156,7 @@ pub fn last_anchored_seq(paths: &VaultPaths) -> Result<i64, AnchorError> {
     };
     let mut file = match std::fs::File::open(&path) {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(read_err(e)),
     };
     let len = file.metadata().map_err(read_err)?.len();
@@ -152,10 +164,17 @@ pub fn last_anchored_seq(paths: &VaultPaths) -> Result<i64, AnchorError> {
         .map_err(read_err)?;
     let mut tail = Vec::with_capacity(TAIL_BYTES as usize);
     file.read_to_end(&mut tail).map_err(read_err)?;
-    let tail = String::from_utf8_lossy(&tail);
-    // The first line may be cut by the seek; a cut line simply does not parse.
-    Ok(tail
+    Ok(String::from_utf8_lossy(&tail)
         .lines()
+        .map(str::to_owned)
+        .collect())
+}
+
+/// The highest seq among the last lines of `anchors.jsonl` (0 if none).
+pub fn last_anchored_seq(paths: &VaultPaths) -> Result<i64, AnchorError> {
+    // The first line may be cut by the seek; a cut line simply does not parse.
+    Ok(tail_lines(paths)?
+        .iter()
         .filter_map(|l| parse_line(l).ok())
         .map(|a| a.seq)
         .max()

@@ -25,8 +25,8 @@ mod verify;
 
 pub use activity::{ActionEntry, Activity, SessionSummary};
 pub use anchor::{
-    last_anchored_seq, maybe_anchor, parse_anchor, read_anchors, write_anchor, Anchor, AnchorError,
-    ANCHOR_EVERY,
+    last_anchor, last_anchored_seq, maybe_anchor, parse_anchor, read_anchors, write_anchor, Anchor,
+    AnchorError, ANCHOR_EVERY,
 };
 pub use export::{export, ExportError, Exported};
 pub use verify::{

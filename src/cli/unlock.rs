@@ -45,5 +45,6 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         status.locks_at,
         status.idle_seconds / 60
     );
+    super::verify::say_last_anchor(&paths)?;
     Ok(Exit::Ok)
 }

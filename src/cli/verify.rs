@@ -57,6 +57,9 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         outln!("{line}");
     } else {
         print_human(&report, &what, given, from_file)?;
+        if args.file.is_none() {
+            say_last_anchor(&paths)?;
+        }
     }
     Ok(if ok {
         Exit::Ok
@@ -98,6 +101,19 @@ fn print_human(report: &Value, what: &str, given: usize, from_file: usize) -> an
                 "Keep this line somewhere else; later, `vault verify --anchor {seq}:{hash}` proves nothing up to it changed."
             );
         }
+    }
+    Ok(())
+}
+
+/// The last head anchored in `anchors.jsonl` and when, with why to keep it elsewhere: a process
+/// of this user that rolls back `vault.db` and `anchors.jsonl` together leaves a chain that
+/// verifies, and only a head kept off this machine shows it.
+pub(super) fn say_last_anchor(paths: &VaultPaths) -> anyhow::Result<()> {
+    if let Ok(Some((a, ts))) = crate::audit::last_anchor(paths) {
+        outln!(
+            "Last anchored head: seq {} at {ts} ({a}). A rollback of vault.db and anchors.jsonl together shows only against a head kept off this machine: `vault verify --anchor {a}`.",
+            a.seq
+        );
     }
     Ok(())
 }
