@@ -261,6 +261,16 @@ fn anchors_catch_a_history_cut_off_with_the_key() {
             .execute_batch("DROP TRIGGER audit_no_delete; DELETE FROM audit WHERE seq > 10;")
             .unwrap();
     }
+    // The person is shown the last anchored head, its time, and why to keep it elsewhere.
+    let human = v.run(&["verify"], None).code(3);
+    assert!(
+        human.stdout.contains("Last anchored head: seq 14 at 20")
+            && human
+                .stdout
+                .contains("only against a head kept off this machine"),
+        "{}",
+        human.stdout
+    );
     let report = verify_json(&mut v, &[], 3);
     assert_eq!(report["first_bad_seq"].as_i64(), Some(11), "{report}");
     assert!(
@@ -273,6 +283,31 @@ fn anchors_catch_a_history_cut_off_with_the_key() {
     // Without the anchor file the cut is invisible: the anchor is what caught it.
     std::fs::remove_file(v.vault_dir().join("anchors.jsonl")).unwrap();
     assert_eq!(verify_json(&mut v, &[], 0)["rows"].as_i64(), Some(10));
+}
+
+#[test]
+fn unlock_shows_the_last_anchored_head() {
+    let mut v = TestVault::init("anchor-unlock");
+    // A session's end anchors the head.
+    let mut p = support::mcp::McpProc::spawn(v.command(&["mcp"]));
+    p.initialize();
+    p.finish(Duration::from_secs(10));
+    let line = std::fs::read_to_string(v.vault_dir().join("anchors.jsonl")).unwrap();
+    let last: Value = serde_json::from_str(line.lines().last().unwrap()).unwrap();
+    let unlock = v
+        .run(
+            &["unlock", "--passphrase-stdin"],
+            Some(&format!("{PASSPHRASE}\n")),
+        )
+        .ok();
+    let want = format!(
+        "Last anchored head: seq {} at {} ({}:{})",
+        last["seq"],
+        last["ts"].as_str().unwrap(),
+        last["seq"],
+        last["hash"].as_str().unwrap()
+    );
+    assert!(unlock.stdout.contains(&want), "{want}\n{}", unlock.stdout);
 }
 
 #[test]

@@ -290,7 +290,7 @@ impl Conn {
             return Err("the approver speaks only over the encrypted channel".into());
         }
         if self.opener.is_none() {
-            if let Err(why) = self.ticket.plain() {
+            if let Err(why) = self.ticket.plain(role == Role::Mcp) {
                 tracing::warn!(pid = ?self.peer.pid, "refused a plain-text session: {why}");
                 self.writer
                     .reply(id, ops::error(ErrorCode::Limit, why))
