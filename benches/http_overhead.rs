@@ -48,7 +48,7 @@ fn main() {
         let sc = mcp.completed(i as i64);
         let elapsed = t.elapsed();
         assert_eq!(sc["http"]["status"], 200);
-        assert_eq!(sc["http"]["body"]["json"]["ok"], true);
+        assert_eq!(sc["http"]["body"]["untrusted_json"]["ok"], true);
         if i >= WARMUP {
             vault.push(elapsed);
         }

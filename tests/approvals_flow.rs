@@ -82,12 +82,14 @@ fn approve_completes_then_replays_and_deny_explains() {
         reqs[0]["headers"]["authorization"],
         format!("Bearer {SECRET}")
     );
-    let echoed = sc["http"]["body"]["json"]["headers"]["authorization"]
+    let echoed = sc["http"]["body"]["untrusted_json"]["headers"]["authorization"]
         .as_str()
         .unwrap_or_else(|| panic!("{sc}"));
     assert_eq!(echoed, "Bearer [REDACTED:api]");
     assert!(
-        sc["http"]["headers"].get("set-cookie").is_none(),
+        sc["http"]["headers"]["untrusted_headers"]
+            .get("set-cookie")
+            .is_none(),
         "Set-Cookie never reaches the agent"
     );
 

@@ -215,7 +215,11 @@ fn the_credential_reaches_its_own_target_and_nothing_else() {
     assert_eq!(r["isError"], false, "{r}");
     assert_eq!(sc["state"], "completed", "{r}");
     assert_eq!(sc["http"]["status"], 302, "{r}");
-    assert_eq!(sc["http"]["headers"]["location"], to_b.as_str(), "{r}");
+    assert_eq!(
+        sc["http"]["headers"]["untrusted_headers"]["location"],
+        to_b.as_str(),
+        "{r}"
+    );
     assert!(b.requests().is_empty(), "B received {:?}", b.requests());
     assert_eq!(a.requests().len(), 3);
     p.finish(Duration::from_secs(10));
@@ -262,11 +266,12 @@ fn an_echoed_secret_appears_in_no_output_log_journal_or_file() {
         .unwrap()
         .starts_with("Basic "));
     assert_eq!(
-        query["structuredContent"]["http"]["body"]["json"]["query"]["api_key"][0], "[REDACTED:q]",
+        query["structuredContent"]["http"]["body"]["untrusted_json"]["query"]["api_key"][0],
+        "[REDACTED:q]",
         "{query}"
     );
     assert_eq!(
-        basic["structuredContent"]["http"]["body"]["json"]["headers"]["authorization"],
+        basic["structuredContent"]["http"]["body"]["untrusted_json"]["headers"]["authorization"],
         "Basic [REDACTED:basic]",
         "{basic}"
     );
@@ -276,12 +281,14 @@ fn an_echoed_secret_appears_in_no_output_log_journal_or_file() {
         .as_str()
         .unwrap_or_else(|| panic!("{leak}"));
     assert!(text.matches("[REDACTED:api]").count() >= 4, "{text}");
-    assert!(leak["structuredContent"]["http"]["headers"]["location"]
-        .as_str()
-        .unwrap()
-        .contains("[REDACTED:api]"));
+    assert!(
+        leak["structuredContent"]["http"]["headers"]["untrusted_headers"]["location"]
+            .as_str()
+            .unwrap()
+            .contains("[REDACTED:api]")
+    );
     assert_eq!(
-        echo["structuredContent"]["http"]["body"]["json"]["headers"]["authorization"],
+        echo["structuredContent"]["http"]["body"]["untrusted_json"]["headers"]["authorization"],
         "Bearer [REDACTED:api]",
         "{echo}"
     );

@@ -236,7 +236,7 @@ fn no_form_of_any_decoy_reaches_any_output_log_journal_column_or_file() {
         "{forms_text}"
     );
     assert_eq!(
-        results[1]["result"]["structuredContent"]["http"]["body"]["json"]["raw"],
+        results[1]["result"]["structuredContent"]["http"]["body"]["untrusted_json"]["raw"],
         "[REDACTED:bearer]"
     );
     let seen = p.seen.join("\n");

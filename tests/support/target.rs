@@ -14,6 +14,10 @@
 //!   /cut?kind=K      a body that ends in the middle of the received credential
 //!   /big?mb=N        N MiB of text
 //!   /slow?s=N        answers after N seconds
+//!   /inject?c=HEX    200 JSON with the text HEX encodes (so the request does not carry it) in
+//!                    a string field, a nested array, a key and a value with an escape, and in
+//!                    the X-Request-Id, ETag and Cache-Control headers
+//!   /inject.txt?c=HEX  the same as a text body
 //!   anything else    200 {"ok": true, "path": ...}
 #[path = "../../src/demo/target.rs"]
 mod server;
@@ -263,6 +267,26 @@ fn route(r: &Request, planted: &str) -> Response {
                 .with_header("Location", format!("/x?t={}", forms[3]))
         }
         "/forms" | "/forms.json" | "/cut" => forms_route(r, &q),
+        "/inject" | "/inject.txt" => {
+            let c = q
+                .get("c")
+                .and_then(|v| hex::decode(&v[0]).ok())
+                .map_or("canary".to_owned(), |b| {
+                    String::from_utf8_lossy(&b).into_owned()
+                });
+            let c = c.as_str();
+            let doc = json!({"title": c, "nested": {"comments": [{"text": c}, [c, 1]]},
+                c: "a key", "escaped": format!("\u{1b}[2J{c}")});
+            let answer = if r.route() == "/inject" {
+                Response::json(200, &doc)
+            } else {
+                Response::new(200, "text/plain", format!("a text body: {c}\nend"))
+            };
+            answer
+                .with_header("X-Request-Id", c)
+                .with_header("ETag", format!("\"{c}\""))
+                .with_header("Cache-Control", format!("private, {c}"))
+        }
         "/redirect" => Response::new(302, "text/plain", "").with_header(
             "Location",
             q.get("to").map_or("/".to_owned(), |v| v[0].clone()),

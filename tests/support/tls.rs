@@ -28,6 +28,11 @@ fn openssl(dir: &Path, args: &str) {
 impl TestCa {
     /// Writes ca.pem, ca.key, leaf.pem, leaf.key into `dir`.
     pub fn create(dir: &Path) -> Self {
+        Self::create_for(dir, "IP:127.0.0.1")
+    }
+
+    /// The same with the leaf's subjectAltName `san` (e.g. `DNS:name.example`).
+    pub fn create_for(dir: &Path, san: &str) -> Self {
         let ec = "-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes";
         openssl(
             dir,
@@ -42,8 +47,10 @@ impl TestCa {
         );
         std::fs::write(
             dir.join("leaf.ext"),
-            "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n\
-             keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n",
+            format!(
+                "subjectAltName={san}\nbasicConstraints=CA:FALSE\n\
+                 keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n"
+            ),
         )
         .unwrap();
         openssl(

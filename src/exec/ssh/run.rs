@@ -95,11 +95,8 @@ fn signal_name(s: &Sig) -> String {
         Sig::SEGV => "SEGV".into(),
         Sig::TERM => "TERM".into(),
         Sig::USR1 => "USR1".into(),
-        Sig::Custom(c) => c
-            .chars()
-            .filter(char::is_ascii_alphanumeric)
-            .take(16)
-            .collect(),
+        // A name the server chose: not repeated to the model (third-party text).
+        Sig::Custom(_) => "other".into(),
     }
 }
 

@@ -125,7 +125,15 @@ pub(super) fn action_result(a: &Action, replayed: bool) -> ToolResult {
         }
         State::Denied => ToolResult::error(
             "denied",
-            &format!("the person denied action {}{}", a.id, if reason.is_empty() { String::new() } else { format!(": {reason}") }),
+            &format!(
+                "the person denied action {}{}",
+                a.id,
+                if reason.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {reason}")
+                }
+            ),
             "do not retry the same action; ask the person what they want instead",
             details,
             base,
@@ -144,13 +152,21 @@ pub(super) fn action_result(a: &Action, replayed: bool) -> ToolResult {
             details,
             base,
         ),
-        State::FailedBeforeSend => ToolResult::error(
-            "failed_before_send",
-            &format!("action {} failed before anything was sent: {reason}", a.id),
-            "check the target and the credential, then send the request again; nothing reached the target",
-            details,
-            base,
-        ),
+        State::FailedBeforeSend => {
+            // What the executor kept (an error's third-party detail, wrapped) is part of it.
+            if let Some(Value::Object(r)) = &a.result {
+                for (k, v) in r {
+                    base.insert(k.clone(), v.clone());
+                }
+            }
+            ToolResult::error(
+                "failed_before_send",
+                &format!("action {} failed before anything was sent: {reason}", a.id),
+                "check the target and the credential, then send the request again; nothing reached the target",
+                details,
+                base,
+            )
+        }
         State::Indeterminate => {
             // What was observed before the outcome became uncertain (streams, a signal) is part
             // of the answer: the agent needs it to decide whether to check or retry.
@@ -160,12 +176,12 @@ pub(super) fn action_result(a: &Action, replayed: bool) -> ToolResult {
                 }
             }
             ToolResult::error(
-            "indeterminate",
-            &format!("action {} may or may not have taken effect: {reason}", a.id),
-            "check the target's state with a read-only request before retrying",
-            details,
-            base,
-        )
+                "indeterminate",
+                &format!("action {} may or may not have taken effect: {reason}", a.id),
+                "check the target's state with a read-only request before retrying",
+                details,
+                base,
+            )
         }
     }
 }
