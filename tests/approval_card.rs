@@ -5,7 +5,7 @@
 mod support;
 
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::mcp::McpProc;
 use support::target::HttpTarget;
 use support::*;
@@ -29,22 +29,10 @@ fn send(p: &mut McpProc, id: i64, args: Value) {
 
 /// Waits until `n` actions are pending; returns their ids, oldest first.
 fn pending(v: &mut TestVault, n: usize) -> Vec<String> {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let r = v.run(&["pending", "--json"], None).ok();
-        let list: Vec<Value> = serde_json::from_str(r.stdout.trim()).unwrap();
-        if list.len() >= n {
-            return list
-                .iter()
-                .map(|a| a["action_id"].as_str().unwrap().to_owned())
-                .collect();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{n} actions never became pending"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    v.wait_pending(n)
+        .iter()
+        .map(|a| a["action_id"].as_str().unwrap().to_owned())
+        .collect()
 }
 
 fn result_of(p: &mut McpProc, id: i64) -> Value {

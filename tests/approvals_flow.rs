@@ -33,19 +33,10 @@ fn setup(tag: &str) -> (TestVault, HttpTarget) {
 /// Sends an http_request that waits up to `wait_s`, and returns its action id once pending.
 fn ask(p: &mut McpProc, v: &mut TestVault, id: i64, url: &str, wait_s: u64) -> String {
     p.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "http_request", "arguments": {"credential": "api", "method": "POST", "url": url, "json": {"n": id}, "wait_s": wait_s}}}));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let r = v.run(&["pending", "--json"], None).ok();
-        let pending: Vec<Value> = serde_json::from_str(r.stdout.trim()).unwrap();
-        if let Some(a) = pending
-            .iter()
-            .find(|a| a["summary"].as_str().unwrap().contains(url))
-        {
-            return a["action_id"].as_str().unwrap().to_owned();
-        }
-        assert!(Instant::now() < deadline, "the action never became pending");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    v.pending_with(url)["action_id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
 }
 
 fn result_of(p: &mut McpProc, id: i64) -> Value {

@@ -12,7 +12,7 @@ use agent_vault::keys::Passphrase;
 use agent_vault::paths::VaultPaths;
 use agent_vault::vault::Vault;
 use serde_json::json;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::mcp::McpProc;
 use support::memory::{find_any, ptrace_attach, read_memory};
 use support::pty::PtySession;
@@ -88,11 +88,7 @@ fn assert_none(findings: &[String]) {
 
 /// Waits until an action is pending.
 fn wait_pending(v: &mut TestVault) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while v.run(&["pending", "--json"], None).ok().stdout.trim() == "[]" {
-        assert!(Instant::now() < deadline, "no action became pending");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    v.wait_pending(1);
 }
 
 #[test]

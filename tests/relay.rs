@@ -12,7 +12,7 @@ use agent_vault::keys::Passphrase;
 use agent_vault::paths::VaultPaths;
 use agent_vault::vault::Vault;
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::mcp::McpProc;
 use support::raw::RawClient;
 use support::relay::{rewrite_key, Dir, Relay};
@@ -60,16 +60,10 @@ fn credential_id(v: &TestVault, name: &str) -> Option<String> {
 
 /// Waits until an action is pending; its id.
 fn pending(v: &mut TestVault) -> String {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let r = v.run(&["pending", "--json"], None).ok();
-        let list: Vec<Value> = serde_json::from_str(r.stdout.trim()).unwrap();
-        if let Some(a) = list.first() {
-            return a["action_id"].as_str().unwrap().to_owned();
-        }
-        assert!(Instant::now() < deadline, "no action became pending");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    v.wait_pending(1)[0]["action_id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
 }
 
 /// A command run through the relay did its job, or refused and said why (the socket).

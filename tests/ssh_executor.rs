@@ -206,7 +206,12 @@ fn a_wrong_pinned_key_is_refused_and_the_command_never_runs() {
         );
         assert!(sc.get("ssh").is_none());
     }
-    std::thread::sleep(Duration::from_millis(300));
+    // Both connections are over at the server (it logs their end) before the target is checked.
+    wait_until(
+        Duration::from_secs(10),
+        "sshd never saw both connections end",
+        || sshd.log().matches("Connection closed by").count() >= 2,
+    );
     assert!(!marker.exists(), "the refused command ran");
     let log = sshd.log();
     for never in ["Accepted", "Failed", "password", "publickey for"] {

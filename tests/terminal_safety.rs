@@ -5,7 +5,7 @@
 mod support;
 
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::mcp::McpProc;
 use support::target::HttpTarget;
 use support::*;
@@ -51,19 +51,7 @@ fn setup(tag: &str) -> (TestVault, HttpTarget, McpProc) {
 }
 
 fn wait_pending(v: &mut TestVault, n: usize) -> Vec<Value> {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let r = v.run(&["pending", "--json"], None).ok();
-        let pending: Vec<Value> = serde_json::from_str(r.stdout.trim()).unwrap();
-        if pending.len() >= n {
-            return pending;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{n} actions never became pending"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    v.wait_pending(n)
 }
 
 #[test]

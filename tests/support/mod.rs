@@ -21,6 +21,7 @@ pub mod uid;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 pub const PASSPHRASE: &str = "correct horse battery staple";
 
@@ -240,6 +241,42 @@ impl TestVault {
         run
     }
 
+    /// `vault pending --json` once it lists at least `n` actions (within 20 s).
+    #[track_caller]
+    pub fn wait_pending(&mut self, n: usize) -> Vec<serde_json::Value> {
+        let mut listed = Vec::new();
+        wait_until(
+            Duration::from_secs(20),
+            &format!("{n} action(s) never became pending"),
+            || {
+                let r = self.run(&["pending", "--json"], None).ok();
+                listed = serde_json::from_str(r.stdout.trim()).unwrap();
+                listed.len() >= n
+            },
+        );
+        listed
+    }
+
+    /// The pending action whose summary contains `needle`, once there is one (within 20 s).
+    #[track_caller]
+    pub fn pending_with(&mut self, needle: &str) -> serde_json::Value {
+        let mut found = serde_json::Value::Null;
+        wait_until(
+            Duration::from_secs(20),
+            &format!("no pending action for {needle:?}"),
+            || {
+                let r = self.run(&["pending", "--json"], None).ok();
+                let listed: Vec<serde_json::Value> = serde_json::from_str(r.stdout.trim()).unwrap();
+                found = listed
+                    .into_iter()
+                    .find(|a| a["summary"].as_str().unwrap_or("").contains(needle))
+                    .unwrap_or_default();
+                !found.is_null()
+            },
+        );
+        found
+    }
+
     /// `vault add http NAME --host HOST --bearer --secret-stdin` with `secret`; must succeed.
     pub fn add_bearer(&mut self, name: &str, host: &str, secret: &str) {
         self.add_bearer_with(name, host, secret, &[]);
@@ -303,6 +340,20 @@ impl Drop for TestVault {
                 .stderr(Stdio::null())
                 .status();
         }
+    }
+}
+
+/// Polls `done` every 20 ms until it holds, failing the test after `limit` with `what`: how a
+/// test waits for an event instead of sleeping and hoping.
+#[track_caller]
+pub fn wait_until(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + limit;
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} (waited {limit:?})"
+        );
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

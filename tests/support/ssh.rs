@@ -135,24 +135,12 @@ pub fn text_of<'a>(r: &'a Value, stream: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no {stream} text in {r}"))
 }
 
-/// Waits until `vault pending --json` lists an action whose summary contains `needle`.
+/// Waits until `vault pending --json` lists an action whose summary contains `needle`; its id and
+/// how long that took.
 pub fn pending_id(v: &mut TestVault, needle: &str) -> (String, Duration) {
     let start = Instant::now();
-    loop {
-        let r = v.run(&["pending", "--json"], None).ok();
-        let pending: Vec<Value> = serde_json::from_str(r.stdout.trim()).unwrap();
-        if let Some(a) = pending
-            .iter()
-            .find(|a| a["summary"].as_str().unwrap_or("").contains(needle))
-        {
-            return (a["action_id"].as_str().unwrap().to_owned(), start.elapsed());
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "no pending action for {needle:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let a = v.pending_with(needle);
+    (a["action_id"].as_str().unwrap().to_owned(), start.elapsed())
 }
 
 /// `vault approve --id ID --approve --passphrase-stdin`.
