@@ -448,7 +448,7 @@ fn an_agent_killed_mid_dispatch_is_indeterminate_then_reaped() {
     let agent = v.agent_pid().expect("the agent runs");
     mcp.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "http_request", "arguments": {"credential": "api", "method": "POST", "url": format!("http://127.0.0.1:{}/slow?s=60", target.port), "body": "x", "wait_s": 60}}}));
     let deadline = Instant::now() + Duration::from_secs(10);
-    while target.requests().len() == 0 {
+    while target.requests().is_empty() {
         assert!(
             Instant::now() < deadline,
             "the request never reached the target"
