@@ -212,9 +212,6 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         None => check("ptrace_scope", Level::Ok, "no yama setting here"),
     });
     if let Ok(vault_id) = Vault::id_of(&paths) {
-        if remember::legacy_present(&vault_id) {
-            checks.push(check("kernel keyring", Level::Fail, "an earlier version left the key in the kernel keyring (any process of yours can read it); `vault lock` removes it"));
-        }
         checks.push(match (remember::probe(), remember::recall(&vault_id)) {
             (Err(e), _) => check("OS keyring (--remember)", Level::Ok, format!("not reachable ({e}); nothing is kept there")),
             (Ok(()), Ok(Some(_))) => check("OS keyring (--remember)", Level::Warn, format!("the {} holds this vault's key: any process of yours that can reach it can read it; `vault lock --forget` removes it", remember::keyring_name())),

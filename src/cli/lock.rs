@@ -18,19 +18,15 @@ pub(super) struct Args {
 
 pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     let vault_id = Vault::id_of(&paths)?;
-    let legacy = remember::remove_legacy(&vault_id);
     let stopped = crate::agent::client::stop_running(&paths);
     let forgot = args.forget && remember::forget(&vault_id);
-    match (stopped, legacy || forgot) {
+    match (stopped, forgot) {
         (Stopped::Locked(0), _) => outln!("Locked: the vault agent forgot the key and stopped. `vault unlock` opens the vault again."),
         (Stopped::Locked(pid), _) => outln!("Locked: the vault agent (pid {pid}) forgot the key and stopped. `vault unlock` opens the vault again."),
         (Stopped::Killed(pid), _) => outln!("Locked: the vault agent (pid {pid}) did not stop when asked, so it was killed; its key went with it, and the next `vault unlock` closes what it left unfinished."),
         (Stopped::Unreachable, _) => anyhow::bail!("a vault agent holds the vault but could not be told to stop (its pid cannot be known here and its socket did not answer); stop the `vault agent` process yourself, e.g. with `pkill -f 'vault.*agent --handoff'`"),
         (Stopped::NotRunning, true) => outln!("No vault agent was running."),
         (Stopped::NotRunning, false) => outln!("Already locked: no vault agent was running."),
-    }
-    if legacy {
-        outln!("Removed the key an earlier version left in the kernel keyring.");
     }
     if forgot {
         outln!("Removed the key from the {}.", remember::keyring_name());

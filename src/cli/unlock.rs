@@ -26,9 +26,6 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     let vault_id = Vault::id_of(&paths)?;
     let passphrase = PassphraseSource::choose(args.passphrase_stdin).read("Vault passphrase: ")?;
     let keys = Vault::keys(&paths, &passphrase)?;
-    if remember::remove_legacy(&vault_id) {
-        outln!("Removed the key an earlier version left in the kernel keyring.");
-    }
     let ttl = args.ttl.unwrap_or(DEFAULT_LIFETIME);
     let status = handoff::start_agent(&paths, &vault_id, &keys, ttl)?;
     if args.remember {

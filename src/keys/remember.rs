@@ -1,12 +1,13 @@
 //! The opt-in OS keyring (`vault unlock --remember`): the master key and the approver's public
 //! key in the Secret Service, macOS Keychain or Windows Credential Manager, so a login unit can
 //! start the agent without a prompt. Any same-user process that can reach that keyring item can
-//! read it: that is the trade `vault doctor` states. The Linux kernel keyutils cache of earlier
-//! versions is retired: `remove_legacy` deletes what they left (any same-user process could read
-//! it with `keyctl pipe`).
+//! read it: that is the trade `vault doctor` states. Built only with the `remember` feature (the
+//! Secret Service store brings D-Bus and an async runtime of its own); without it, `--remember`
+//! says how to get it.
 use super::MasterKey;
 use zeroize::Zeroizing;
 
+#[cfg(feature = "remember")]
 const SERVICE: &str = "agent-vault";
 
 /// Errors of the OS keyring.
@@ -67,56 +68,12 @@ pub fn forget(vault_id: &str) -> bool {
     os::remove(vault_id)
 }
 
-/// Whether an earlier version's kernel keyring entry is still there (without removing it).
-pub fn legacy_present(vault_id: &str) -> bool {
-    kernel::present(&format!("{SERVICE}:vault:{vault_id}"))
-}
-
-/// Removes what earlier versions cached in the kernel keyring; returns whether there was any.
-pub fn remove_legacy(vault_id: &str) -> bool {
-    kernel::remove(&format!("{SERVICE}:vault:{vault_id}"))
-}
-
 /// Whether the OS keyring is reachable, for `vault doctor`.
 pub fn probe() -> Result<(), String> {
     os::probe()
 }
 
-#[cfg(target_os = "linux")]
-mod kernel {
-    use linux_keyutils::{KeyRing, KeyRingIdentifier};
-
-    pub(super) fn present(desc: &str) -> bool {
-        KeyRing::from_special_id(KeyRingIdentifier::User, false)
-            .is_ok_and(|ring| ring.search(desc).is_ok())
-    }
-
-    /// Removes every entry an earlier version left under `desc`; returns whether one was there.
-    pub(super) fn remove(desc: &str) -> bool {
-        let Ok(ring) = KeyRing::from_special_id(KeyRingIdentifier::User, false) else {
-            return false;
-        };
-        let mut any = false;
-        while let Ok(k) = ring.search(desc) {
-            if k.invalidate().is_err() && ring.unlink_key(k).is_err() {
-                break;
-            }
-            any = true;
-        }
-        any
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-mod kernel {
-    pub fn present(_: &str) -> bool {
-        false
-    }
-    pub fn remove(_: &str) -> bool {
-        false
-    }
-}
-
+#[cfg(feature = "remember")]
 mod os {
     use super::{Zeroizing, SERVICE};
     use keyring_core::{CredentialStore, Entry};
@@ -180,24 +137,27 @@ mod os {
     }
 }
 
-#[cfg(all(test, target_os = "linux"))]
-mod tests {
-    use super::*;
+/// Without the `remember` feature: no OS keyring, and every use says how to get one.
+#[cfg(not(feature = "remember"))]
+mod os {
+    use super::Zeroizing;
 
-    #[test]
-    fn entries_of_earlier_versions_are_removed_from_the_kernel_keyring() {
-        use linux_keyutils::{KeyRing, KeyRingIdentifier};
-        let id = crate::credentials::new_id("vlt_test");
-        let Ok(ring) = KeyRing::from_special_id(KeyRingIdentifier::User, true) else {
-            return; // no kernel keyring in this sandbox: nothing could have been left there
-        };
-        ring.add_key(
-            &format!("{SERVICE}:vault:{id}"),
-            b"0123456789abcdef0123456789abcdef",
-        )
-        .unwrap();
-        assert!(remove_legacy(&id));
-        assert!(ring.search(&format!("{SERVICE}:vault:{id}")).is_err());
-        assert!(!remove_legacy(&id));
+    pub(super) const NAME: &str = "OS keyring";
+    const MISSING: &str = "this `vault` was built without the OS keyring; install it with `cargo install --locked --path . --features remember` to use --remember";
+
+    pub(super) fn store(_: &str, _: &[u8]) -> Result<(), String> {
+        Err(MISSING.into())
+    }
+
+    pub(super) fn load(_: &str) -> Option<Zeroizing<Vec<u8>>> {
+        None
+    }
+
+    pub(super) fn remove(_: &str) -> bool {
+        false
+    }
+
+    pub(super) fn probe() -> Result<(), String> {
+        Err(MISSING.into())
     }
 }
