@@ -5,6 +5,8 @@
 mod code;
 mod errors;
 mod handlers;
+#[cfg(test)]
+mod output_parity_tests;
 mod result;
 mod wait;
 
