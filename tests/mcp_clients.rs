@@ -50,22 +50,6 @@ fn venv_python() -> PathBuf {
     py
 }
 
-/// `.ci/node`, with the TypeScript SDK and ajv installed.
-fn node_dir() -> PathBuf {
-    let dir = root().join(".ci/node");
-    for pkg in ["@modelcontextprotocol/sdk", "ajv"] {
-        assert!(
-            dir.join("node_modules")
-                .join(pkg)
-                .join("package.json")
-                .exists(),
-            "{pkg} is not installed in {}: run `.ci/run` once (it runs `npm ci --prefix .ci/node`)",
-            dir.display()
-        );
-    }
-    dir
-}
-
 /// A vault with one HTTP credential whose secret is a decoy.
 fn vault_with_credential(tag: &str) -> TestVault {
     let mut v = TestVault::init(tag);
@@ -230,7 +214,7 @@ fn python_sdk_default_client_negotiates_modern_without_a_stall() {
 #[test]
 fn typescript_sdk_client_over_stdio() {
     let v = vault_with_credential("node");
-    let dir = node_dir();
+    let dir = ci_node_dir();
     let mut cmd = Command::new("node");
     cmd.arg(client_script("node_client.mjs"))
         .arg(&dir)

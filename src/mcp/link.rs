@@ -9,7 +9,7 @@ use crate::agent::protocol::{
 };
 use crate::approvals::State;
 use crate::paths::VaultPaths;
-use crate::services::tools::{internal, locked, ToolResult};
+use crate::services::tools::{internal, locked, ToolErrorCode, ToolResult};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -196,7 +196,7 @@ impl Link {
                             Reply::Cancelled if cancelled => None,
                             Reply::Cancelled => Some(gone(last)),
                             Reply::Error { code: ErrorCode::Limit, message } => Some(ToolResult::error(
-                                "limit",
+                                ToolErrorCode::Limit,
                                 &message,
                                 "wait for calls in flight to finish (get_action), then call again",
                                 json!({}),
@@ -275,21 +275,23 @@ fn gone(last: Option<(String, State)>) -> ToolResult {
         // No action of this call was announced, so none was dispatched: the vault is locked
         // (no agent), which is what a call made a moment later is told too.
         return ToolResult::error(
-            "locked",
+            ToolErrorCode::Locked,
             "the vault locked (its agent stopped) before this call was dispatched; nothing was sent",
             "ask the person to run `vault unlock` in a terminal, then call the tool again",
             json!({}),
             Map::new(),
         );
     };
-    let (to, message) = if state == State::Dispatched {
+    let (to, code, message) = if state == State::Dispatched {
         (
             State::Indeterminate,
+            ToolErrorCode::Indeterminate,
             format!("the vault agent stopped while running action {id}; the target may have acted"),
         )
     } else {
         (
             State::Withdrawn,
+            ToolErrorCode::Withdrawn,
             format!("the vault agent stopped while action {id} waited; nothing was sent"),
         )
     };
@@ -297,7 +299,7 @@ fn gone(last: Option<(String, State)>) -> ToolResult {
     extra.insert("action_id".into(), json!(id));
     extra.insert("state".into(), json!(to.as_str()));
     ToolResult::error(
-        to.as_str(),
+        code,
         &message,
         fix,
         json!({"action_id": id, "state": to.as_str()}),

@@ -12,6 +12,7 @@ pub mod memory;
 pub mod pty;
 pub mod raw;
 pub mod relay;
+pub mod shapes;
 pub mod ssh;
 pub mod sshd;
 pub mod target;
@@ -42,6 +43,22 @@ pub fn python() -> PathBuf {
     } else {
         PathBuf::from("python3")
     }
+}
+
+/// `.ci/node`, with the TypeScript SDK and ajv installed (a missing one fails the test).
+pub fn ci_node_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/node");
+    for pkg in ["@modelcontextprotocol/sdk", "ajv"] {
+        assert!(
+            dir.join("node_modules")
+                .join(pkg)
+                .join("package.json")
+                .exists(),
+            "{pkg} is not installed in {}: run `.ci/run` once (it runs `npm ci --prefix .ci/node`)",
+            dir.display()
+        );
+    }
+    dir
 }
 
 pub fn support_file(name: &str) -> PathBuf {

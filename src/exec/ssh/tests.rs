@@ -281,8 +281,12 @@ fn a_dropped_connection_is_replaced_once_and_the_pin_checked_again() {
     let mut j = pw_job(&t, "echo 3", 5);
     j.target.host_key = pinned;
     let o = rt.block_on(s.run(j, &Cancel::never()));
-    assert_eq!(o.state, State::FailedBeforeSend);
-    assert!(o.reason.unwrap().contains(&t.host_key()));
+    assert_eq!(o.state, State::FailedBeforeSend, "{o:?}");
+    let reason = o.reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains(&t.host_key()),
+        "the new key is named: {o:?}"
+    );
     assert_eq!(t.commands(), ["echo 1", "echo 2"]);
 }
 

@@ -1,5 +1,6 @@
 //! Service errors as tool error results: what went wrong, the fix, and the tool to use, in the
 //! shape of `result::ToolResult::error`.
+use super::code::ToolErrorCode;
 use super::result::ToolResult;
 use crate::approvals::ApprovalError;
 use crate::credentials::CredentialError;
@@ -8,7 +9,7 @@ use serde_json::{json, Map, Value};
 
 pub(crate) fn internal(msg: &str) -> ToolResult {
     ToolResult::error(
-        "internal",
+        ToolErrorCode::Internal,
         msg,
         "retry; if it persists, restart the MCP server and check `vault doctor`",
         json!({}),
@@ -20,14 +21,14 @@ pub(crate) fn internal(msg: &str) -> ToolResult {
 pub(crate) fn locked(not_initialized: Option<&str>) -> ToolResult {
     match not_initialized {
         Some(dir) => ToolResult::error(
-            "not_initialized",
+            ToolErrorCode::NotInitialized,
             &format!("there is no vault in {dir}"),
             "ask the person to run `vault init` in a terminal, then call the tool again",
             json!({}),
             Map::new(),
         ),
         None => ToolResult::error(
-            "locked",
+            ToolErrorCode::Locked,
             "the vault is locked: no vault agent holds its key",
             "ask the person to run `vault unlock` in a terminal, then call the tool again",
             json!({}),
@@ -37,12 +38,18 @@ pub(crate) fn locked(not_initialized: Option<&str>) -> ToolResult {
 }
 
 pub(super) fn invalid(message: String, fix: String, details: Value) -> ToolResult {
-    ToolResult::error("invalid_argument", &message, &fix, details, Map::new())
+    ToolResult::error(
+        ToolErrorCode::InvalidArgument,
+        &message,
+        &fix,
+        details,
+        Map::new(),
+    )
 }
 
 pub(super) fn paused_error(why: &str) -> ToolResult {
     ToolResult::error(
-        "paused",
+        ToolErrorCode::Paused,
         &format!("the vault is paused ({why}); no action runs until the person resumes it"),
         "tell the person; they lift it with `vault resume` in a terminal",
         json!({}),
@@ -53,7 +60,7 @@ pub(super) fn paused_error(why: &str) -> ToolResult {
 pub(super) fn credential_error(e: &CredentialError) -> ToolResult {
     match e {
         CredentialError::NotFound { name, profile } => ToolResult::error(
-            "not_found",
+            ToolErrorCode::NotFound,
             &format!("no credential named {name:?} in this session's profile ({profile})"),
             "call list_credentials to see the names this session may use",
             json!({"credential": name}),
@@ -67,17 +74,19 @@ pub(super) fn credential_error(e: &CredentialError) -> ToolResult {
 }
 
 pub(super) fn policy_error(e: &PolicyError) -> ToolResult {
-    let details = match e {
-        PolicyError::Invalid { field, .. } => json!({"field": field}),
-        PolicyError::Denied { .. } => json!({}),
+    let (code, details) = match e {
+        PolicyError::Invalid { field, .. } => {
+            (ToolErrorCode::InvalidArgument, json!({"field": field}))
+        }
+        PolicyError::Denied { .. } => (ToolErrorCode::PolicyDenied, json!({})),
     };
-    ToolResult::error(e.code(), &e.to_string(), e.fix(), details, Map::new())
+    ToolResult::error(code, &e.to_string(), e.fix(), details, Map::new())
 }
 
 pub(super) fn approval_error(e: &ApprovalError) -> ToolResult {
     match e {
         ApprovalError::NotFound(id) => ToolResult::error(
-            "not_found",
+            ToolErrorCode::NotFound,
             &format!("no action {id} in this session"),
             "call list_recent_actions to see the action ids of this session",
             json!({"action_id": id}),
@@ -88,7 +97,7 @@ pub(super) fn approval_error(e: &ApprovalError) -> ToolResult {
             extra.insert("action_id".into(), json!(id));
             extra.insert("state".into(), json!(state.as_str()));
             ToolResult::error(
-                "not_pending",
+                ToolErrorCode::NotPending,
                 &format!("action {id} is {state}; only a pending action can be cancelled"),
                 "call get_action to see its result",
                 json!({"action_id": id, "state": state.as_str()}),
@@ -98,6 +107,24 @@ pub(super) fn approval_error(e: &ApprovalError) -> ToolResult {
         other => {
             tracing::error!("action store: {other}");
             internal("the action could not be stored; the person should run `vault doctor`")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_policy_error_keeps_the_code_the_policy_names() {
+        for e in [
+            PolicyError::invalid("url", "bad", "fix it"),
+            PolicyError::denied("no", "ask"),
+        ] {
+            assert_eq!(
+                policy_error(&e).code().map(ToolErrorCode::as_str),
+                Some(e.code())
+            );
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The tool handlers, as the agent runs them: each checks its arguments against the catalog,
 //! fails closed when the pause switch cannot be read, and calls the approvals and credential
 //! services inside the agent's writer. Refused calls are journaled as `call.rejected`.
+use super::code::ToolErrorCode;
 use super::errors::{
     approval_error, credential_error, internal, invalid, paused_error, policy_error,
 };
@@ -104,15 +105,19 @@ pub(crate) async fn call(
     .to_string();
     let result = run_call(&env, &ses, tool, args, events, cancel).await;
     if let Some(r) = &result {
-        let code = r.structured["error"]["code"].as_str().unwrap_or("");
-        if r.is_error
-            && r.structured.get("action_id").is_none()
-            && matches!(code, "invalid_argument" | "policy_denied" | "not_found")
-        {
+        let refused = match r.code() {
+            Some(
+                c @ (ToolErrorCode::InvalidArgument
+                | ToolErrorCode::PolicyDenied
+                | ToolErrorCode::NotFound),
+            ) => Some(c),
+            _ => None,
+        };
+        if let Some(code) = refused.filter(|_| r.structured.get("action_id").is_none()) {
             // The category and the argument at fault, never text derived from the request.
             let reason = match r.structured["error"]["details"]["field"].as_str() {
                 Some(field) => format!("{code} ({field})"),
-                None => code.to_owned(),
+                None => code.as_str().to_owned(),
             };
             reject(&env, Some(&ses), 0, &reason, &fingerprint, Some(name)).await;
         }
@@ -439,7 +444,7 @@ async fn submit(
     check_idempotency_key(key.as_deref())?;
     if ses.waiting.load(Ordering::SeqCst) >= MAX_WAITING_PER_SESSION {
         return Err(ToolResult::error(
-            "limit",
+            ToolErrorCode::Limit,
             &format!(
                 "this session already has {MAX_WAITING_PER_SESSION} actions waiting for a person"
             ),

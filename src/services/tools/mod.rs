@@ -2,11 +2,15 @@
 //! credential lookup in the session's profile, policy, submission, waiting for the decision
 //! (pushed, never polled), dispatch on the executors, and the result shapes. Every action and
 //! every lookup is scoped to the session (one agent connection of `vault mcp`) that asked.
+mod code;
 mod errors;
 mod handlers;
+#[cfg(test)]
+mod output_parity_tests;
 mod result;
 mod wait;
 
+pub use code::ToolErrorCode;
 pub(crate) use errors::{internal, locked};
 pub(crate) use handlers::{call, reject};
 pub(crate) use result::ToolResult;

@@ -1,6 +1,7 @@
 //! Tool results: `structuredContent` and a text block carrying the same JSON; failures are
 //! `isError: true` with text that starts with `Error:`, names cause and fix, and ends with the
 //! JSON on one line. Times are objects with UTC, local time, weekday and distance from now.
+use super::code::ToolErrorCode;
 use crate::approvals::{Action, State};
 use serde_json::{json, Map, Value};
 
@@ -26,7 +27,7 @@ impl ToolResult {
 
     /// A failure with an `error` object (and `extra` members such as `action_id`, `state`).
     pub fn error(
-        code: &str,
+        code: ToolErrorCode,
         message: &str,
         fix: &str,
         details: Value,
@@ -35,7 +36,7 @@ impl ToolResult {
         let mut obj = extra;
         obj.insert(
             "error".into(),
-            json!({"code": code, "message": message, "fix": fix, "details": details}),
+            json!({"code": code.as_str(), "message": message, "fix": fix, "details": details}),
         );
         let structured = Value::Object(obj);
         let text = format!("Error: {message}\nFix: {fix}\n{structured}");
@@ -44,6 +45,11 @@ impl ToolResult {
             is_error: true,
             text,
         }
+    }
+
+    /// The error code of a failure (read back from the result it is part of).
+    pub fn code(&self) -> Option<ToolErrorCode> {
+        ToolErrorCode::parse(self.structured.get("error")?.get("code")?.as_str()?)
     }
 
     /// The `tools/call` result object.
@@ -124,7 +130,7 @@ pub(super) fn action_result(a: &Action, replayed: bool) -> ToolResult {
             ToolResult::ok(Value::Object(base))
         }
         State::Denied => ToolResult::error(
-            "denied",
+            ToolErrorCode::Denied,
             &format!(
                 "the person denied action {}{}",
                 a.id,
@@ -139,14 +145,14 @@ pub(super) fn action_result(a: &Action, replayed: bool) -> ToolResult {
             base,
         ),
         State::Expired => ToolResult::error(
-            "expired",
+            ToolErrorCode::Expired,
             &format!("nobody approved action {} before it expired", a.id),
             "ask the person to run `vault approve`, then send the request again",
             details,
             base,
         ),
         State::Withdrawn => ToolResult::error(
-            "withdrawn",
+            ToolErrorCode::Withdrawn,
             &format!("action {} was withdrawn ({reason}) and did not run", a.id),
             "send the request again if it is still needed",
             details,
@@ -160,7 +166,7 @@ pub(super) fn action_result(a: &Action, replayed: bool) -> ToolResult {
                 }
             }
             ToolResult::error(
-                "failed_before_send",
+                ToolErrorCode::FailedBeforeSend,
                 &format!("action {} failed before anything was sent: {reason}", a.id),
                 "check the target and the credential, then send the request again; nothing reached the target",
                 details,
@@ -176,7 +182,7 @@ pub(super) fn action_result(a: &Action, replayed: bool) -> ToolResult {
                 }
             }
             ToolResult::error(
-                "indeterminate",
+                ToolErrorCode::Indeterminate,
                 &format!("action {} may or may not have taken effect: {reason}", a.id),
                 "check the target's state with a read-only request before retrying",
                 details,
@@ -199,7 +205,7 @@ pub(super) fn stopped_result(a: &Action, why: &str) -> ToolResult {
     base.insert("replayed".into(), json!(false));
     base.insert("created".into(), time_obj(&a.created_at));
     ToolResult::error(
-        "withdrawn",
+        ToolErrorCode::Withdrawn,
         &format!(
             "action {} was withdrawn and did not run: {}",
             a.id,
@@ -218,7 +224,7 @@ mod tests {
     #[test]
     fn error_text_starts_with_error_and_ends_with_the_structured_json() {
         let r = ToolResult::error(
-            "not_found",
+            ToolErrorCode::NotFound,
             "no credential named \"x\"",
             "call list_credentials",
             json!({"name": "x"}),
@@ -238,6 +244,57 @@ mod tests {
             .to_owned();
         assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), ok.structured);
         assert_eq!(ok.to_json(true)["resultType"], "complete");
+    }
+
+    /// The code `action_result` must give an action in `state`: the state itself where it is a
+    /// failure, none where the result is not an error (waiting, running, completed).
+    fn state_code(state: State) -> Option<ToolErrorCode> {
+        match state {
+            State::Received
+            | State::Pending
+            | State::Approved
+            | State::Dispatched
+            | State::Completed => None,
+            State::Denied => Some(ToolErrorCode::Denied),
+            State::Expired => Some(ToolErrorCode::Expired),
+            State::Withdrawn => Some(ToolErrorCode::Withdrawn),
+            State::FailedBeforeSend => Some(ToolErrorCode::FailedBeforeSend),
+            State::Indeterminate => Some(ToolErrorCode::Indeterminate),
+        }
+    }
+
+    #[test]
+    fn an_action_result_is_an_error_exactly_when_its_state_is_a_code() {
+        for state in State::ALL {
+            let a = Action {
+                id: "act_0".into(),
+                session_id: "ses".into(),
+                client: "c".into(),
+                profile: "default".into(),
+                tool: "http_request".into(),
+                credential_id: "cred".into(),
+                credential_name: "api".into(),
+                credential_version: 1,
+                state,
+                summary: "GET x".into(),
+                action_hash: "h".into(),
+                created_at: "2026-11-30T13:42:42.123Z".into(),
+                updated_at: "2026-11-30T13:42:42.123Z".into(),
+                expires_at: "2026-11-30T13:42:42.123Z".into(),
+                reason: None,
+                result: None,
+            };
+            let r = action_result(&a, false);
+            assert_eq!(r.code(), state_code(state), "{state}");
+            assert_eq!(r.is_error, state_code(state).is_some(), "{state}");
+            if let Some(code) = state_code(state) {
+                assert_eq!(
+                    code.as_str(),
+                    state.as_str(),
+                    "a state-named code spells the state"
+                );
+            }
+        }
     }
 
     #[test]
