@@ -26,6 +26,7 @@ pub mod sys;
 pub mod term;
 mod time;
 pub mod vault;
+pub mod wire;
 
 /// The `vault` binary: umask 077 first, logs to stderr, then the command line (`src/main.rs` is
 /// only this call). The CLI and the demo are not part of the library's API.

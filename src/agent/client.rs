@@ -72,7 +72,7 @@ impl Client {
     pub fn connect_as(
         paths: &VaultPaths,
         role: Role,
-        client: Option<crate::mcp::protocol::ClientInfo>,
+        client: Option<crate::wire::ClientInfo>,
     ) -> Result<Option<Self>, ClientError> {
         let Some(socket) = socket_of(paths) else {
             return Ok(None);
@@ -193,7 +193,7 @@ impl Client {
     fn hello(
         &mut self,
         role: Role,
-        client: Option<crate::mcp::protocol::ClientInfo>,
+        client: Option<crate::wire::ClientInfo>,
     ) -> Result<(), ClientError> {
         let hello = Request::Hello {
             v: protocol::VERSION,

@@ -309,12 +309,15 @@ impl Conn {
                 waiting: AtomicUsize::new(0),
                 rejections: std::sync::Mutex::default(),
             });
-            let (s2, peer) = (session.clone(), self.peer.clone());
+            let (s2, peer) = (
+                session.clone(),
+                (self.peer.to_json(), self.peer.parent_json()),
+            );
             let started = self
                 .agent
                 .env
                 .db
-                .run(move |st| session_start(st, &s2.id, &s2.client, &s2.profile, &peer))
+                .run(move |st| session_start(st, &s2.id, &s2.client, &s2.profile, peer))
                 .await;
             if !matches!(started, Ok(Ok(()))) {
                 return Err("the session could not be journaled".into());

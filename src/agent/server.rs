@@ -1,11 +1,11 @@
 //! The agent's service loop: the shared state (`Agent`), the listening socket, one task per
 //! connection (`connection.rs`), the expiry of waiting actions, and the lifetimes (absolute,
 //! idle, `vault lock`) with an orderly shutdown that journals `vault.lock`.
-use super::db::Db;
-use super::hub::Hub;
 use super::protocol::AgentStatus;
 use super::socket::{self};
 use super::{AgentError, Start};
+use crate::services::db::Db;
+use crate::services::hub::Hub;
 use crate::services::tools::Env;
 use crate::store::Store;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -20,13 +20,7 @@ pub enum Verdict {
     Deny(Option<String>),
 }
 
-/// A decision as the approver signed it, and the session grant when it approved for the session.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SignedDecision {
-    pub decision: Signed,
-    pub grant: Option<Signed>,
-}
+pub use crate::wire::SignedDecision;
 
 /// The approver's side: signs `verdict` for the action `action_id` whose hash the approver
 /// derived itself from what it showed. The grant names the action (not a session): the recorder

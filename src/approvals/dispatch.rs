@@ -6,9 +6,9 @@
 use super::signing::{self, Trust, DECISION, GRANT};
 use super::{load, transition, Action, ApprovalError, AuthorizedAction, Change, State};
 use crate::credentials::{self, Approval, Credential};
-use crate::exec::Outcome;
 use crate::policy::{self, action_hash, HttpArgs, SshArgs, ValidatedRequest};
 use crate::store::Store;
+use crate::wire::Outcome;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Value};
 

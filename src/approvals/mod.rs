@@ -48,26 +48,7 @@ impl From<rusqlite::Error> for ApprovalError {
     }
 }
 
-/// An action as stored.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Action {
-    pub id: String,
-    pub session_id: String,
-    pub client: String,
-    pub profile: String,
-    pub tool: String,
-    pub credential_id: String,
-    pub credential_name: String,
-    pub credential_version: i64,
-    pub state: State,
-    pub summary: String,
-    pub action_hash: String,
-    pub created_at: String,
-    pub updated_at: String,
-    pub expires_at: String,
-    pub reason: Option<String>,
-    pub result: Option<Value>,
-}
+pub use crate::wire::Action;
 
 const COLUMNS: &str = "id, session_id, client, profile, tool, credential_id, credential_name, credential_version, \
                        state, summary, action_hash, created_at, updated_at, expires_at, reason, result";

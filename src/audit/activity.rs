@@ -223,8 +223,8 @@ impl Activity {
         e.tool = string(body, "tool").or(e.tool.take());
         e.credential = string(body, "credential").or(e.credential.take());
         e.summary = string(body, "summary").or(e.summary.take());
-        e.duration_ms = crate::approvals::State::parse(&state)
-            .is_some_and(crate::approvals::State::is_terminal)
+        e.duration_ms = crate::wire::State::parse(&state)
+            .is_some_and(crate::wire::State::is_terminal)
             .then(|| ms_between(&e.started, &e.updated))
             .flatten();
         let sid = e.session.clone();

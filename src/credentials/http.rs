@@ -1,31 +1,12 @@
 //! HTTP credentials: the exact scheme + host + port (+ path prefix, methods) a secret may reach,
 //! and how it is injected (bearer, basic, header template, query parameter).
 use super::{invalid, CredentialError};
-use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// Methods a credential may be limited to.
 pub(crate) const METHODS: &[&str] = &["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
 
-/// Where an HTTP credential may be sent.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HttpTarget {
-    pub scheme: String,
-    pub host: String,
-    pub port: u16,
-    pub path_prefix: String,
-    /// `None`: any method.
-    pub methods: Option<Vec<String>>,
-    pub auth: HttpAuth,
-    /// A PEM file of extra trusted roots for this credential's host.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ca_file: Option<String>,
-    /// Request-rewriting headers (lowercase) and `_method` that the agent may send with this
-    /// credential (`--allow-header`); all others of `REWRITING_HEADERS` are refused. Older rows
-    /// have none; an empty list is not serialized, so their policy signatures still verify.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub allow_headers: Vec<String>,
-}
+pub use crate::wire::HttpTarget;
 
 /// Headers that make a server or proxy treat a request as another method or another path
 /// (Rails, Laravel, Spring, Symfony, IIS URL Rewrite, reverse proxies). Refused unless the
@@ -84,19 +65,7 @@ pub(crate) fn is_header_token(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&c))
 }
 
-/// How the secret goes into the request.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum HttpAuth {
-    /// `Authorization: Bearer <secret>`.
-    Bearer,
-    /// `Authorization: Basic base64(user:secret)`.
-    Basic { username: String },
-    /// `<name>: <format with {secret} replaced>`.
-    Header { name: String, format: String },
-    /// `?<param>=<secret>`.
-    Query { param: String },
-}
+pub use crate::wire::HttpAuth;
 
 impl HttpAuth {
     pub fn summary(&self) -> String {

@@ -5,6 +5,7 @@ pub(crate) mod http;
 mod service;
 mod signed;
 mod ssh;
+pub(crate) mod words;
 
 pub use http::{
     check_allow_header, check_path_prefix, is_loopback, is_rewriting_header, normalize_host,
@@ -16,10 +17,6 @@ pub use signed::{
     remove_as_approver, same_policy, sign_removal, Listed,
 };
 pub use ssh::{check_host_key, fetch_host_key, load_private_key, HostKeyError, SshAuth, SshTarget};
-
-use secrecy::{ExposeSecret, SecretSlice};
-use serde::{Deserialize, Serialize};
-use std::fmt;
 
 /// Most bytes a stored secret may have.
 pub const MAX_SECRET_BYTES: usize = 16 * 1024;
@@ -56,19 +53,7 @@ pub(crate) fn invalid(field: &'static str, reason: impl Into<String>) -> Credent
     }
 }
 
-/// When a person must approve an action that uses the credential.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Approval {
-    /// Every action.
-    Each,
-    /// Once per MCP session, for a bounded time.
-    Session,
-    /// Writes only: GET and HEAD run without a card.
-    Writes,
-    /// Never (every action is still journaled).
-    Never,
-}
+pub use crate::wire::Approval;
 
 impl Approval {
     pub const ALL: [Approval; 4] = [
@@ -101,13 +86,7 @@ impl Approval {
     }
 }
 
-/// What a credential may reach and how its secret is used. Holds no secret.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase")]
-pub enum Target {
-    Http(HttpTarget),
-    Ssh(SshTarget),
-}
+pub use crate::wire::Target;
 
 impl Target {
     pub fn kind(&self) -> &'static str {
@@ -125,29 +104,11 @@ impl Target {
     }
 }
 
-/// A stored credential, without its secret.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Credential {
-    pub id: String,
-    pub profile: String,
-    pub name: String,
-    pub version: i64,
-    pub approval: Approval,
-    pub target: Target,
-    pub created_at: String,
-    pub updated_at: String,
-}
+pub use crate::wire::Credential;
 
-/// A secret: zeroized on drop, `<redacted>` in `Debug`, never `Display`.
-pub struct Secret(SecretSlice<u8>);
+pub use crate::wire::Secret;
 
 impl Secret {
-    pub fn new(bytes: Vec<u8>) -> Self {
-        Self(SecretSlice::from(bytes))
-    }
-    pub fn expose(&self) -> &[u8] {
-        self.0.expose_secret()
-    }
     /// Checks size, and that a secret destined for a header or URL has no control characters.
     pub(crate) fn check(&self, one_line: bool) -> Result<(), CredentialError> {
         let b = self.expose();
@@ -167,30 +128,6 @@ impl Secret {
             ));
         }
         Ok(())
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(<redacted>)")
-    }
-}
-
-/// On the agent's socket only (a person's `vault add` handing the secret to the custody agent):
-/// hex, decoded straight into zeroizing memory.
-impl Serialize for Secret {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&zeroize::Zeroizing::new(hex::encode(self.expose())))
-    }
-}
-
-impl<'de> Deserialize<'de> for Secret {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = zeroize::Zeroizing::new(String::deserialize(d)?);
-        let mut bytes = zeroize::Zeroizing::new(vec![0u8; text.len() / 2]);
-        hex::decode_to_slice(text.as_bytes(), &mut bytes)
-            .map_err(|_| serde::de::Error::custom("a secret must be hex"))?;
-        Ok(Secret::new(std::mem::take(&mut *bytes)))
     }
 }
 

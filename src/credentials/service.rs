@@ -4,50 +4,14 @@
 //! secret) in the same transaction.
 use super::signed::{self, is_signed, Listed};
 use super::{check_name, invalid, Approval, Credential, CredentialError, Secret, Target};
-use crate::approvals::{Signed, Trust};
 use crate::audit;
+use crate::keys::signing::{Signed, Trust};
 use crate::store::{CredentialRow, Store};
 use serde_json::json;
 
-/// A credential to add. Its id is chosen by the person's command, so the approver's signature can
-/// cover the exact credential it becomes.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NewCredential {
-    pub id: String,
-    pub profile: String,
-    pub name: String,
-    pub approval: Approval,
-    pub target: Target,
-    pub secret: Secret,
-}
+pub use crate::wire::NewCredential;
 
-/// What `vault edit` may change; `None` leaves a field as it is.
-#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct Edit {
-    pub approval: Option<Approval>,
-    pub path_prefix: Option<String>,
-    /// `Some(None)`: any method again.
-    #[serde(
-        deserialize_with = "some_option",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub methods: Option<Option<Vec<String>>>,
-    pub host_key: Option<String>,
-    pub allow_commands: Option<Vec<String>>,
-    /// HTTP: replaces the allowed request-rewriting headers (`Some(vec![])` clears them).
-    pub allow_headers: Option<Vec<String>>,
-    pub secret: Option<Secret>,
-}
-
-/// A present field (even `null`) is `Some`: `null` means "any method again".
-fn some_option<'de, D: serde::Deserializer<'de>>(
-    d: D,
-) -> Result<Option<Option<Vec<String>>>, D::Error> {
-    use serde::Deserialize;
-    Option::<Vec<String>>::deserialize(d).map(Some)
-}
+pub use crate::wire::Edit;
 
 fn check_target(target: &Target, secret: Option<&Secret>) -> Result<(), CredentialError> {
     match target {

@@ -4,7 +4,7 @@
 //! to, built by the person's own command from what the person typed; the service checks it before
 //! it changes anything, so a same-uid process with the socket but no passphrase changes nothing.
 use super::{Credential, CredentialError, NewCredential};
-use crate::approvals::signing::{self, Signed, Trust, POLICY, REMOVE};
+use crate::keys::signing::{self, Signed, Trust, POLICY, REMOVE};
 use crate::keys::ApproverKey;
 use serde_json::{json, Value};
 
@@ -84,14 +84,7 @@ pub fn same_policy(a: &Credential, b: &Credential) -> bool {
         && a.target == b.target
 }
 
-/// A credential as a listing shows it: the policy that applies (the stored one only if the
-/// approver signed this version, else `each`) and whether it is signed.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Listed {
-    pub credential: Credential,
-    pub signed: bool,
-}
+pub use crate::wire::Listed;
 
 impl Listed {
     pub fn effective(&self) -> super::Approval {

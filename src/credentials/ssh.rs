@@ -2,36 +2,14 @@
 //! optional command allowlist. Also reading an OpenSSH key file and fetching a host key to pin.
 use super::{invalid, CredentialError, Secret};
 use russh::keys::{HashAlg, PrivateKey};
-use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use zeroize::Zeroizing;
 
-/// Where an SSH credential may connect, as whom, and what it may run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SshTarget {
-    pub host: String,
-    pub port: u16,
-    pub user: String,
-    /// `SHA256:<base64>` of the server's host key; the connection is refused on any other key.
-    pub host_key: String,
-    pub auth: SshAuth,
-    /// Patterns a command must match; empty: any command (the approval is the gate).
-    pub allow_commands: Vec<String>,
-}
+pub use crate::wire::SshTarget;
 
-/// How the vault authenticates (the key or password itself is the secret).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum SshAuth {
-    /// An OpenSSH private key; its public algorithm and fingerprint, for people.
-    Key {
-        algorithm: String,
-        fingerprint: String,
-    },
-    Password,
-}
+pub use crate::wire::SshAuth;
 
 impl SshTarget {
     pub fn summary(&self) -> String {
@@ -58,7 +36,7 @@ impl SshTarget {
                 ));
             }
             // A pattern is split into shell words as commands are (src/policy/ssh/words.rs).
-            if let Err(e) = crate::policy::check_pattern(p) {
+            if let Err(e) = super::words::check_pattern(p) {
                 return Err(invalid(
                     "--allow-command",
                     format!("{p:?}: {e}; a pattern is plain words (letters, digits and `_-./:,+=@%`), the wildcards `*` and `?`, and operators such as `&&`"),

@@ -16,15 +16,7 @@ use crate::approvals::AuthorizedAction;
 use serde_json::Value;
 use tokio::sync::watch;
 
-/// What an executor observed.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Outcome {
-    /// `completed`, `failed_before_send` or `indeterminate`.
-    pub state: crate::approvals::State,
-    /// The scrubbed result for the agent (`http` / `ssh` objects of docs/design.md §5).
-    pub result: Value,
-    pub reason: Option<String>,
-}
+pub use crate::wire::Outcome;
 
 /// Runs authorized actions. `cancel` fires when the caller gives up (client cancellation or
 /// shutdown): the executor stops what it can and still reports what it observed.

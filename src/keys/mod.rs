@@ -6,6 +6,7 @@
 mod keyfile;
 mod passphrase;
 pub mod remember;
+pub mod signing;
 
 pub use keyfile::{unwrap_key_file, wrap_key_file, KeyFileError};
 pub use passphrase::{

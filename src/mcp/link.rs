@@ -7,9 +7,9 @@ use super::protocol::ClientInfo;
 use crate::agent::protocol::{
     self, AgentFrame, ClientFrame, ErrorCode, Event, Reply, Request, Role, Splitter, VERSION,
 };
-use crate::approvals::State;
 use crate::paths::VaultPaths;
-use crate::services::tools::{internal, locked, ToolErrorCode, ToolResult};
+use crate::wire::State;
+use crate::wire::{internal, locked, ToolErrorCode, ToolResult};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

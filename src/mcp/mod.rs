@@ -9,6 +9,6 @@ pub mod protocol;
 mod server;
 pub mod tools;
 
-pub use crate::services::tools::ToolErrorCode;
+pub use crate::wire::ToolErrorCode;
 pub use server::{serve, ServeError, ServeOptions};
 pub use tools::catalog_json;

@@ -27,14 +27,7 @@ pub enum Era {
     Modern,
 }
 
-/// The client, as it introduced itself (self-reported: a label, never an identity).
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ClientInfo {
-    pub name: String,
-    pub version: String,
-    pub protocol_version: String,
-}
+pub use crate::wire::ClientInfo;
 
 pub fn server_info() -> Value {
     json!({"name": "agent-vault", "title": "agent-vault", "version": env!("CARGO_PKG_VERSION")})

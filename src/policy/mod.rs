@@ -6,7 +6,6 @@ mod path;
 mod ssh;
 
 pub use http::{HttpArgs, HttpRequest};
-pub(crate) use ssh::check_pattern;
 pub use ssh::{shell_syntax, SshArgs, SshRequest};
 
 use crate::credentials::{Approval, Credential, Target};

@@ -3,9 +3,9 @@
 //! row records), so the card can say "the pinned key changed from … to …" before the person
 //! approves again. Every change is signed by the approver; this is for the person to notice one
 //! they did not mean.
-use crate::agent::protocol::{CredentialChange, FieldChange};
 use crate::credentials::Credential;
 use crate::store::StoreError;
+use crate::wire::protocol::{CredentialChange, FieldChange};
 use rusqlite::{Connection, OptionalExtension};
 use serde_json::Value;
 

@@ -2,13 +2,14 @@
 //! (`tools`), the person's requests (`ops`), and an MCP session's journal rows (start, end).
 //! A check that protects data lives here or below, so every adapter inherits it.
 mod changes;
+pub(crate) mod db;
+pub(crate) mod hub;
 pub(crate) mod ops;
 pub(crate) mod tools;
 
-use crate::agent::socket::Peer;
 use crate::approvals;
-use crate::mcp::protocol::ClientInfo;
 use crate::store::{Store, StoreError};
+use crate::wire::ClientInfo;
 use serde_json::json;
 
 /// Journals `session.start`: the client's self-reported name, and the processes the agent saw
@@ -18,12 +19,12 @@ pub(crate) fn session_start(
     session_id: &str,
     client: &ClientInfo,
     profile: &str,
-    peer: &Peer,
+    (peer, parent): (serde_json::Value, serde_json::Value),
 ) -> Result<(), StoreError> {
     let body = json!({
         "client": {"name": client.name, "version": client.version},
-        "peer": peer.to_json(),
-        "parent": peer.parent_json(),
+        "peer": peer,
+        "parent": parent,
         "profile": profile,
         "protocol_version": client.protocol_version,
     });

@@ -2,12 +2,12 @@
 //! journal) as one function over a store: the custody agent runs it for its CLI and approver
 //! connections, and a CLI command run on a locked vault with the passphrase runs the same
 //! function on its own short-lived store. Every check that protects data lives here or below.
-use crate::agent::protocol::{ApprovalView, ErrorCode, JournalRow, Reply, Request};
 use crate::approvals::{self, Action, ApprovalError, Trust};
 use crate::audit;
 use crate::credentials::{self, CredentialError};
 use crate::paths::VaultPaths;
 use crate::store::{Store, StoreError};
+use crate::wire::protocol::{ApprovalView, ErrorCode, JournalRow, Reply, Request};
 use serde_json::Value;
 
 /// Runs one person's request. Requests that belong to a live agent (hello, tools, lock, status,
@@ -144,13 +144,13 @@ pub(crate) fn view(store: &Store, a: &Action) -> Result<ApprovalView, ApprovalEr
 /// The store's versions, journal size, pause switch and queue, for `vault doctor`.
 pub(crate) fn store_status(
     store: &Store,
-) -> Result<crate::agent::protocol::StoreStatus, StoreError> {
+) -> Result<crate::wire::protocol::StoreStatus, StoreError> {
     let (journal_rows, journal_head): (i64, i64) = store.conn().query_row(
         "SELECT count(*), coalesce(max(seq), 0) FROM audit",
         [],
         |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
-    Ok(crate::agent::protocol::StoreStatus {
+    Ok(crate::wire::protocol::StoreStatus {
         schema_version: store.schema_version()?,
         cipher_version: store.cipher_version()?,
         journal_rows,

@@ -206,7 +206,7 @@ impl Verifier {
         state: &str,
         body: &str,
     ) -> Result<(), String> {
-        use crate::approvals::State;
+        use crate::wire::State;
         let to = State::parse(state)
             .ok_or_else(|| format!("row {exp} names an unknown state {state:?}"))?;
         match self.transitions.get(action) {

@@ -6,14 +6,14 @@
 //! only, never shell syntax or an option the pattern does not spell. Without an allowlist the
 //! command is sent as written (the person approves that exact string). `shell_syntax` names what
 //! a command contains, for the approval card.
-mod words;
+use crate::credentials::words;
 
 use super::PolicyError;
 use crate::credentials::SshTarget;
 use serde::Deserialize;
 
 #[cfg(test)]
-pub(super) use words::glob_match;
+pub(super) use crate::credentials::words::glob_match;
 
 /// Longest command accepted.
 pub(super) const MAX_COMMAND_BYTES: usize = 16 * 1024;
@@ -128,12 +128,6 @@ fn allowed(patterns: &[String], cmd: &str) -> Result<String, PolicyError> {
         reason,
         "run a command that matches one of the allowed patterns word for word, or ask the person to edit the credential",
     ))
-}
-
-/// Whether an allowlist pattern splits into words, wildcards and operators (checked when a
-/// credential is added or edited); the error says what is wrong with it.
-pub(crate) fn check_pattern(pattern: &str) -> Result<(), String> {
-    words::compile(pattern).map(drop).map_err(|e| e.to_string())
 }
 
 /// The shell syntax a command contains, named for a person reading an approval card: the remote

@@ -1,41 +1,13 @@
 //! Service errors as tool error results: what went wrong, the fix, and the tool to use, in the
 //! shape of `result::ToolResult::error`.
-use super::code::ToolErrorCode;
-use super::result::ToolResult;
 use crate::approvals::ApprovalError;
 use crate::credentials::CredentialError;
 use crate::policy::PolicyError;
+use crate::wire::ToolErrorCode;
+use crate::wire::ToolResult;
 use serde_json::{json, Map, Value};
 
-pub(crate) fn internal(msg: &str) -> ToolResult {
-    ToolResult::error(
-        ToolErrorCode::Internal,
-        msg,
-        "retry; if it persists, restart the MCP server and check `vault doctor`",
-        json!({}),
-        Map::new(),
-    )
-}
-
-/// No custody agent holds the key (or there is no vault): say what the person must run.
-pub(crate) fn locked(not_initialized: Option<&str>) -> ToolResult {
-    match not_initialized {
-        Some(dir) => ToolResult::error(
-            ToolErrorCode::NotInitialized,
-            &format!("there is no vault in {dir}"),
-            "ask the person to run `vault init` in a terminal, then call the tool again",
-            json!({}),
-            Map::new(),
-        ),
-        None => ToolResult::error(
-            ToolErrorCode::Locked,
-            "the vault is locked: no vault agent holds its key",
-            "ask the person to run `vault unlock` in a terminal, then call the tool again",
-            json!({}),
-            Map::new(),
-        ),
-    }
-}
+use crate::wire::internal;
 
 pub(super) fn invalid(message: String, fix: String, details: Value) -> ToolResult {
     ToolResult::error(

@@ -1,17 +1,16 @@
 //! The tool handlers, as the agent runs them: each checks its arguments against the catalog,
 //! fails closed when the pause switch cannot be read, and calls the approvals and credential
 //! services inside the agent's writer. Refused calls are journaled as `call.rejected`.
-use super::code::ToolErrorCode;
-use super::errors::{
-    approval_error, credential_error, internal, invalid, paused_error, policy_error,
-};
-use super::result::{action_result, stopped_result, time_obj, ToolResult};
+use super::errors::{approval_error, credential_error, invalid, paused_error, policy_error};
+use super::result::{action_result, stopped_result, time_obj};
 use super::wait::{wait_for, Waited};
 use super::{Env, EventSink, Session, MAX_WAITING_PER_SESSION};
 use crate::approvals::{self, Submission, Submitted};
 use crate::credentials::{self, Target};
 use crate::policy::{self, HttpArgs, SshArgs, ValidatedRequest};
 use crate::store::Store;
+use crate::wire::ToolResult;
+use crate::wire::{internal, ToolErrorCode};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use std::sync::atomic::Ordering;
@@ -24,7 +23,7 @@ fn parse_args<T: for<'de> Deserialize<'de>>(
     tool: &Value,
     args: &Map<String, Value>,
 ) -> Result<T, ToolResult> {
-    let allowed = crate::mcp::tools::allowed_args(tool);
+    let allowed = crate::wire::catalog::allowed_args(tool);
     let unknown: Vec<&str> = args
         .keys()
         .map(String::as_str)
@@ -91,7 +90,7 @@ pub(crate) async fn call(
     events: Arc<dyn EventSink>,
     cancel: watch::Receiver<bool>,
 ) -> Option<ToolResult> {
-    let Some(tool) = crate::mcp::tools::find(name) else {
+    let Some(tool) = crate::wire::catalog::find(name) else {
         return Some(invalid(
             format!("there is no tool {name:?}"),
             "call tools/list to see the tools".into(),
@@ -162,7 +161,7 @@ pub(crate) async fn reject(
         .take(80)
         .collect();
     let tool = tool
-        .filter(|t| crate::mcp::tools::find(t).is_some())
+        .filter(|t| crate::wire::catalog::find(t).is_some())
         .map(str::to_owned);
     let fingerprint = fingerprint.to_owned();
     tracing::info!(code, reason, %fingerprint, ?tool, "rejected request");

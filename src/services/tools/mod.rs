@@ -2,7 +2,6 @@
 //! credential lookup in the session's profile, policy, submission, waiting for the decision
 //! (pushed, never polled), dispatch on the executors, and the result shapes. Every action and
 //! every lookup is scoped to the session (one agent connection of `vault mcp`) that asked.
-mod code;
 mod errors;
 mod handlers;
 #[cfg(test)]
@@ -10,19 +9,16 @@ mod output_parity_tests;
 mod result;
 mod wait;
 
-pub use code::ToolErrorCode;
-pub(crate) use errors::{internal, locked};
 pub(crate) use handlers::{call, reject};
-pub(crate) use result::ToolResult;
 
-use crate::agent::db::Db;
-use crate::agent::hub::Hub;
-use crate::agent::protocol::Event;
 use crate::approvals::Trust;
 use crate::config::Config;
 use crate::exec::Executor;
-use crate::mcp::protocol::ClientInfo;
 use crate::paths::VaultPaths;
+use crate::services::db::Db;
+use crate::services::hub::Hub;
+use crate::wire::protocol::Event;
+use crate::wire::ClientInfo;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::AtomicUsize;

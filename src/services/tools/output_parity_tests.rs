@@ -4,9 +4,9 @@
 //! of `list_credentials` are `Target` and `Approval`. Compared as sets, in both directions; a
 //! failure names the tool, the property path and the value missing on each side. An enum in a
 //! schema with no Rust list here fails too, and so does a Rust list no schema holds any more.
-use super::ToolErrorCode;
 use crate::approvals::State;
 use crate::credentials::{Approval, Target};
+use crate::wire::ToolErrorCode;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;

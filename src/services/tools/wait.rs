@@ -4,10 +4,10 @@
 //! authorizes it. The run itself is a task of its own: a client that goes away mid-dispatch does
 //! not stop the executor from finishing and recording what it observed.
 use super::{Env, EventSink, Session};
-use crate::agent::protocol::Event;
 use crate::approvals::{self, Action, State};
 use crate::exec::{Cancel, Outcome};
 use crate::policy::ValidatedRequest;
+use crate::wire::protocol::Event;
 use serde_json::json;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

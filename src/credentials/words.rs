@@ -20,7 +20,7 @@ use std::fmt;
 
 /// One token of a command or a pattern.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Token {
+pub(crate) enum Token {
     /// A word's value (plain, or in a pattern plain plus `*`/`?`), without its quotes.
     Word(String),
     /// An operator as written, a redirection with its file descriptor (`2>`).
@@ -29,7 +29,7 @@ pub(super) enum Token {
 
 /// Why a string is not plain words and operators.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(super) enum WordError {
+pub(crate) enum WordError {
     #[error("{what} (`{ch}`, character {at}) is not allowed")]
     Syntax {
         ch: Printable,
@@ -48,7 +48,7 @@ pub(super) enum WordError {
 
 /// A character shown in an error message: itself when printable ASCII, else `U+XXXX`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Printable(char);
+pub(crate) struct Printable(char);
 
 impl fmt::Display for Printable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -66,7 +66,7 @@ const OPERATORS: &[&str] = &[
     "(", ")", "<", ">",
 ];
 
-pub(super) fn is_plain(c: char) -> bool {
+pub(crate) fn is_plain(c: char) -> bool {
     c.is_ascii_alphanumeric() || "_-./:,+=@%".contains(c)
 }
 
@@ -102,7 +102,7 @@ fn operator_at(s: &[char], i: usize) -> Option<&'static str> {
 
 /// Splits a command (`pattern` false) or a pattern (`pattern` true: bare words may also hold the
 /// wildcards `*` and `?`) into tokens.
-pub(super) fn split(text: &str, pattern: bool) -> Result<Vec<Token>, WordError> {
+pub(crate) fn split(text: &str, pattern: bool) -> Result<Vec<Token>, WordError> {
     let s: Vec<char> = text.chars().collect();
     let refuse = |i: usize| WordError::Syntax {
         ch: Printable(s[i]),
@@ -162,7 +162,7 @@ pub(super) fn split(text: &str, pattern: bool) -> Result<Vec<Token>, WordError> 
 
 /// A pattern split into what each of its tokens matches.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Part {
+pub(crate) enum Part {
     /// Exactly this word.
     Literal(String),
     /// One word matching this glob.
@@ -174,7 +174,7 @@ pub(super) enum Part {
 }
 
 /// Splits an allowlist pattern.
-pub(super) fn compile(pattern: &str) -> Result<Vec<Part>, WordError> {
+pub(crate) fn compile(pattern: &str) -> Result<Vec<Part>, WordError> {
     Ok(split(pattern, true)?
         .into_iter()
         .map(|t| match t {
@@ -202,7 +202,7 @@ fn one(p: &Part, t: &Token) -> bool {
 }
 
 /// Whether the pattern's parts match the command's tokens, whole.
-pub(super) fn matches(parts: &[Part], tokens: &[Token]) -> bool {
+pub(crate) fn matches(parts: &[Part], tokens: &[Token]) -> bool {
     // reach[k]: the parts so far match exactly tokens[..k].
     let mut reach = vec![false; tokens.len() + 1];
     reach[0] = true;
@@ -227,7 +227,7 @@ pub(super) fn matches(parts: &[Part], tokens: &[Token]) -> bool {
 }
 
 /// Glob over one word: `*` is any run of characters, `?` one character, all else literal.
-pub(in crate::policy) fn glob_match(pattern: &str, word: &str) -> bool {
+pub(crate) fn glob_match(pattern: &str, word: &str) -> bool {
     let p: Vec<char> = pattern.chars().collect();
     let w: Vec<char> = word.chars().collect();
     let mut reach = vec![false; w.len() + 1];
@@ -252,12 +252,12 @@ pub(in crate::policy) fn glob_match(pattern: &str, word: &str) -> bool {
 
 /// The tokens as the vault sends them: every word single-quoted (a plain value holds no quote),
 /// operators as they are, one space between tokens.
-pub(super) fn quoted(tokens: &[Token]) -> String {
+pub(crate) fn quoted(tokens: &[Token]) -> String {
     join(tokens, |w| format!("'{w}'"))
 }
 
 /// The tokens with bare words: what the quoted form means to a shell.
-pub(super) fn unquoted(tokens: &[Token]) -> String {
+pub(crate) fn unquoted(tokens: &[Token]) -> String {
     join(tokens, str::to_owned)
 }
 
@@ -270,6 +270,12 @@ fn join(tokens: &[Token], word: impl Fn(&str) -> String) -> String {
         })
         .collect();
     parts.join(" ")
+}
+
+/// Whether an allowlist pattern splits into words, wildcards and operators (checked when a
+/// credential is added or edited); the error says what is wrong with it.
+pub(crate) fn check_pattern(pattern: &str) -> Result<(), String> {
+    compile(pattern).map(drop).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use tokio::sync::watch;
 
-pub struct Hub {
+pub(crate) struct Hub {
     actions: Mutex<HashMap<String, watch::Sender<Action>>>,
     queue: watch::Sender<u64>,
     head: watch::Sender<i64>,
@@ -25,7 +25,7 @@ impl Default for Hub {
 impl Hub {
     /// Follows one action, starting from `current`. Subscribe before reading the state you act on,
     /// so no change in between is missed.
-    pub fn watch_action(&self, current: &Action) -> watch::Receiver<Action> {
+    pub(crate) fn watch_action(&self, current: &Action) -> watch::Receiver<Action> {
         let mut map = self.actions.lock().unwrap_or_else(|p| p.into_inner());
         map.entry(current.id.clone())
             .or_insert_with(|| watch::channel(current.clone()).0)
@@ -33,12 +33,12 @@ impl Hub {
     }
 
     /// Changes of the approval queue (any action changed).
-    pub fn watch_queue(&self) -> watch::Receiver<u64> {
+    pub(crate) fn watch_queue(&self) -> watch::Receiver<u64> {
         self.queue.subscribe()
     }
 
     /// The journal head seq after each commit.
-    pub fn watch_head(&self) -> watch::Receiver<i64> {
+    pub(crate) fn watch_head(&self) -> watch::Receiver<i64> {
         self.head.subscribe()
     }
 

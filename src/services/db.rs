@@ -27,7 +27,7 @@ struct Job {
 
 /// Why a job produced no result.
 #[derive(Debug, thiserror::Error)]
-pub enum DbError {
+pub(crate) enum DbError {
     #[error("the vault agent is stopping")]
     Stopped,
     #[error("the vault database could not commit: {0}")]
@@ -36,14 +36,14 @@ pub enum DbError {
 
 /// A handle to the writer thread.
 #[derive(Clone)]
-pub struct Db {
+pub(crate) struct Db {
     jobs: mpsc::Sender<Job>,
 }
 
 impl Db {
     /// Starts the writer thread on `store`; it ends when every `Db` handle is dropped, closing the
     /// database.
-    pub fn start(
+    pub(crate) fn start(
         store: Store,
         hub: Arc<Hub>,
         paths: VaultPaths,
@@ -57,7 +57,7 @@ impl Db {
     }
 
     /// Runs `f` on the store in the next batch and returns its result once the batch committed.
-    pub async fn run<T: Send + 'static>(
+    pub(crate) async fn run<T: Send + 'static>(
         &self,
         f: impl FnOnce(&mut Store) -> T + Send + 'static,
     ) -> Result<T, DbError> {

@@ -1,0 +1,304 @@
+//! The custody agent's wire protocol, as both ends spell it: versioned, newline-delimited JSON
+//! of typed requests and replies (serde enums with unknown fields refused), events, and what a
+//! person's commands are shown (approval views, journal rows, status). Framing (the line splitter,
+//! the frame cap's enforcement) and the encrypted channel are `agent`'s.
+use super::{
+    Action, ClientInfo, Credential, Edit, Hardening, Listed, NewCredential, Signed, SignedDecision,
+    State, ToolResult,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// The protocol version both ends must speak (`Hello.v`). 2: the encrypted channel
+/// (`agent::channel`) replaced the key-possession challenge.
+pub const VERSION: u32 = 2;
+
+/// The longest frame either end accepts (an MCP line is at most 4 MiB; its wrapping is small).
+pub const MAX_FRAME: usize = 8 * 1024 * 1024;
+
+/// Who connects: the MCP adapter (one session per connection), a person's CLI command, or
+/// `vault approve`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Mcp,
+    Cli,
+    Approver,
+}
+
+/// A client's frame: one request with an id the reply (and any events) will carry.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientFrame {
+    pub id: u64,
+    pub req: Request,
+}
+
+/// Everything a client may ask. The first request on a connection must be `Hello`.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Request {
+    Hello {
+        v: u32,
+        role: Role,
+        #[serde(default)]
+        client: Option<ClientInfo>,
+        #[serde(default)]
+        profile: Option<String>,
+    },
+    /// An MCP `tools/call` (role mcp): events `progress`/`state`, then the `tool` reply.
+    Tool {
+        name: String,
+        args: Map<String, Value>,
+    },
+    /// Withdraw interest in the `Tool` request with id `call` (MCP `notifications/cancelled`).
+    Cancel {
+        call: u64,
+    },
+    /// A call the MCP adapter refused before it reached the agent: journaled as `call.rejected`.
+    Reject {
+        code: i64,
+        reason: String,
+        fingerprint: String,
+        tool: Option<String>,
+    },
+    /// The session ends (stdin EOF, SIGTERM, protocol error): why. Answered once what waits is
+    /// withdrawn and `session.end` is journaled and anchored.
+    End {
+        reason: String,
+    },
+    Status,
+    /// `vault lock`: the agent journals it, zeroizes the key and exits.
+    Lock,
+    Credentials {
+        profile: Option<String>,
+    },
+    /// A new credential and the approver's signature over what it becomes.
+    AddCredential {
+        new: NewCredential,
+        signature: String,
+    },
+    /// An edit of the credential at `version`, with the approver's signature over the result.
+    EditCredential {
+        profile: String,
+        name: String,
+        version: i64,
+        edit: Edit,
+        signature: String,
+    },
+    /// A removal, signed by the approver for this credential at its current version.
+    RemoveCredential {
+        profile: String,
+        name: String,
+        removal: Signed,
+    },
+    Pending,
+    /// Like `Pending`, then a `queue` event every time the queue changes (role approver).
+    WatchPending,
+    /// One action with what the approver needs to re-derive its hash.
+    ForApproval {
+        action_id: String,
+    },
+    Decide {
+        decision: SignedDecision,
+    },
+    Pause {
+        reason: String,
+    },
+    Resume {
+        resume: Signed,
+    },
+    /// Journal rows after `after` (at most `limit`); with `wait_ms`, waits that long for one.
+    Journal {
+        after: i64,
+        limit: u32,
+        #[serde(default)]
+        wait_ms: u64,
+    },
+    Verify {
+        anchors: Vec<(i64, String)>,
+    },
+    Export {
+        path: String,
+    },
+}
+
+impl Request {
+    /// Whether the request carries a secret, a signature or something to sign, or answers with
+    /// what a card shows: such a request is accepted only over the encrypted channel, which only
+    /// a process holding the vault's key can open (a relay on the socket path sees ciphertext).
+    pub fn needs_channel(&self) -> bool {
+        matches!(
+            self,
+            Request::AddCredential { .. }
+                | Request::EditCredential { .. }
+                | Request::RemoveCredential { .. }
+                | Request::WatchPending
+                | Request::ForApproval { .. }
+                | Request::Decide { .. }
+                | Request::Resume { .. }
+        )
+    }
+}
+
+/// An action as the approver sees it: the stored row, the normalized request (canonical JSON,
+/// whose blake3 the approver recomputes and compares with `action.action_hash`), the body, and who
+/// asked (the client's self-reported name and the peer process the agent saw).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalView {
+    pub action: Action,
+    pub normalized: String,
+    /// Hex of the body bytes, if any.
+    pub body_hex: Option<String>,
+    pub client: Value,
+    pub peer: Value,
+    /// How the credential changed since the person last approved one of its actions, if it did.
+    #[serde(default)]
+    pub changed: Option<CredentialChange>,
+}
+
+/// A credential's changes since the version the person last approved an action of.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CredentialChange {
+    /// The credential version of the last approved action.
+    pub approved_version: i64,
+    /// Each changed field: its name, and the old and new values where the journal has them.
+    pub fields: Vec<FieldChange>,
+}
+
+/// One changed field of a credential.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FieldChange {
+    pub field: String,
+    pub old: Option<String>,
+    pub new: Option<String>,
+}
+
+/// One journal row as stored (the export's fields).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JournalRow {
+    pub seq: i64,
+    pub ts: String,
+    pub kind: String,
+    pub session: Option<String>,
+    pub action: Option<String>,
+    pub body: String,
+    pub prev: String,
+    pub hash: String,
+}
+
+/// What `vault doctor` and `vault unlock` show of a running agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentStatus {
+    pub pid: u32,
+    pub vault_id: String,
+    pub socket: String,
+    pub started_at: String,
+    pub locks_at: String,
+    pub idle_seconds: u64,
+    pub hardening: Hardening,
+    pub connections: usize,
+    pub version: String,
+    /// The store as the agent sees it (filled when asked with `Status`).
+    #[serde(default)]
+    pub store: Option<StoreStatus>,
+}
+
+/// What `vault doctor` shows of the open store.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreStatus {
+    pub schema_version: i64,
+    pub cipher_version: String,
+    pub journal_rows: i64,
+    pub journal_head: i64,
+    pub paused: Option<String>,
+    pub pending: usize,
+}
+
+/// The agent's answer to one request.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "data", rename_all = "snake_case")]
+pub enum Reply {
+    Ok,
+    Welcome {
+        v: u32,
+        vault_id: String,
+        pid: u32,
+        session: Option<String>,
+        /// Whether this connection runs over the encrypted channel.
+        secure: bool,
+        /// What the agent noticed that the person should hear (its socket path moved, …).
+        #[serde(default)]
+        warnings: Vec<String>,
+    },
+    Tool(ToolResult),
+    /// The tool call was cancelled by the client: MCP sends no response.
+    Cancelled,
+    Status(AgentStatus),
+    Credentials(Vec<Listed>),
+    Credential(Credential),
+    Pending(Vec<ApprovalView>),
+    View(ApprovalView),
+    Action(Action),
+    Count(usize),
+    Flag(bool),
+    Rows(Vec<JournalRow>),
+    /// `vault verify`'s report as its `--json` line (keys in their documented order), and how
+    /// many anchors came from `anchors.jsonl`.
+    Verify {
+        report: String,
+        from_file: usize,
+    },
+    Exported {
+        rows: u64,
+        head: Option<(i64, String)>,
+    },
+    Error {
+        code: ErrorCode,
+        message: String,
+    },
+}
+
+/// Why a request failed, so a CLI can map it to an exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// Malformed frame, unknown op, wrong role or version.
+    Protocol,
+    /// The request is well formed but its content is not acceptable.
+    Invalid,
+    NotFound,
+    /// A signature that is not the approver's.
+    WrongApprover,
+    /// The vault is paused.
+    Paused,
+    /// A per-connection or per-session limit.
+    Limit,
+    Internal,
+}
+
+/// Something the agent pushes while a request runs (tagged with that request's id).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Event {
+    /// A waiting tool call is still waiting (MCP `notifications/progress`).
+    Progress { n: u64, message: String },
+    /// The call's action changed state. `dispatched` is written before the executor starts.
+    State { action_id: String, state: State },
+    /// The approval queue changed (after `WatchPending`).
+    Queue { actions: Vec<ApprovalView> },
+}
+
+/// An agent's frame: a reply or an event, each with the id of the request it belongs to.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "t", rename_all = "snake_case", deny_unknown_fields)]
+pub enum AgentFrame {
+    Reply { id: u64, reply: Box<Reply> },
+    Event { id: u64, event: Event },
+}
