@@ -14,6 +14,7 @@ pub mod raw;
 pub mod relay;
 pub mod ssh;
 pub mod sshd;
+pub mod standin;
 pub mod target;
 pub mod tls;
 pub mod uid;
