@@ -6,6 +6,7 @@
 //! (`relay.rs`).
 #![allow(dead_code)]
 
+pub mod ai;
 pub mod journal;
 pub mod mcp;
 pub mod memory;
