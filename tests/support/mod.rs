@@ -6,6 +6,7 @@
 //! (`relay.rs`).
 #![allow(dead_code)]
 
+pub mod ai;
 pub mod journal;
 pub mod mcp;
 pub mod memory;
@@ -15,6 +16,7 @@ pub mod relay;
 pub mod shapes;
 pub mod ssh;
 pub mod sshd;
+pub mod standin;
 pub mod target;
 pub mod tls;
 pub mod uid;
