@@ -33,19 +33,6 @@ fn snapshot(v: &TestVault) -> Vec<(String, i64, String, String, Vec<u8>)> {
     .collect()
 }
 
-fn journal_kinds(v: &TestVault) -> Vec<String> {
-    let db = v.open_db();
-    let mut stmt = db
-        .store
-        .conn()
-        .prepare("SELECT kind FROM audit ORDER BY seq")
-        .unwrap();
-    stmt.query_map([], |r| r.get(0))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect()
-}
-
 /// A vault with an HTTP credential bound to `target` under /v1/ (GET only) and an SSH one.
 fn vault(tag: &str, target: &HttpTarget) -> TestVault {
     let mut v = TestVault::init(tag);
@@ -83,7 +70,7 @@ fn without_the_passphrase_no_command_changes_a_credential() {
     }
     let target = HttpTarget::start(SECRET);
     let mut v = vault("bind-cli", &target);
-    let before = (snapshot(&v), journal_kinds(&v));
+    let before = (snapshot(&v), support::journal::kinds(&v));
     // The AI client's shell runs `vault` itself, with no terminal and no passphrase file.
     let attempts: [&[&str]; 9] = [
         &["edit", "web1", "--host-key", EVIL_PIN],
@@ -113,7 +100,7 @@ fn without_the_passphrase_no_command_changes_a_credential() {
             ));
         }
     }
-    let after = (snapshot(&v), journal_kinds(&v));
+    let after = (snapshot(&v), support::journal::kinds(&v));
     assert!(changed.is_empty(), "{}", changed.join("\n"));
     assert_eq!(after.0, before.0, "a credential changed");
     assert_eq!(after.1, before.1, "something was journaled");
@@ -139,7 +126,7 @@ fn speaking_the_agent_protocol_changes_no_credential() {
     }
     let target = HttpTarget::start(SECRET);
     let v = vault("bind-raw", &target);
-    let before = (snapshot(&v), journal_kinds(&v));
+    let before = (snapshot(&v), support::journal::kinds(&v));
     let listed = {
         let mut c = RawClient::connect(&v);
         c.ask(
@@ -185,7 +172,7 @@ fn speaking_the_agent_protocol_changes_no_credential() {
             "{req} was answered {reply:?}"
         );
     }
-    let after = (snapshot(&v), journal_kinds(&v));
+    let after = (snapshot(&v), support::journal::kinds(&v));
     assert_eq!(after.0, before.0, "a credential changed");
     let new_rows: Vec<&String> = after.1[before.1.len()..]
         .iter()

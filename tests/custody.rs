@@ -537,15 +537,6 @@ fn the_agent_ends_with_its_lifetime_and_tool_calls_then_say_locked() {
         .contains("vault unlock"));
     mcp.finish(Duration::from_secs(10));
     // The journal says why it locked.
-    let reason: String = v
-        .open_db()
-        .store
-        .conn()
-        .query_row(
-            "SELECT json_extract(body, '$.reason') FROM audit WHERE kind = 'vault.lock' ORDER BY seq DESC LIMIT 1",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let reason = support::journal::last_lock_reason(&v);
     assert_eq!(reason, "lifetime ended");
 }

@@ -337,15 +337,6 @@ fn a_replaced_lock_file_locks_the_vault() {
         "the agent (pid {agent}) still runs with its lock file replaced"
     );
     drop(decoy);
-    let db = v.open_db();
-    let reason: String = db
-        .store
-        .conn()
-        .query_row(
-            "SELECT json_extract(body, '$.reason') FROM audit WHERE kind = 'vault.lock' ORDER BY seq DESC LIMIT 1",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let reason = support::journal::last_lock_reason(&v);
     assert_eq!(reason, "agent.lock replaced");
 }

@@ -7,34 +7,13 @@ mod support;
 
 use serde_json::{json, Value};
 use support::mcp::McpProc;
+use support::standin::paths_of;
 use support::target::HttpTarget;
 use support::tls::TestCa;
 use support::*;
 
 const SECRET: &str = "DECOY_untrusted_tok_6c0b1";
 const CANARY: &str = "IGNOREPREVIOUSINSTRUCTIONSxq7";
-
-/// Every path (`a.b.0.c`) at which `canary` occurs in `v`, in a string, a key or a number.
-fn paths_of(v: &Value, canary: &str, at: &str, out: &mut Vec<String>) {
-    match v {
-        Value::String(s) if s.contains(canary) => out.push(at.to_owned()),
-        Value::Array(a) => {
-            for (i, x) in a.iter().enumerate() {
-                paths_of(x, canary, &format!("{at}.{i}"), out);
-            }
-        }
-        Value::Object(o) => {
-            for (k, x) in o {
-                let here = format!("{at}.{k}");
-                if k.contains(canary) {
-                    out.push(here.clone());
-                }
-                paths_of(x, canary, &here, out);
-            }
-        }
-        _ => {}
-    }
-}
 
 /// Where the canary sits outside a wrapper: a path with no `untrusted…` key on it, or a wrapper
 /// without its note.

@@ -27,22 +27,9 @@ fn waiting(tag: &str, config: &str) -> (TestVault, McpProc) {
     (v, p)
 }
 
-fn kinds(v: &TestVault) -> Vec<String> {
-    let vault = v.open_db();
-    let mut stmt = vault
-        .store
-        .conn()
-        .prepare("SELECT kind FROM audit ORDER BY seq")
-        .unwrap();
-    stmt.query_map([], |r| r.get(0))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect()
-}
-
 fn wait_for_kind(v: &TestVault, kind: &str) {
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !kinds(v).iter().any(|k| k == kind) {
+    while !support::journal::kinds(v).iter().any(|k| k == kind) {
         assert!(Instant::now() < deadline, "no {kind} row");
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -139,7 +126,7 @@ fn sigterm_of_the_agent_answers_the_waiting_call() {
     let (r, took) = answer(&mut p, t0);
     assert_answered("SIGTERM", &r, took, "withdrawn");
     session_goes_on("SIGTERM", &mut v, &mut p);
-    let k = kinds(&v);
+    let k = support::journal::kinds(&v);
     assert!(k.iter().any(|k| k == "action.withdrawn"), "{k:?}");
     v.run(&["verify"], None).ok();
 }

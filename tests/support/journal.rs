@@ -25,3 +25,30 @@ pub fn verify_json(v: &mut TestVault, args: &[&str], want_code: i32) -> Value {
     let run = v.run(&all, None).code(want_code);
     serde_json::from_str(run.stdout.trim()).unwrap()
 }
+
+/// The kinds of every journal row, oldest first.
+pub fn kinds(v: &TestVault) -> Vec<String> {
+    let vault = open(v);
+    let mut stmt = vault
+        .store
+        .conn()
+        .prepare("SELECT kind FROM audit ORDER BY seq")
+        .unwrap();
+    stmt.query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// Why the vault last locked: the reason of the newest `vault.lock` row.
+pub fn last_lock_reason(v: &TestVault) -> String {
+    open(v)
+        .store
+        .conn()
+        .query_row(
+            "SELECT json_extract(body, '$.reason') FROM audit WHERE kind = 'vault.lock' ORDER BY seq DESC LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap()
+}
