@@ -12,10 +12,9 @@
 mod support;
 
 use serde_json::Value;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::*;
 
 const HTTP_DECOY: &str = "DECOY_mcp_client_tok_7c41e0b95d";
@@ -66,38 +65,13 @@ struct ClientRun {
 /// Runs a client script to completion (or kills it at `CLIENT_TIMEOUT`), then checks that it
 /// succeeded and that nothing it saw holds a secret.
 fn run_client(label: &str, mut cmd: Command) -> ClientRun {
-    let started = Instant::now();
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .env_remove("VAULT_DIR")
-        .env_remove("VAULT_PASSPHRASE_FILE")
-        .spawn()
-        .unwrap_or_else(|e| panic!("{label}: cannot start the client: {e}"));
-    let drain = |mut r: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut b = Vec::new();
-            let _ = r.read_to_end(&mut b);
-            b
-        })
-    };
-    let out = drain(Box::new(child.stdout.take().unwrap()));
-    let err = drain(Box::new(child.stderr.take().unwrap()));
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break Some(s);
-        }
-        if started.elapsed() > CLIENT_TIMEOUT {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let wall = started.elapsed();
-    let stdout = out.join().unwrap();
-    let stderr = err.join().unwrap();
+    let f = run_limited(
+        cmd.env_remove("VAULT_DIR")
+            .env_remove("VAULT_PASSPHRASE_FILE"),
+        CLIENT_TIMEOUT,
+    )
+    .unwrap_or_else(|e| panic!("{label}: cannot start the client: {e}"));
+    let (status, wall, stdout, stderr) = (f.status, f.wall, f.stdout, f.stderr);
     let text = String::from_utf8_lossy(&stdout);
     let errtext = String::from_utf8_lossy(&stderr);
     match status {

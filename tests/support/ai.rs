@@ -4,13 +4,13 @@
 //! approving through the scripted path while a turn waits. The model stand-in is `standin.rs`.
 use super::{bin, PASSPHRASE};
 use serde_json::Value;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -108,44 +108,21 @@ pub struct ClientRun {
 /// than `limit` or exits non-zero.
 #[track_caller]
 pub fn run_ok(label: &str, mut cmd: Command, limit: Duration) -> ClientRun {
-    let started = Instant::now();
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
+    let f = super::run_limited(&mut cmd, limit)
         .unwrap_or_else(|e| panic!("{label}: cannot start: {e}"));
-    let drain = |mut r: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut b = Vec::new();
-            let _ = r.read_to_end(&mut b);
-            String::from_utf8_lossy(&b).into_owned()
-        })
-    };
-    let out = drain(Box::new(child.stdout.take().unwrap()));
-    let err = drain(Box::new(child.stderr.take().unwrap()));
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break Some(s);
-        }
-        if started.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let wall = started.elapsed();
-    let (stdout, stderr) = (out.join().unwrap(), err.join().unwrap());
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&f.stdout).into_owned(),
+        String::from_utf8_lossy(&f.stderr).into_owned(),
+    );
     let said = format!("stdout:\n{stdout}\nstderr:\n{stderr}");
-    match status {
+    match f.status {
         None => panic!("{label}: still running after {limit:?}\n{said}"),
         Some(s) if !s.success() => panic!("{label}: failed ({s})\n{said}"),
         Some(status) => ClientRun {
             status,
             stdout,
             stderr,
-            wall,
+            wall: f.wall,
         },
     }
 }

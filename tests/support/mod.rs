@@ -362,6 +362,52 @@ impl Drop for TestVault {
     }
 }
 
+/// A command run to its end, or killed once it overran its limit.
+pub struct Finished {
+    /// `None`: it overran and was killed.
+    pub status: Option<std::process::ExitStatus>,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    pub wall: Duration,
+}
+
+/// Runs `cmd` with no stdin, both outputs drained as it runs, killing it after `limit`.
+pub fn run_limited(cmd: &mut Command, limit: Duration) -> std::io::Result<Finished> {
+    use std::io::Read;
+    let started = std::time::Instant::now();
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut b = Vec::new();
+            let _ = r.read_to_end(&mut b);
+            b
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
+    let status = loop {
+        if let Some(s) = child.try_wait()? {
+            break Some(s);
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Ok(Finished {
+        status,
+        wall: started.elapsed(),
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+    })
+}
+
 /// Polls `done` every 20 ms until it holds, failing the test after `limit` with `what`: how a
 /// test waits for an event instead of sleeping and hoping.
 #[track_caller]

@@ -7,7 +7,7 @@ use super::{assert_no_leak, bin, ci_node_dir, TestVault, PASSPHRASE};
 use serde_json::{json, Value};
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// A run of the validator that takes longer than this has stalled.
@@ -147,39 +147,24 @@ impl Shapes {
         std::fs::write(&file, &body).unwrap();
         let script =
             Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/validate_results.mjs");
-        let mut child = Command::new("node")
-            .arg(script)
-            .arg(ci_node_dir())
-            .arg(bin())
-            .arg(vault_dir)
-            .arg(&file)
-            .env_remove("VAULT_DIR")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start node (it is needed for this test): {e}"));
-        let drain = |mut r: Box<dyn std::io::Read + Send>| {
-            std::thread::spawn(move || {
-                let mut b = Vec::new();
-                let _ = r.read_to_end(&mut b);
-                String::from_utf8_lossy(&b).into_owned()
-            })
-        };
-        let out = drain(Box::new(child.stdout.take().unwrap()));
-        let err = drain(Box::new(child.stderr.take().unwrap()));
-        let started = Instant::now();
-        let status = loop {
-            if let Some(s) = child.try_wait().unwrap() {
-                break s;
-            }
-            if started.elapsed() > VALIDATOR_TIMEOUT {
-                let _ = child.kill();
-                panic!("validate_results.mjs stalled for {VALIDATOR_TIMEOUT:?}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        let (stdout, stderr) = (out.join().unwrap(), err.join().unwrap());
+        let f = super::run_limited(
+            Command::new("node")
+                .arg(script)
+                .arg(ci_node_dir())
+                .arg(bin())
+                .arg(vault_dir)
+                .arg(&file)
+                .env_remove("VAULT_DIR"),
+            VALIDATOR_TIMEOUT,
+        )
+        .unwrap_or_else(|e| panic!("cannot start node (it is needed for this test): {e}"));
+        let status = f
+            .status
+            .unwrap_or_else(|| panic!("validate_results.mjs stalled for {VALIDATOR_TIMEOUT:?}"));
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&f.stdout).into_owned(),
+            String::from_utf8_lossy(&f.stderr).into_owned(),
+        );
         assert_no_leak("validator output", stdout.as_bytes(), secret);
         assert!(
             status.success(),
