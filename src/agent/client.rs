@@ -220,11 +220,6 @@ impl Client {
         }
     }
 
-    /// Whether this connection runs over the encrypted channel.
-    pub fn is_secure(&self) -> bool {
-        self.sealer.is_some()
-    }
-
     /// Sends a request; returns its id.
     pub fn send(&mut self, req: Request) -> Result<u64, ClientError> {
         let id = self.next_id;

@@ -178,7 +178,7 @@ fn add_credential(
 ) -> Result<(), crate::agent::client::ClientError> {
     let signature = crate::credentials::policy_signature(
         &keys.approver,
-        &cli.vault_id.clone(),
+        &cli.vault_id,
         &crate::credentials::as_added(&new),
     );
     cli.call(Request::AddCredential { new, signature })

@@ -15,13 +15,16 @@ pub(crate) fn since_approved(
     conn: &Connection,
     cred: &Credential,
 ) -> Result<Option<CredentialChange>, StoreError> {
+    // The newest version of this credential that an approved action was for (versions only go
+    // up): this credential's actions by index, each checked for its `action.approved` row.
     let approved: Option<i64> = conn
         .prepare_cached(
-            "SELECT a.credential_version FROM audit j JOIN actions a ON a.id = j.action_id
-             WHERE j.kind = 'action.approved' AND a.credential_id = ?1 ORDER BY j.seq DESC LIMIT 1",
+            "SELECT max(a.credential_version) FROM actions a WHERE a.credential_id = ?1
+               AND EXISTS (SELECT 1 FROM audit j WHERE j.action_id = a.id AND j.kind = 'action.approved')",
         )?
         .query_row([&cred.id], |r| r.get(0))
-        .optional()?;
+        .optional()?
+        .flatten();
     let Some(approved) = approved.filter(|&v| v < cred.version) else {
         return Ok(None);
     };

@@ -20,6 +20,11 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
         "0004_journal_indexes",
         include_str!("../../schema/0004_journal_indexes.sql"),
     ),
+    (
+        5,
+        "0005_actions_by_credential",
+        include_str!("../../schema/0005_actions_by_credential.sql"),
+    ),
 ];
 
 /// The schema version this binary writes.

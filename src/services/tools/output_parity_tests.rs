@@ -183,7 +183,7 @@ fn disagreements(catalog: &[Value], sources: &[Source]) -> Vec<String> {
 
 #[test]
 fn every_output_enum_agrees_with_its_rust_source() {
-    let found = disagreements(crate::mcp::tools::catalog(), &sources());
+    let found = disagreements(crate::wire::catalog::catalog(), &sources());
     assert!(
         found.is_empty(),
         "outputSchema and Rust disagree:\n{}",
@@ -212,7 +212,7 @@ fn the_hand_written_lists_hold_every_variant() {
 fn the_output_check_fails_when_one_side_changes() {
     // The shipped catalog with one change each: a code dropped, a state added, an enum made a
     // free string, and an enum nobody holds. Each is named with its tool and path.
-    let mut catalog = crate::mcp::tools::catalog().to_vec();
+    let mut catalog = crate::wire::catalog::catalog().to_vec();
     let tool = |c: &[Value], n: &str| c.iter().position(|t| t["name"] == n).unwrap();
     let http = tool(&catalog, "http_request");
     let props = &mut catalog[http]["outputSchema"]["properties"];

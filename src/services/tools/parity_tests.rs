@@ -167,7 +167,7 @@ fn disagreements(catalog: &[Value], structs: &[(&str, Parse)]) -> Vec<String> {
 
 #[test]
 fn every_tool_schema_agrees_with_its_argument_struct() {
-    let found = disagreements(crate::mcp::tools::catalog(), &structs());
+    let found = disagreements(crate::wire::catalog::catalog(), &structs());
     assert!(
         found.is_empty(),
         "schema and struct disagree:\n{}",
@@ -177,7 +177,7 @@ fn every_tool_schema_agrees_with_its_argument_struct() {
 
 #[test]
 fn the_output_enums_agree_with_the_rust_types() {
-    let list = crate::mcp::tools::find("list_credentials").unwrap();
+    let list = crate::wire::catalog::find("list_credentials").unwrap();
     let item = &list["outputSchema"]["properties"]["credentials"]["items"]["properties"];
     let approvals: Vec<&str> = Approval::ALL.map(Approval::as_str).to_vec();
     assert_eq!(item["approval"]["enum"], json!(approvals));
@@ -188,7 +188,7 @@ fn the_output_enums_agree_with_the_rust_types() {
 fn the_check_fails_when_one_side_changes() {
     // The shipped catalog with one change each: a renamed argument, a dropped requirement, a
     // wrong type and an enum that grew. Each is named.
-    let mut catalog = crate::mcp::tools::catalog().to_vec();
+    let mut catalog = crate::wire::catalog::catalog().to_vec();
     let http = catalog
         .iter_mut()
         .find(|t| t["name"] == "http_request")
