@@ -49,7 +49,7 @@ fn main() {
                             Err(e) => panic!("{e}"),
                         }
                     };
-                    audit::append(&tx, "bench.direct", None, None, &json!({"w": w, "i": i}))
+                    audit::append_row(&tx, "bench.direct", None, None, &json!({"w": w, "i": i}))
                         .unwrap();
                     tx.commit().unwrap();
                 }

@@ -20,7 +20,7 @@ fn new_store(path: &Path) -> Store {
     let mut s = Store::create(path, &MasterKey::generate()).unwrap();
     let tx = s.write().unwrap();
     set_meta(&tx, "vault_id", "vlt_bench").unwrap();
-    audit::append(
+    audit::append_row(
         &tx,
         "vault.init",
         None,
@@ -47,7 +47,7 @@ fn appends_per_s(s: &mut Store) -> f64 {
     for i in 0..APPENDS {
         let tx = s.write().unwrap();
         let act = format!("act_{i:08x}");
-        audit::append(
+        audit::append_row(
             &tx,
             "action.completed",
             Some("ses_bench"),
@@ -90,7 +90,7 @@ fn main() {
         let tx = big.write().unwrap();
         for i in 1..ROWS {
             let act = format!("act_{:08x}", i / 4);
-            audit::append(
+            audit::append_row(
                 &tx,
                 "action.completed",
                 Some("ses_bench"),

@@ -8,7 +8,7 @@ pub(crate) fn now_utc() -> String {
 
 /// A timestamp in the journal's form (always `Z`, always three fractional digits).
 pub(crate) fn format_utc(ts: Timestamp) -> String {
-    ts.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
+    crate::wire::ts::format_millis(ts)
 }
 
 /// Milliseconds since the Unix epoch.

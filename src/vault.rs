@@ -9,7 +9,6 @@ use crate::keys::{
 use crate::paths::{self, PathError, VaultPaths};
 use crate::store::{self, Store, StoreError};
 use crate::Exit;
-use serde_json::json;
 
 /// Errors opening or changing a vault.
 #[derive(Debug, thiserror::Error)]
@@ -80,17 +79,12 @@ impl Vault {
             store::set_meta(&tx, "vault_id", &vault_id)?;
             store::set_meta(&tx, "approver_public_key", &keys.approver.public_hex())?;
             store::set_meta(&tx, "created_at", &crate::time::now_utc())?;
-            audit::append(
-                &tx,
-                "vault.init",
-                None,
-                None,
-                &json!({
-                    "vault_id": vault_id,
-                    "approver_public_key": keys.approver.public_hex(),
-                    "schema_version": store::LATEST_SCHEMA,
-                }),
-            )?;
+            let body = crate::wire::journal::VaultInit {
+                vault_id: vault_id.clone(),
+                approver_public_key: keys.approver.public_hex(),
+                schema_version: store::LATEST_SCHEMA,
+            };
+            audit::append(&tx, None, None, &body)?;
             tx.commit()?;
             paths::write_new_private(&paths.key_file(), &key_file)?;
             paths::write_new_private(&paths.id_file(), format!("{vault_id}\n").as_bytes())?;

@@ -4,6 +4,7 @@
 mod support;
 
 use agent_vault::audit;
+use agent_vault::wire::{journal, State};
 use serde_json::{json, Value};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -317,37 +318,44 @@ fn log_and_sessions_show_what_each_agent_did() {
         let mut vault = open(&v);
         let tx = vault.store.write().unwrap();
         for (ses, client) in [("ses_a", "claude-code"), ("ses_b", "cursor")] {
-            audit::append(&tx, "session.start", Some(ses), None, &json!({
-                "client": {"name": client, "version": "1.0"}, "parent": {"pid": 4242, "exe": "/usr/bin/node"},
-                "profile": "default", "protocol_version": "2025-11-25"})).unwrap();
+            let start = journal::SessionStart {
+                client: journal::ClientLabel {
+                    name: client.into(),
+                    version: "1.0".into(),
+                },
+                peer: journal::Process {
+                    pid: Some(4243),
+                    exe: Some("/usr/bin/vault".into()),
+                },
+                parent: journal::Process {
+                    pid: Some(4242),
+                    exe: Some("/usr/bin/node".into()),
+                },
+                profile: "default".into(),
+                protocol_version: "2025-11-25".into(),
+            };
+            audit::append(&tx, Some(ses), None, &start).unwrap();
         }
-        let body = |s: &str| json!({"state": s, "tool": "http_request", "credential": "api", "summary": "POST https://api.example.com/v1/items (credential api)"});
-        for s in ["pending", "approved", "dispatched", "completed"] {
-            audit::append(
-                &tx,
-                &format!("action.{s}"),
-                Some("ses_a"),
-                Some("act_1"),
-                &body(s),
-            )
-            .unwrap();
+        let body = |state: State| journal::ActionRow {
+            state,
+            tool: "http_request".into(),
+            credential: "api".into(),
+            summary: "POST https://api.example.com/v1/items (credential api)".into(),
+            hash: "ab".repeat(32),
+            reason: None,
+            basis: None,
+        };
+        for s in [
+            State::Pending,
+            State::Approved,
+            State::Dispatched,
+            State::Completed,
+        ] {
+            audit::append(&tx, Some("ses_a"), Some("act_1"), &body(s)).unwrap();
         }
-        audit::append(
-            &tx,
-            "action.pending",
-            Some("ses_b"),
-            Some("act_2"),
-            &body("pending"),
-        )
-        .unwrap();
-        audit::append(
-            &tx,
-            "action.denied",
-            Some("ses_b"),
-            Some("act_2"),
-            &body("denied"),
-        )
-        .unwrap();
+        for s in [State::Pending, State::Denied] {
+            audit::append(&tx, Some("ses_b"), Some("act_2"), &body(s)).unwrap();
+        }
         audit::record_rejection(
             &tx,
             Some("ses_b"),
@@ -357,14 +365,12 @@ fn log_and_sessions_show_what_each_agent_did() {
             Some("http_request"),
         )
         .unwrap();
-        audit::append(
-            &tx,
-            "session.end",
-            Some("ses_a"),
-            None,
-            &json!({"reason": "eof"}),
-        )
-        .unwrap();
+        let end = journal::SessionEnd {
+            reason: "eof".into(),
+            withdrawn: 0,
+            suppressed_rejections: 0,
+        };
+        audit::append(&tx, Some("ses_a"), None, &end).unwrap();
         tx.commit().unwrap();
     }
     let out = v.run(&["log", "--json"], None).ok();

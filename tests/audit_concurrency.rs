@@ -40,7 +40,7 @@ fn run_child_role() -> bool {
                 Err(e) => panic!("child {pid} cannot begin a write: {e}"),
             }
         };
-        audit::append(
+        audit::append_row(
             &tx,
             "test.concurrent",
             None,
@@ -50,7 +50,7 @@ fn run_child_role() -> bool {
         .unwrap();
         if mode == "forever" && i % 3 == 0 {
             // Some transactions hold several rows, so a kill can land in the middle of one.
-            audit::append(
+            audit::append_row(
                 &tx,
                 "test.concurrent",
                 None,

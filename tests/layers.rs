@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 const ALLOWED: &[(&str, &[&str])] = &[
     ("wire", &[]),
     ("canonical", &[]),
-    ("time", &[]),
+    ("time", &["wire"]),
     ("term", &[]),
     ("sys", &["wire"]),
     ("paths", &["sys"]),
@@ -21,9 +21,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("audit", &["canonical", "paths", "store", "time", "wire"]),
     (
         "credentials",
-        &["audit", "canonical", "keys", "store", "time", "wire"],
+        &["audit", "keys", "store", "time", "wire"],
     ),
-    ("policy", &["canonical", "credentials", "term"]),
+    ("policy", &["canonical", "credentials", "term", "wire"]),
     (
         "approvals",
         &[
@@ -85,6 +85,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "store",
             "sys",
             "time",
+            "wire",
         ],
     ),
     (
@@ -97,6 +98,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "keys",
             "paths",
             "vault",
+            "wire",
         ],
     ),
     (
@@ -118,6 +120,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "term",
             "time",
             "vault",
+            "wire",
         ],
     ),
 ];

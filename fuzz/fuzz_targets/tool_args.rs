@@ -242,6 +242,9 @@ fn revalidate(cred: &Credential, r: &ValidatedRequest) {
         .unwrap_or_else(|e| panic!("the stored request no longer validates: {e} ({})", h.url));
     assert_eq!(again.normalized(cred), n);
     assert_eq!(action_hash(&again.normalized(cred)), action_hash(&n));
+    // The stored text reads back as exactly this action and hash.
+    let stored = policy::canonical_text(&n);
+    assert_eq!(policy::read_normalized(&stored), Some((n.clone(), action_hash(&n))));
 }
 
 fuzz_target!(|data: &[u8]| {

@@ -309,10 +309,7 @@ impl Conn {
                 waiting: AtomicUsize::new(0),
                 rejections: std::sync::Mutex::default(),
             });
-            let (s2, peer) = (
-                session.clone(),
-                (self.peer.to_json(), self.peer.parent_json()),
-            );
+            let (s2, peer) = (session.clone(), (self.peer.process(), self.peer.parent()));
             let started = self
                 .agent
                 .env

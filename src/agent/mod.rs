@@ -120,18 +120,12 @@ fn open_store(start: &Start, hardening: &crate::sys::Hardening) -> Result<Store,
         Err(e) => return Err(AgentError::Start(format!("closing orphaned actions: {e}"))),
     }
     let tx = store.write()?;
-    crate::audit::append(
-        &tx,
-        "vault.unlock",
-        None,
-        None,
-        &serde_json::json!({
-            "agent_pid": std::process::id(),
-            "lifetime_s": start.lifetime.as_secs(),
-            "hardening": hardening,
-        }),
-    )
-    .map_err(|e| AgentError::Start(e.to_string()))?;
+    let body = crate::wire::journal::VaultUnlock {
+        agent_pid: std::process::id(),
+        lifetime_s: start.lifetime.as_secs(),
+        hardening: *hardening,
+    };
+    crate::audit::append(&tx, None, None, &body).map_err(|e| AgentError::Start(e.to_string()))?;
     tx.commit()?;
     Ok(store)
 }

@@ -2,8 +2,8 @@
 //! replies (serde enums with unknown fields refused), a frame cap, and the line splitter both
 //! ends use. Frames that may carry a secret (a person's `vault add`) are read into and wiped from
 //! zeroizing buffers.
+use crate::wire::NormalizedAction;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use zeroize::Zeroizing;
 
 pub use crate::wire::protocol::*;
@@ -12,11 +12,11 @@ impl ApprovalView {
     /// The normalized request, after checking that it hashes to the action's hash, that the body
     /// is the one it names, and that it is for the action's credential version: what an
     /// approver shows is then what it signs.
-    pub fn verified_request(&self) -> Result<Value, String> {
+    pub fn verified_request(&self) -> Result<NormalizedAction, String> {
         let a = &self.action;
-        let normalized: Value = serde_json::from_str(&self.normalized)
-            .map_err(|_| format!("action {} carries no readable request", a.id))?;
-        if crate::policy::action_hash(&normalized) != a.action_hash {
+        let (normalized, hash) = crate::policy::read_normalized(&self.normalized)
+            .ok_or_else(|| format!("action {} carries no readable request", a.id))?;
+        if hash != a.action_hash {
             return Err(format!(
                 "action {} does not match its hash; refusing to show or sign it",
                 a.id
@@ -28,17 +28,20 @@ impl ApprovalView {
             Some(Err(_)) => return Err(format!("action {}'s body is malformed", a.id)),
         };
         let body_hash = body.as_ref().map(|b| blake3::hash(b).to_hex().to_string());
-        if normalized["kind"] == "http"
-            && normalized["body_blake3"].as_str() != body_hash.as_deref()
-        {
+        let body_ok = match normalized.body_blake3() {
+            Some(want) => want == body_hash.as_deref(),
+            None => body.is_none(),
+        };
+        if !body_ok {
             return Err(format!(
                 "action {}'s body is not the one its hash covers",
                 a.id
             ));
         }
-        if normalized["credential"]["id"] != a.credential_id.as_str()
-            || normalized["credential"]["version"] != a.credential_version
-            || normalized["credential"]["name"] != a.credential_name.as_str()
+        let c = normalized.credential();
+        if c.id != a.credential_id
+            || c.version != a.credential_version
+            || c.name != a.credential_name
         {
             return Err(format!(
                 "action {} names another credential version than its request",

@@ -341,14 +341,11 @@ async fn shutdown(agent: &Arc<Agent>, why: &'static str) {
         .db
         .run(move |s| {
             let tx = s.write()?;
-            crate::audit::append(
-                &tx,
-                "vault.lock",
-                None,
-                None,
-                &serde_json::json!({"reason": why}),
-            )
-            .map_err(|_| crate::store::StoreError::Damaged("journal append failed"))?;
+            let body = crate::wire::journal::VaultLock {
+                reason: why.to_string(),
+            };
+            crate::audit::append(&tx, None, None, &body)
+                .map_err(|_| crate::store::StoreError::Damaged("journal append failed"))?;
             tx.commit()
         })
         .await;

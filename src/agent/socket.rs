@@ -105,12 +105,20 @@ impl Peer {
         self.uid == uid()
     }
 
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({"pid": self.pid, "exe": self.exe})
+    /// The peer process, as the journal records it.
+    pub fn process(&self) -> crate::wire::journal::Process {
+        crate::wire::journal::Process {
+            pid: self.pid,
+            exe: self.exe.clone(),
+        }
     }
 
-    pub fn parent_json(&self) -> serde_json::Value {
-        serde_json::json!({"pid": self.parent_pid, "exe": self.parent_exe})
+    /// Its parent (the AI client, for `vault mcp`), as the journal records it.
+    pub fn parent(&self) -> crate::wire::journal::Process {
+        crate::wire::journal::Process {
+            pid: self.parent_pid,
+            exe: self.parent_exe.clone(),
+        }
     }
 }
 

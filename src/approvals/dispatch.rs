@@ -3,14 +3,15 @@
 //! and verifying the signed decision (single use by the journal: the `action.dispatched` row names
 //! the decision's nonce), recording what the executor observed (`finish`), and closing what a
 //! previous custody agent left unfinished (`reap_orphans`).
-use super::signing::{self, Trust, DECISION, GRANT};
+use super::signing::{self, Trust};
 use super::{load, transition, Action, ApprovalError, AuthorizedAction, Change, State};
 use crate::credentials::{self, Approval, Credential};
-use crate::policy::{self, action_hash, HttpArgs, SshArgs, ValidatedRequest};
+use crate::policy::{self, HttpArgs, SshArgs, ValidatedRequest};
 use crate::store::Store;
-use crate::wire::Outcome;
+use crate::wire::journal::{Basis, Kind};
+use crate::wire::{Decision, DecisionPayload, GrantPayload, NormalizedAction, Outcome};
+use jiff::Timestamp;
 use rusqlite::{params, Connection, OptionalExtension};
-use serde_json::{json, Value};
 
 /// The approval that applies: the stored one if the approver signed it, else `each`.
 pub fn effective_approval(trust: &Trust, cred: &Credential, sig: Option<&str>) -> Approval {
@@ -52,37 +53,37 @@ fn valid_grant(
     session_id: &str,
     cred: &Credential,
 ) -> Result<Option<(String, String)>, ApprovalError> {
-    let now = crate::time::now_utc();
+    let now = Timestamp::now();
     let mut stmt = conn.prepare_cached(
         "SELECT id, payload, signature FROM grants WHERE session_id = ?1 AND credential_id = ?2 AND credential_version = ?3 AND expires_at > ?4",
     )?;
     let rows: Vec<(String, String, String)> = stmt
-        .query_map(params![session_id, cred.id, cred.version, now], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-        })?
+        .query_map(
+            params![
+                session_id,
+                cred.id,
+                cred.version,
+                crate::time::format_utc(now)
+            ],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )?
         .collect::<Result<_, _>>()?;
     for (id, payload, signature) in rows {
         let signed = signing::Signed { payload, signature };
-        let Some(v) = signed.open(trust, GRANT) else {
+        let Some(g) = signed.open::<GrantPayload>(trust) else {
             continue;
         };
-        let of_session = match v["action_id"].as_str() {
-            Some(a) => conn
-                .prepare_cached("SELECT session_id FROM actions WHERE id = ?1")?
-                .query_row([a], |r| r.get::<_, String>(0))
-                .optional()?
-                .is_some_and(|s| s == session_id),
-            None => false,
-        };
+        let of_session = conn
+            .prepare_cached("SELECT session_id FROM actions WHERE id = ?1")?
+            .query_row([&g.action_id], |r| r.get::<_, String>(0))
+            .optional()?
+            .is_some_and(|s| s == session_id);
         let ok = of_session
-            && v["credential_id"] == cred.id.as_str()
-            && v["credential_version"] == cred.version
-            && v["expires_at"].as_str().is_some_and(|e| e > now.as_str());
+            && g.credential_id == cred.id
+            && g.credential_version == cred.version
+            && g.expires_at > now;
         if ok {
-            return Ok(Some((
-                id,
-                v["nonce"].as_str().unwrap_or_default().to_owned(),
-            )));
+            return Ok(Some((id, g.nonce)));
         }
     }
     Ok(None)
@@ -114,7 +115,7 @@ pub fn claim(store: &mut Store, trust: &Trust, action_id: &str) -> Result<Claim,
     }
     match check(&tx, trust, &action) {
         Ok((request, cred, basis)) => {
-            if let Some(d) = basis["decision"].as_str() {
+            if let Basis::Decision { decision: d, .. } = &basis {
                 tx.prepare_cached("UPDATE decisions SET used_at = ?2 WHERE id = ?1")?
                     .execute(params![d, crate::time::now_utc()])?;
             }
@@ -162,7 +163,7 @@ fn check(
     tx: &Connection,
     trust: &Trust,
     action: &Action,
-) -> Result<(ValidatedRequest, Credential, Value), String> {
+) -> Result<(ValidatedRequest, Credential, Basis), String> {
     match super::decide::paused(tx) {
         Ok(None) => {}
         Ok(Some(why)) => return Err(format!("the vault is paused: {why}")),
@@ -172,7 +173,7 @@ fn check(
         .prepare_cached("SELECT kind FROM audit WHERE action_id = ?1 ORDER BY seq DESC LIMIT 1")
         .and_then(|mut st| st.query_row([&action.id], |r| r.get(0)).optional())
         .map_err(|e| e.to_string())?;
-    if last.as_deref() != Some(&format!("action.{}", action.state.as_str())) {
+    if last.as_deref().and_then(Kind::parse) != Some(Kind::Action(action.state)) {
         return Err("the journal does not show this action waiting for dispatch".into());
     }
     let (cred, sig) = credentials::get_by_id(tx, &action.credential_id)
@@ -188,31 +189,37 @@ fn check(
         .prepare_cached("SELECT normalized, body FROM actions WHERE id = ?1")
         .and_then(|mut st| st.query_row([&action.id], |r| Ok((r.get(0)?, r.get(1)?))))
         .map_err(|e| e.to_string())?;
-    let stored: Value =
-        serde_json::from_str(&normalized).map_err(|_| "the stored action is not JSON")?;
-    if action_hash(&stored) != action.action_hash {
+    let Some((stored, hash)) = policy::read_normalized(&normalized) else {
+        return Err("the stored action is not a normalized request".into());
+    };
+    if hash != action.action_hash {
         return Err("the stored action does not match its hash (changed after approval)".into());
     }
     let request = rebuild(&cred, &stored, body)
         .map_err(|e| format!("the stored action no longer passes policy: {e}"))?;
-    if crate::canonical::to_string(&request.normalized(&cred))
-        != crate::canonical::to_string(&stored)
-    {
+    if request.normalized(&cred) != stored {
         return Err("the stored action re-derives to a different request".into());
     }
     let basis = match action.state {
         State::Approved => {
             let (id, nonce) = valid_decision(tx, trust, action)?;
-            json!({"decision": id, "nonce": nonce})
+            Basis::Decision {
+                decision: id,
+                nonce,
+            }
         }
         _ => match effective_approval(trust, &cred, sig.as_deref()) {
-            Approval::Never => json!({"policy": "never"}),
-            Approval::Writes if is_read(&request) => json!({"policy": "writes"}),
+            Approval::Never => Basis::Policy {
+                policy: Approval::Never,
+            },
+            Approval::Writes if is_read(&request) => Basis::Policy {
+                policy: Approval::Writes,
+            },
             Approval::Session => {
                 match valid_grant(tx, trust, &action.session_id, &cred)
                     .map_err(|e| e.to_string())?
                 {
-                    Some((id, nonce)) => json!({"grant": id, "grant_nonce": nonce}),
+                    Some((grant, grant_nonce)) => Basis::Grant { grant, grant_nonce },
                     None => return Err("the session grant ended or is not valid".into()),
                 }
             }
@@ -235,7 +242,7 @@ fn valid_decision(
     trust: &Trust,
     action: &Action,
 ) -> Result<(String, String), String> {
-    let now = crate::time::now_utc();
+    let now = Timestamp::now();
     let mut stmt = tx
         .prepare("SELECT id, payload, signature FROM decisions WHERE action_id = ?1 AND decision = 'approve' AND used_at IS NULL")
         .map_err(|e| e.to_string())?;
@@ -245,17 +252,16 @@ fn valid_decision(
         .map_err(|e| e.to_string())?;
     for (id, payload, signature) in rows {
         let signed = signing::Signed { payload, signature };
-        let Some(v) = signed.open(trust, DECISION) else {
+        let Some(d) = signed.open::<DecisionPayload>(trust) else {
             continue;
         };
-        let nonce = v["nonce"].as_str().unwrap_or_default();
-        let ok = v["action_id"] == action.id.as_str()
-            && v["action_hash"] == action.action_hash.as_str()
-            && v["decision"] == "approve"
-            && v["expires_at"].as_str().is_some_and(|e| e > now.as_str())
-            && !nonce.is_empty();
-        if ok && !nonce_spent(tx, nonce).map_err(|e| e.to_string())? {
-            return Ok((id, nonce.to_owned()));
+        let ok = d.action_id == action.id
+            && d.action_hash == action.action_hash
+            && d.decision == Decision::Approve
+            && d.expires_at > now
+            && d.nonce.len() >= 16;
+        if ok && !nonce_spent(tx, &d.nonce).map_err(|e| e.to_string())? {
+            return Ok((id, d.nonce));
         }
     }
     Err("no valid, unused signed approval for this exact action".into())
@@ -263,7 +269,8 @@ fn valid_decision(
 
 /// Whether an `action.dispatched` row of the journal already names this decision nonce.
 fn nonce_spent(tx: &Connection, nonce: &str) -> rusqlite::Result<bool> {
-    tx.prepare_cached("SELECT EXISTS (SELECT 1 FROM audit WHERE kind = 'action.dispatched' AND json_extract(body, '$.basis.nonce') = ?1)")?.query_row([nonce],
+    let kind = Kind::Action(State::Dispatched).as_str();
+    tx.prepare_cached("SELECT EXISTS (SELECT 1 FROM audit WHERE kind = ?2 AND json_extract(body, '$.basis.nonce') = ?1)")?.query_row([nonce, kind],
         |r| r.get(0),
     )
 }
@@ -272,62 +279,44 @@ fn nonce_spent(tx: &Connection, nonce: &str) -> rusqlite::Result<bool> {
 /// checks a new request passes.
 fn rebuild(
     cred: &Credential,
-    v: &Value,
+    stored: &NormalizedAction,
     body: Option<Vec<u8>>,
 ) -> Result<ValidatedRequest, policy::PolicyError> {
-    let s = |k: &str| v[k].as_str().unwrap_or_default().to_owned();
-    match v["kind"].as_str() {
-        Some("http") => {
+    match stored {
+        NormalizedAction::Http(h) => {
             let body_text = body.map(|b| String::from_utf8(b).unwrap_or_default());
-            if v["body_blake3"].as_str()
-                != body_text
-                    .as_ref()
-                    .map(|b| blake3::hash(b.as_bytes()).to_hex().to_string())
-                    .as_deref()
-            {
+            let body_hash = body_text
+                .as_ref()
+                .map(|b| blake3::hash(b.as_bytes()).to_hex().to_string());
+            if h.body_blake3 != body_hash {
                 return Err(policy::PolicyError::invalid(
                     "body",
                     "the stored body does not match its hash",
                     "",
                 ));
             }
-            let headers = v["headers"]
-                .as_array()
-                .map(|h| {
-                    h.iter()
-                        .filter_map(|p| {
-                            Some((p[0].as_str()?.to_owned(), p[1].as_str()?.to_owned()))
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
             let args = HttpArgs {
                 credential: cred.name.clone(),
-                method: s("method"),
-                url: s("url"),
-                headers,
+                method: h.method.clone(),
+                url: h.url.clone(),
+                headers: h.headers.iter().cloned().collect(),
                 body: body_text,
-                timeout_s: v["timeout_s"].as_u64(),
-                max_output_bytes: v["max_output_bytes"].as_u64(),
+                timeout_s: Some(h.timeout_s),
+                max_output_bytes: Some(h.max_output_bytes),
                 ..HttpArgs::default()
             };
             policy::validate_http(cred, args)
         }
-        Some("ssh") => policy::validate_ssh(
+        NormalizedAction::Ssh(s) => policy::validate_ssh(
             cred,
             SshArgs {
                 credential: cred.name.clone(),
-                command: s("command"),
-                timeout_s: v["timeout_s"].as_u64(),
-                max_output_bytes: v["max_output_bytes"].as_u64(),
+                command: s.command.clone(),
+                timeout_s: Some(s.timeout_s),
+                max_output_bytes: Some(s.max_output_bytes),
                 ..SshArgs::default()
             },
         ),
-        _ => Err(policy::PolicyError::invalid(
-            "kind",
-            "unknown action kind",
-            "",
-        )),
     }
 }
 

@@ -19,8 +19,9 @@ pub use state::{State, Tone};
 
 use crate::audit;
 use crate::credentials::Credential;
-use crate::policy::{action_hash, ValidatedRequest};
+use crate::policy::ValidatedRequest;
 use crate::store::{Store, StoreError};
+use crate::wire::journal::{ActionRow, Basis};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -109,7 +110,8 @@ pub fn submit(
     s: Submission<'_>,
 ) -> Result<Submitted, ApprovalError> {
     let normalized = s.request.normalized(s.credential);
-    let hash = action_hash(&normalized);
+    let normalized_text = crate::policy::canonical_text(&normalized);
+    let hash = crate::policy::hash_of_text(&normalized_text);
     let fingerprint = blake3::hash(
         crate::canonical::to_string(&json!({
             "session": s.session_id, "profile": s.profile, "tool": s.request.tool(),
@@ -157,7 +159,7 @@ pub fn submit(
          state, summary, normalized, action_hash, body, fingerprint, idempotency_key, owner_pid, created_at, updated_at, expires_at) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?18, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?16, ?17)")?.execute(params![
             id, s.session_id, s.client, s.profile, s.request.tool(), s.credential.id, s.credential.name,
-            s.credential.version, summary, crate::canonical::to_string(&normalized), hash, s.request.body(),
+            s.credential.version, summary, normalized_text, hash, s.request.body(),
             fingerprint, s.idempotency_key, std::process::id(), created, expires, initial.as_str()
         ],
     )?;
@@ -183,25 +185,18 @@ fn journal(
     tx: &Connection,
     a: &Action,
     reason: Option<&str>,
-    basis: Option<&Value>,
+    basis: Option<Basis>,
 ) -> Result<(), ApprovalError> {
-    let mut body = json!({
-        "state": a.state.as_str(), "tool": a.tool, "credential": a.credential_name,
-        "summary": a.summary, "hash": a.action_hash,
-    });
-    if let Some(r) = reason {
-        body["reason"] = json!(r);
-    }
-    if let Some(b) = basis {
-        body["basis"] = b.clone();
-    }
-    audit::append(
-        tx,
-        &format!("action.{}", a.state.as_str()),
-        Some(&a.session_id),
-        Some(&a.id),
-        &body,
-    )?;
+    let body = ActionRow {
+        state: a.state,
+        tool: a.tool.clone(),
+        credential: a.credential_name.clone(),
+        summary: a.summary.clone(),
+        hash: a.action_hash.clone(),
+        reason: reason.map(str::to_owned),
+        basis,
+    };
+    audit::append(tx, Some(&a.session_id), Some(&a.id), &body)?;
     Ok(())
 }
 
@@ -215,7 +210,7 @@ pub(crate) struct Change<'a> {
     /// The scrubbed result, for a finished action.
     pub result: Option<&'a Value>,
     /// What allowed a dispatch (journaled in the `action.dispatched` row).
-    pub basis: Option<Value>,
+    pub basis: Option<Basis>,
 }
 
 /// The one way an action changes state, inside the caller's transaction: the move must be legal
@@ -247,12 +242,7 @@ pub(crate) fn transition(
         std::process::id()
     ])?;
     let action = load(tx, id)?;
-    journal(
-        tx,
-        &action,
-        change.note.or(change.reason),
-        change.basis.as_ref(),
-    )?;
+    journal(tx, &action, change.note.or(change.reason), change.basis)?;
     Ok(action)
 }
 

@@ -2,9 +2,9 @@
 //! than the one `vault.key.age` holds (`Trust::check_store`). Signing and checking signatures
 //! is `keys::signing`'s, re-exported here.
 use crate::store::{get_meta, StoreError};
+use crate::wire::journal::{Kind, VaultInit};
 use ed25519_dalek::VerifyingKey;
 use rusqlite::Connection;
-use serde_json::Value;
 
 pub use crate::keys::signing::*;
 
@@ -34,13 +34,13 @@ fn approver_public_key(conn: &Connection) -> Result<VerifyingKey, StoreError> {
     let from_meta = get_meta(conn, "approver_public_key")?.unwrap_or_default();
     let from_journal: Option<String> = conn
         .query_row(
-            "SELECT body FROM audit WHERE seq = 1 AND kind = 'vault.init'",
-            [],
+            "SELECT body FROM audit WHERE seq = 1 AND kind = ?1",
+            [Kind::VaultInit.as_str()],
             |r| r.get(0),
         )
         .ok()
-        .and_then(|b: String| serde_json::from_str::<Value>(&b).ok())
-        .and_then(|v| v["approver_public_key"].as_str().map(str::to_owned));
+        .and_then(|b: String| serde_json::from_str::<VaultInit>(&b).ok())
+        .map(|v| v.approver_public_key);
     let bad = || {
         StoreError::Damaged(
             "the approver public key in meta does not match the journal's first row",

@@ -2,8 +2,9 @@
 //! contracts the MCP server writes: `session.start`/`session.end`, `action.<state>` transitions
 //! and `call.rejected`.
 use super::AuditError;
+use crate::wire::journal::{ActionRow, CallRejected, Kind, SessionEnd, SessionStart};
+use crate::wire::State;
 use rusqlite::Connection;
-use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 
 /// One line of `vault log`: an action (its latest state) or a rejected call.
@@ -63,10 +64,6 @@ fn ms_between(a: &str, b: &str) -> Option<i64> {
     Some(b.as_millisecond() - a.as_millisecond())
 }
 
-fn string(v: &Value, key: &str) -> Option<String> {
-    v.get(key).and_then(Value::as_str).map(str::to_owned)
-}
-
 impl Activity {
     /// The whole projection of the journal.
     pub fn load(conn: &Connection) -> Result<Self, AuditError> {
@@ -88,8 +85,7 @@ impl Activity {
             let seq: i64 = r.get(0)?;
             let (ts, kind): (String, String) = (r.get(1)?, r.get(2)?);
             let (session, action): (Option<String>, Option<String>) = (r.get(3)?, r.get(4)?);
-            // A body that does not parse (a damaged row: `vault verify` names it) shows as empty.
-            let body: Value = serde_json::from_str(&r.get::<_, String>(5)?).unwrap_or(Value::Null);
+            let body: String = r.get(5)?;
             self.last_seq = seq;
             if let Some(i) = self.apply(seq, &ts, &kind, session, action, &body) {
                 if touched.last() != Some(&i) {
@@ -112,6 +108,8 @@ impl Activity {
         self.sessions.get(i)
     }
 
+    /// One row, by its kind. A body that does not read as its kind's (a damaged row: `vault
+    /// verify` names it) shows as empty.
     fn apply(
         &mut self,
         seq: i64,
@@ -119,50 +117,64 @@ impl Activity {
         kind: &str,
         session: Option<String>,
         action: Option<String>,
-        body: &Value,
+        body: &str,
     ) -> Option<usize> {
-        match kind {
-            "session.start" => {
-                self.session_started(session?, ts, body);
+        match Kind::parse(kind)? {
+            Kind::SessionStart => {
+                let start = serde_json::from_str(body).ok();
+                self.session_started(session?, ts, start);
                 None
             }
-            "session.end" => {
+            Kind::SessionEnd => {
+                let end: Option<SessionEnd> = serde_json::from_str(body).ok();
                 let s = self.session_mut(session.as_deref()?)?;
                 s.ended = Some(ts.to_owned());
-                s.end_reason = string(body, "reason");
+                s.end_reason = end.map(|e| e.reason);
                 None
             }
-            "call.rejected" => Some(self.rejected(seq, ts, session, body)),
-            _ => {
-                let state = kind.strip_prefix("action.")?.to_owned();
+            Kind::CallRejected => {
+                let body = serde_json::from_str(body).ok();
+                Some(self.rejected(seq, ts, session, body))
+            }
+            Kind::Action(state) => {
+                let body = serde_json::from_str(body).ok();
                 Some(self.transition(seq, ts, session, action?, state, body))
             }
+            _ => None,
         }
     }
 
-    fn session_started(&mut self, id: String, ts: &str, body: &Value) {
-        let text = |path: &str| {
-            body.pointer(path)
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        };
-        let s = SessionSummary {
-            id: id.clone(),
-            client_name: text("/client/name"),
-            client_version: text("/client/version"),
-            parent_pid: body.pointer("/parent/pid").and_then(Value::as_i64),
-            parent_exe: text("/parent/exe"),
-            profile: string(body, "profile"),
-            protocol_version: string(body, "protocol_version"),
-            started: ts.to_owned(),
-            ..Default::default()
+    fn session_started(&mut self, id: String, ts: &str, body: Option<SessionStart>) {
+        let s = match body {
+            Some(b) => SessionSummary {
+                id: id.clone(),
+                client_name: Some(b.client.name),
+                client_version: Some(b.client.version),
+                parent_pid: b.parent.pid.map(i64::from),
+                parent_exe: b.parent.exe,
+                profile: Some(b.profile),
+                protocol_version: Some(b.protocol_version),
+                started: ts.to_owned(),
+                ..Default::default()
+            },
+            None => SessionSummary {
+                id: id.clone(),
+                started: ts.to_owned(),
+                ..Default::default()
+            },
         };
         self.by_session.insert(id, self.sessions.len());
         self.sessions.push(s);
     }
 
     /// A refused call: its own line, counted in its session.
-    fn rejected(&mut self, seq: i64, ts: &str, session: Option<String>, body: &Value) -> usize {
+    fn rejected(
+        &mut self,
+        seq: i64,
+        ts: &str,
+        session: Option<String>,
+        body: Option<CallRejected>,
+    ) -> usize {
         if let Some(s) = session.as_deref().and_then(|id| self.session_mut(id)) {
             *s.counts.entry("rejected".into()).or_default() += 1;
         }
@@ -174,10 +186,10 @@ impl Activity {
             first_seq: seq,
             last_seq: seq,
             state: "rejected".into(),
-            tool: string(body, "tool"),
+            tool: body.as_ref().and_then(|b| b.tool.clone()),
             credential: None,
-            summary: string(body, "reason"),
-            code: body.get("code").and_then(Value::as_i64),
+            summary: body.as_ref().map(|b| b.reason.clone()),
+            code: body.as_ref().map(|b| b.code),
             duration_ms: None,
         });
         self.entries.len() - 1
@@ -191,8 +203,8 @@ impl Activity {
         ts: &str,
         session: Option<String>,
         id: String,
-        state: String,
-        body: &Value,
+        state: State,
+        body: Option<ActionRow>,
     ) -> usize {
         let i = match self.by_action.get(&id) {
             Some(&i) => i,
@@ -219,12 +231,14 @@ impl Activity {
         let e = &mut self.entries[i];
         e.updated = ts.to_owned();
         e.last_seq = seq;
-        e.state = state.clone();
-        e.tool = string(body, "tool").or(e.tool.take());
-        e.credential = string(body, "credential").or(e.credential.take());
-        e.summary = string(body, "summary").or(e.summary.take());
-        e.duration_ms = crate::wire::State::parse(&state)
-            .is_some_and(crate::wire::State::is_terminal)
+        e.state = state.as_str().to_owned();
+        if let Some(b) = body {
+            e.tool = Some(b.tool);
+            e.credential = Some(b.credential);
+            e.summary = Some(b.summary);
+        }
+        e.duration_ms = state
+            .is_terminal()
             .then(|| ms_between(&e.started, &e.updated))
             .flatten();
         let sid = e.session.clone();
@@ -235,7 +249,7 @@ impl Activity {
                     s.counts.remove(&old_state);
                 }
             }
-            *s.counts.entry(state).or_default() += 1;
+            *s.counts.entry(state.as_str().to_owned()).or_default() += 1;
         }
         i
     }

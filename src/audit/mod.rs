@@ -35,6 +35,7 @@ pub use verify::{
 
 use crate::canonical;
 use crate::store::{get_meta, StoreError};
+use crate::wire::journal::{Body, CallRejected};
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Value};
 
@@ -161,8 +162,6 @@ pub struct Appended {
     pub hash: [u8; 32],
 }
 
-/// Appends one row inside `tx` (which must be a write transaction, e.g. `Store::write`), so the
-/// row commits or rolls back with the state change it records.
 /// The journal's last row: its seq and stored hash (`None` before the first row).
 pub(crate) fn head(conn: &Connection) -> rusqlite::Result<Option<(i64, Vec<u8>)>> {
     conn.prepare_cached("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1")?
@@ -177,7 +176,21 @@ pub(crate) fn hex32(s: &str) -> Option<[u8; 32]> {
     (lower && hex::decode_to_slice(s, &mut out).is_ok()).then_some(out)
 }
 
-pub fn append(
+/// Appends one row inside `tx` (which must be a write transaction, e.g. `Store::write`), so the
+/// row commits or rolls back with the state change it records. The body's type names its kind.
+pub fn append<B: Body>(
+    tx: &Connection,
+    session: Option<&str>,
+    action: Option<&str>,
+    body: &B,
+) -> Result<Appended, AuditError> {
+    let value = serde_json::to_value(body).expect("a journal body always serializes");
+    append_row(tx, body.kind().as_str(), session, action, &value)
+}
+
+/// A row of any kind and body, for tests and tools that build a journal by hand; the vault
+/// itself appends typed bodies (`append`), so every row it writes has its kind's shape.
+pub fn append_row(
     tx: &Connection,
     kind: &str,
     session: Option<&str>,
@@ -216,13 +229,13 @@ pub fn record_rejection(
     fingerprint: &str,
     tool: Option<&str>,
 ) -> Result<Appended, AuditError> {
-    append(
-        tx,
-        "call.rejected",
-        session,
-        None,
-        &json!({"code": code, "reason": reason, "fingerprint": fingerprint, "tool": tool}),
-    )
+    let body = CallRejected {
+        code,
+        reason: reason.to_owned(),
+        fingerprint: fingerprint.to_owned(),
+        tool: tool.map(str::to_owned),
+    };
+    append(tx, session, None, &body)
 }
 
 #[cfg(test)]

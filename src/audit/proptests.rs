@@ -59,7 +59,7 @@ pub(super) fn read_rows(s: &Store) -> Vec<Owned> {
 pub(super) fn chain(tag: &str, n: usize, rng: &mut Rng) -> Store {
     let mut s = store(tag);
     let tx = s.write().unwrap();
-    append(
+    append_row(
         &tx,
         "vault.init",
         None,
@@ -72,7 +72,7 @@ pub(super) fn chain(tag: &str, n: usize, rng: &mut Rng) -> Store {
         let action = (rng.below(3) == 0).then(|| format!("act_{i}"));
         let body = json!({"n": i, "s": rng.text(), "nested": {"z": [1, rng.text()], "a": null}});
         let kind = format!("k.{}", rng.text());
-        append(&tx, &kind, session.as_deref(), action.as_deref(), &body).unwrap();
+        append_row(&tx, &kind, session.as_deref(), action.as_deref(), &body).unwrap();
     }
     tx.commit().unwrap();
     s

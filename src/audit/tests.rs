@@ -12,8 +12,8 @@ pub(super) fn store(tag: &str) -> Store {
 fn rows_chain_from_the_genesis_of_the_vault_id() {
     let mut s = store("chain");
     let tx = s.write().unwrap();
-    let a = append(&tx, "vault.init", None, None, &json!({"b": 1, "a": "x"})).unwrap();
-    let b = append(&tx, "credential.add", Some("ses_1"), None, &json!({})).unwrap();
+    let a = append_row(&tx, "vault.init", None, None, &json!({"b": 1, "a": "x"})).unwrap();
+    let b = append_row(&tx, "credential.add", Some("ses_1"), None, &json!({})).unwrap();
     tx.commit().unwrap();
     assert_eq!((a.seq, b.seq), (1, 2));
     #[allow(clippy::type_complexity)]
@@ -59,7 +59,7 @@ fn a_rolled_back_transaction_leaves_no_row() {
     let mut s = store("rollback");
     {
         let tx = s.write().unwrap();
-        append(&tx, "x", None, None, &json!({})).unwrap();
+        append_row(&tx, "x", None, None, &json!({})).unwrap();
     }
     let n: i64 = s
         .conn()
@@ -87,7 +87,7 @@ fn action_states_must_equal_their_last_journal_transition() {
         .unwrap();
     };
     let tx = s.write().unwrap();
-    append(
+    append_row(
         &tx,
         "vault.init",
         None,
@@ -101,7 +101,7 @@ fn action_states_must_equal_their_last_journal_transition() {
         ("act_a", "approved"),
         ("act_b", "denied"),
     ] {
-        append(
+        append_row(
             &tx,
             &format!("action.{state}"),
             Some("ses_1"),
@@ -148,7 +148,7 @@ fn a_rejection_keeps_the_fingerprint_never_the_request() {
     let mut s = store("reject");
     let request = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"http_request","arguments":{"x":"REQUEST_BYTES_MARKER"}}}"#;
     let tx = s.write().unwrap();
-    append(
+    append_row(
         &tx,
         "vault.init",
         None,
@@ -186,7 +186,7 @@ fn a_rejection_keeps_the_fingerprint_never_the_request() {
 fn activity_and_sessions_are_projections_of_the_journal() {
     let mut s = store("activity");
     let tx = s.write().unwrap();
-    append(
+    append_row(
         &tx,
         "vault.init",
         None,
@@ -194,15 +194,15 @@ fn activity_and_sessions_are_projections_of_the_journal() {
         &json!({"vault_id": "vlt_test"}),
     )
     .unwrap();
-    append(&tx, "session.start", Some("ses_1"), None, &json!({
+    append_row(&tx, "session.start", Some("ses_1"), None, &json!({
         "client": {"name": "claude-code", "version": "2.1.0"}, "parent": {"pid": 42, "exe": "/usr/bin/node"},
-        "profile": "default", "protocol_version": "2025-11-25"})).unwrap();
+        "peer": {"pid": 43, "exe": "/usr/bin/vault"}, "profile": "default", "protocol_version": "2025-11-25"})).unwrap();
     let action = |state: &str| {
         json!({"state": state, "tool": "http_request", "credential": "api",
-        "summary": "POST https://api.example.com/v1/items (credential api)"})
+        "summary": "POST https://api.example.com/v1/items (credential api)", "hash": "ab"})
     };
     for state in ["pending", "approved", "dispatched", "completed"] {
-        append(
+        append_row(
             &tx,
             &format!("action.{state}"),
             Some("ses_1"),
@@ -211,7 +211,7 @@ fn activity_and_sessions_are_projections_of_the_journal() {
         )
         .unwrap();
     }
-    append(
+    append_row(
         &tx,
         "action.pending",
         Some("ses_1"),
@@ -256,7 +256,7 @@ fn activity_and_sessions_are_projections_of_the_journal() {
     assert_eq!(counts, [("completed", 1), ("pending", 1), ("rejected", 1)]);
 
     let tx = s.write().unwrap();
-    append(
+    append_row(
         &tx,
         "action.withdrawn",
         Some("ses_1"),
@@ -264,12 +264,12 @@ fn activity_and_sessions_are_projections_of_the_journal() {
         &json!({"state": "withdrawn"}),
     )
     .unwrap();
-    append(
+    append_row(
         &tx,
         "session.end",
         Some("ses_1"),
         None,
-        &json!({"reason": "eof"}),
+        &json!({"reason": "eof", "withdrawn": 1, "suppressed_rejections": 0}),
     )
     .unwrap();
     tx.commit().unwrap();
@@ -291,7 +291,7 @@ fn anchors_are_written_0600_every_n_rows_and_parsed_back() {
     paths.create_dir().unwrap();
     let mut s = store("anchors");
     let tx = s.write().unwrap();
-    append(
+    append_row(
         &tx,
         "vault.init",
         None,
@@ -300,7 +300,7 @@ fn anchors_are_written_0600_every_n_rows_and_parsed_back() {
     )
     .unwrap();
     for _ in 1..ANCHOR_EVERY - 1 {
-        append(&tx, "x", None, None, &json!({})).unwrap();
+        append_row(&tx, "x", None, None, &json!({})).unwrap();
     }
     tx.commit().unwrap();
     assert_eq!(
@@ -311,7 +311,7 @@ fn anchors_are_written_0600_every_n_rows_and_parsed_back() {
     );
     assert!(!paths.anchors().exists());
     let tx = s.write().unwrap();
-    let last = append(&tx, "x", None, None, &json!({})).unwrap();
+    let last = append_row(&tx, "x", None, None, &json!({})).unwrap();
     tx.commit().unwrap();
     let a = maybe_anchor(&paths, s.conn())
         .unwrap()
@@ -384,7 +384,7 @@ fn an_export_verifies_without_the_key_and_hashes_as_the_database() {
 fn verdict_of(tag: &str, rows: &[(&str, Option<&str>, Value)]) -> Report {
     let mut s = store(tag);
     let tx = s.write().unwrap();
-    append(
+    append_row(
         &tx,
         "vault.init",
         None,
@@ -393,7 +393,16 @@ fn verdict_of(tag: &str, rows: &[(&str, Option<&str>, Value)]) -> Report {
     )
     .unwrap();
     for (kind, action, body) in rows {
-        append(&tx, kind, Some("ses_1"), *action, body).unwrap();
+        // An action row as the vault writes it, with the fields the test chose.
+        let mut full =
+            json!({"tool": "http_request", "credential": "api", "summary": "GET /", "hash": "ab"});
+        if let Some(state) = kind.strip_prefix("action.") {
+            full["state"] = json!(state);
+        }
+        for (k, v) in body.as_object().into_iter().flatten() {
+            full[k] = v.clone();
+        }
+        append_row(&tx, kind, Some("ses_1"), *action, &full).unwrap();
     }
     tx.commit().unwrap();
     verify_store(s.conn(), "vlt_test", &[]).unwrap()
@@ -457,7 +466,7 @@ fn transitions_the_lifecycle_forbids_fail_verification() {
 fn a_pause_lifted_outside_the_vault_fails_verification() {
     let mut s = store("pause-meta");
     let tx = s.write().unwrap();
-    append(
+    append_row(
         &tx,
         "vault.init",
         None,
@@ -466,7 +475,7 @@ fn a_pause_lifted_outside_the_vault_fails_verification() {
     )
     .unwrap();
     crate::store::set_meta(&tx, "paused", "incident").unwrap();
-    append(
+    append_row(
         &tx,
         "vault.pause",
         None,
@@ -484,4 +493,111 @@ fn a_pause_lifted_outside_the_vault_fails_verification() {
         .failure
         .unwrap();
     assert_eq!(f.reason, Reason::PauseStateMismatch, "{}", f.detail);
+}
+
+/// The typed bodies write the bytes the `json!` bodies of earlier builds wrote (absent stays
+/// absent, `null` stays `null`), so a journal keeps one form across the change.
+#[test]
+fn typed_bodies_are_byte_compatible_with_the_json_they_replace() {
+    use crate::wire::journal::*;
+    use crate::wire::State;
+    fn same<B: Body>(typed: &B, old: Value) {
+        let value = serde_json::to_value(typed).unwrap();
+        assert_eq!(
+            canonical::to_string(&value),
+            canonical::to_string(&old),
+            "{}",
+            typed.kind()
+        );
+    }
+    let row = ActionRow {
+        state: State::Dispatched,
+        tool: "http_request".into(),
+        credential: "api".into(),
+        summary: "GET /".into(),
+        hash: "ab".into(),
+        reason: None,
+        basis: Some(Basis::Decision {
+            decision: "dec_1".into(),
+            nonce: "n".into(),
+        }),
+    };
+    same(
+        &row,
+        json!({"state": "dispatched", "tool": "http_request", "credential": "api",
+            "summary": "GET /", "hash": "ab", "basis": {"decision": "dec_1", "nonce": "n"}}),
+    );
+    let plain = ActionRow {
+        state: State::Pending,
+        basis: None,
+        ..row
+    };
+    same(
+        &plain,
+        json!({"state": "pending", "tool": "http_request", "credential": "api",
+            "summary": "GET /", "hash": "ab"}),
+    );
+    same(
+        &CallRejected {
+            code: -32602,
+            reason: "bad".into(),
+            fingerprint: "ff".into(),
+            tool: None,
+        },
+        json!({"code": -32602, "reason": "bad", "fingerprint": "ff", "tool": null}),
+    );
+    same(
+        &SessionStart {
+            client: ClientLabel {
+                name: "c".into(),
+                version: "1".into(),
+            },
+            peer: Process {
+                pid: Some(7),
+                exe: None,
+            },
+            parent: Process::default(),
+            profile: "default".into(),
+            protocol_version: "2025-11-25".into(),
+        },
+        json!({"client": {"name": "c", "version": "1"}, "peer": {"pid": 7, "exe": null},
+            "parent": {"pid": null, "exe": null}, "profile": "default",
+            "protocol_version": "2025-11-25"}),
+    );
+    same(
+        &SessionEnd {
+            reason: "eof".into(),
+            withdrawn: 2,
+            suppressed_rejections: 0,
+        },
+        json!({"reason": "eof", "withdrawn": 2, "suppressed_rejections": 0}),
+    );
+    let target: crate::wire::Target = serde_json::from_value(json!({"kind": "ssh",
+        "host": "h", "port": 22, "user": "u", "host_key": "SHA256:x", "allow_commands": [],
+        "auth": {"type": "password"}}))
+    .unwrap();
+    let cred = CredentialBody {
+        id: "cred_1".into(),
+        profile: "default".into(),
+        name: "web".into(),
+        kind: "ssh".into(),
+        version: 2,
+        approval: crate::wire::Approval::Each,
+        target: "u@h:22".into(),
+        binding: target.clone(),
+        changed: None,
+    };
+    let old = json!({"id": "cred_1", "profile": "default", "name": "web", "kind": "ssh",
+        "version": 2, "approval": "each", "target": "u@h:22",
+        "binding": serde_json::to_value(&target).unwrap()});
+    same(&CredentialAdded(cred.clone()), old.clone());
+    let mut edited = old;
+    edited["changed"] = json!(["host_key"]);
+    same(
+        &CredentialEdited(CredentialBody {
+            changed: Some(vec!["host_key".into()]),
+            ..cred
+        }),
+        edited,
+    );
 }

@@ -6,8 +6,8 @@ use crate::agent::protocol::{Reply, Request};
 use crate::audit::{self, Anchor};
 use crate::keys::PassphraseSource;
 use crate::paths::VaultPaths;
+use crate::wire::journal::{HeadLine, VerifyLine};
 use crate::Exit;
-use serde_json::Value;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -51,8 +51,8 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
             }
         }
     };
-    let report: Value = serde_json::from_str(&line)?;
-    let ok = report["ok"] == true;
+    let report: VerifyLine = serde_json::from_str(&line)?;
+    let ok = report.ok;
     if args.json {
         outln!("{line}");
     } else {
@@ -68,9 +68,14 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     })
 }
 
-fn print_human(report: &Value, what: &str, given: usize, from_file: usize) -> anyhow::Result<()> {
-    let ok = report["ok"] == true;
-    let rows = &report["rows"];
+fn print_human(
+    report: &VerifyLine,
+    what: &str,
+    given: usize,
+    from_file: usize,
+) -> anyhow::Result<()> {
+    let ok = report.ok;
+    let rows = report.rows;
     let anchors = match (given, from_file) {
         (0, 0) => "no anchor to check".to_owned(),
         (g, 0) => format!("{g} anchor(s) given, all matched"),
@@ -82,18 +87,15 @@ fn print_human(report: &Value, what: &str, given: usize, from_file: usize) -> an
             "OK: the journal of {what} is intact: {rows} rows chained from the genesis; {anchors}."
         );
     } else {
-        let at = report["first_bad_seq"]
-            .as_i64()
+        let at = report
+            .first_bad_seq
             .map_or(String::new(), |s| format!(" at seq {s}"));
-        outln!("FAILED{at}: {}", report["reason"].as_str().unwrap_or("?"));
+        outln!("FAILED{at}: {}", report.reason.as_deref().unwrap_or("?"));
         outln!(
             "Rows verified before it: {rows}. Keep the {what} as evidence (copy it, do not repair it) and compare it with your backups and exports."
         );
     }
-    if let (Some(seq), Some(hash)) = (
-        report["head"]["seq"].as_i64(),
-        report["head"]["hash"].as_str(),
-    ) {
+    if let Some(HeadLine { seq, hash }) = &report.head {
         let label = if ok { "head" } else { "last intact row" };
         outln!("{label}: seq {seq} hash {hash}");
         if ok {

@@ -7,7 +7,7 @@ use super::{check_name, invalid, Approval, Credential, CredentialError, Secret, 
 use crate::audit;
 use crate::keys::signing::{Signed, Trust};
 use crate::store::{CredentialRow, Store};
-use serde_json::json;
+use crate::wire::journal::{CredentialAdded, CredentialBody, CredentialEdited, CredentialRemoved};
 
 pub use crate::wire::NewCredential;
 
@@ -67,17 +67,18 @@ fn to_row(c: &Credential) -> CredentialRow {
 
 /// A change's journal row: what the credential is now, its bindings in full (no secret), so a
 /// card can say what changed since the person last approved one of its actions.
-fn audit_body(c: &Credential) -> serde_json::Value {
-    json!({
-        "id": c.id,
-        "profile": c.profile,
-        "name": c.name,
-        "kind": c.target.kind(),
-        "version": c.version,
-        "approval": c.approval.as_str(),
-        "target": c.target.summary(),
-        "binding": serde_json::to_value(&c.target).expect("a target always serializes"),
-    })
+fn audit_body(c: &Credential) -> CredentialBody {
+    CredentialBody {
+        id: c.id.clone(),
+        profile: c.profile.clone(),
+        name: c.name.clone(),
+        kind: c.target.kind().to_owned(),
+        version: c.version,
+        approval: c.approval,
+        target: c.target.summary(),
+        binding: c.target.clone(),
+        changed: None,
+    }
 }
 
 impl NewCredential {
@@ -129,7 +130,7 @@ pub fn add(
     }
     to_row(&cred).insert(&tx, new.secret.expose())?;
     CredentialRow::set_policy_sig(&tx, &cred.id, Some(signature))?;
-    audit::append(&tx, "credential.add", None, None, &audit_body(&cred))?;
+    audit::append(&tx, None, None, &CredentialAdded(audit_body(&cred)))?;
     tx.commit()?;
     Ok(cred)
 }
@@ -194,7 +195,7 @@ pub fn remove(
     let cred = to_credential(row.clone())?;
     signed::check_removal(trust, &cred, removal)?;
     row.delete(&tx)?;
-    audit::append(&tx, "credential.rm", None, None, &audit_body(&cred))?;
+    audit::append(&tx, None, None, &CredentialRemoved(audit_body(&cred)))?;
     tx.commit()?;
     Ok(cred)
 }
@@ -300,9 +301,11 @@ pub fn edit(
     cred.updated_at = crate::time::now_utc();
     to_row(&cred).update(&tx, edit.secret.as_ref().map(Secret::expose))?;
     CredentialRow::set_policy_sig(&tx, &cred.id, Some(signature))?;
-    let mut body = audit_body(&cred);
-    body["changed"] = json!(changed);
-    audit::append(&tx, "credential.edit", None, None, &body)?;
+    let body = CredentialBody {
+        changed: Some(changed.iter().map(|c| c.to_string()).collect()),
+        ..audit_body(&cred)
+    };
+    audit::append(&tx, None, None, &CredentialEdited(body))?;
     tx.commit()?;
     Ok(cred)
 }

@@ -4,32 +4,31 @@
 //! to, built by the person's own command from what the person typed; the service checks it before
 //! it changes anything, so a same-uid process with the socket but no passphrase changes nothing.
 use super::{Credential, CredentialError, NewCredential};
-use crate::keys::signing::{self, Signed, Trust, POLICY, REMOVE};
+use crate::keys::signing::{self, Signed, Trust};
 use crate::keys::ApproverKey;
-use serde_json::{json, Value};
+use crate::wire::{Op, Payload, PolicyPayload, RemovalPayload};
 
 /// What a credential policy signature covers.
-pub fn policy_payload(vault_id: &str, c: &Credential) -> Value {
-    json!({
-        "v": 1,
-        "vault_id": vault_id,
-        "credential_id": c.id,
-        "version": c.version,
-        "approval": c.approval.as_str(),
-        "target": serde_json::to_value(&c.target).expect("a target always serializes"),
-    })
+pub fn policy_payload(vault_id: &str, c: &Credential) -> PolicyPayload {
+    PolicyPayload {
+        v: PolicyPayload::VERSION,
+        vault_id: vault_id.to_owned(),
+        credential_id: c.id.clone(),
+        version: c.version,
+        approval: c.approval,
+        target: c.target.clone(),
+    }
 }
 
 /// The approver's signature over a credential version's policy and bindings.
 pub fn policy_signature(key: &ApproverKey, vault_id: &str, cred: &Credential) -> String {
-    signing::sign(key, POLICY, &policy_payload(vault_id, cred)).1
+    signing::sign(key, &policy_payload(vault_id, cred)).signature
 }
 
 /// Whether `sig` is the trusted approver's over this credential version as it is.
 pub fn is_signed(trust: &Trust, cred: &Credential, sig: Option<&str>) -> bool {
     let Some(sig) = sig else { return false };
-    let payload = crate::canonical::to_string(&policy_payload(&trust.vault_id, cred));
-    signing::verify(&trust.approver, POLICY, &payload, sig)
+    signing::is_signed_by(&trust.approver, &policy_payload(&trust.vault_id, cred), sig)
 }
 
 /// The credential `new` becomes once added (version 1); what its signature covers.
@@ -48,12 +47,15 @@ pub fn as_added(new: &NewCredential) -> Credential {
 
 /// The approver's side of `vault rm`: removing this credential at this version.
 pub fn sign_removal(key: &ApproverKey, vault_id: &str, cred: &Credential) -> Signed {
-    let payload = json!({
-        "v": 1, "vault_id": vault_id, "op": "rm", "credential_id": cred.id,
-        "version": cred.version, "issued_at": crate::time::now_utc(),
-    });
-    let (payload, signature) = signing::sign(key, REMOVE, &payload);
-    Signed { payload, signature }
+    let payload = RemovalPayload {
+        v: RemovalPayload::VERSION,
+        vault_id: vault_id.to_owned(),
+        op: Op::Rm,
+        credential_id: cred.id.clone(),
+        version: cred.version,
+        issued_at: crate::wire::ts::to_millis(jiff::Timestamp::now()),
+    };
+    signing::sign(key, &payload)
 }
 
 /// Checks a removal against the credential as it is now.
@@ -62,10 +64,10 @@ pub(super) fn check_removal(
     cred: &Credential,
     removal: &Signed,
 ) -> Result<(), CredentialError> {
-    let v = removal
-        .open(trust, REMOVE)
+    let v: RemovalPayload = removal
+        .open(trust)
         .ok_or(CredentialError::Unsigned("removing a credential"))?;
-    if v["op"] != "rm" || v["credential_id"] != cred.id.as_str() || v["version"] != cred.version {
+    if v.op != Op::Rm || v.credential_id != cred.id || v.version != cred.version {
         return Err(CredentialError::Stale {
             name: cred.name.clone(),
         });

@@ -18,6 +18,7 @@ use crate::credentials::{
 use crate::keys::{KeyMaterial, Passphrase};
 use crate::paths::VaultPaths;
 use crate::vault::Vault;
+use crate::wire::journal::VerifyLine;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
@@ -286,12 +287,13 @@ fn check_journal(
     secret: &str,
     say: &mut dyn FnMut(&str),
 ) -> Result<(), DemoError> {
-    let report: Value = match cli.call(Request::Verify { anchors: vec![] }) {
-        Ok(Reply::Verify { report, .. }) => serde_json::from_str(&report).unwrap_or_default(),
+    let report: VerifyLine = match cli.call(Request::Verify { anchors: vec![] }) {
+        Ok(Reply::Verify { report, .. }) => serde_json::from_str(&report)
+            .map_err(|e| step(format!("verify answered {report:?}: {e}")))?,
         other => return Err(step(format!("verify: {other:?}"))),
     };
-    if report["ok"] != true {
-        return Err(step(format!("the journal does not verify: {report}")));
+    if !report.ok {
+        return Err(step(format!("the journal does not verify: {report:?}")));
     }
     let export = paths.dir().join("journal.jsonl");
     cli.call(Request::Export {
@@ -309,7 +311,7 @@ fn check_journal(
             "the exported journal does not verify, or holds the secret",
         ));
     }
-    say(&format!("9. Journal verified: {} rows, hash chain intact (also offline from the export, with no key); no secret in it", report["rows"]));
+    say(&format!("9. Journal verified: {} rows, hash chain intact (also offline from the export, with no key); no secret in it", report.rows));
     Ok(())
 }
 

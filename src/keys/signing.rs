@@ -1,29 +1,49 @@
 //! Signatures by the approver key: decisions, session grants, credential policies and removals,
-//! and `resume`. Each message is a domain tag followed by canonical JSON, so no signature can be
-//! replayed as another kind. A process that holds no approver key trusts the public key
-//! `vault unlock` derived from `vault.key.age` (`Trust`), never one read from the database; no
-//! process without the passphrase can sign.
+//! and `resume` (the typed payloads of `wire::payload`). Each message is the payload type's
+//! domain tag followed by its canonical JSON, so no signature can be replayed as another kind.
+//! A process that holds no approver key trusts the public key `vault unlock` derived from
+//! `vault.key.age` (`Trust`), never one read from the database; no process without the
+//! passphrase can sign.
 use super::ApproverKey;
 use crate::canonical;
+use crate::wire::Payload;
 use ed25519_dalek::{Signature, Signer, VerifyingKey};
 use serde_json::Value;
-
-pub const DECISION: &[u8] = b"agent-vault decision v1\n";
-pub const GRANT: &[u8] = b"agent-vault session grant v1\n";
-pub const POLICY: &[u8] = b"agent-vault credential policy v1\n";
-pub const RESUME: &[u8] = b"agent-vault resume v1\n";
-pub const REMOVE: &[u8] = b"agent-vault credential removal v1\n";
 
 pub use crate::wire::Signed;
 
 impl Signed {
-    /// The payload as JSON, if the signature over it verifies.
-    pub fn open(&self, trust: &Trust, tag: &[u8]) -> Option<Value> {
-        verify(&trust.approver, tag, &self.payload, &self.signature)
-            .then(|| serde_json::from_str(&self.payload).ok())
-            .flatten()
-            .filter(|v: &Value| v["vault_id"] == trust.vault_id.as_str())
+    /// The payload, if the signature over it verifies, it parses as `T` (nothing unknown), and
+    /// it is of this build's format version and for the trusted vault.
+    pub fn open<T: Payload>(&self, trust: &Trust) -> Option<T> {
+        if !verify(&trust.approver, T::TAG, &self.payload, &self.signature) {
+            return None;
+        }
+        serde_json::from_str::<T>(&self.payload)
+            .ok()
+            .filter(|p| p.version() == T::VERSION && p.vault_id() == trust.vault_id)
     }
+}
+
+/// The canonical text a payload is signed as.
+pub fn canonical_payload<T: Payload>(payload: &T) -> String {
+    let value = serde_json::to_value(payload).expect("a signed payload always serializes");
+    canonical::to_string(&value)
+}
+
+/// Signs a typed payload: its canonical text and the approver's signature over `TAG ‖ text`.
+pub fn sign<T: Payload>(key: &ApproverKey, payload: &T) -> Signed {
+    let text = canonical_payload(payload);
+    let sig = key.signing_key().sign(&message(T::TAG, &text));
+    Signed {
+        payload: text,
+        signature: hex::encode(sig.to_bytes()),
+    }
+}
+
+/// Whether `signature` is the approver's over this payload as it is (re-serialized here).
+pub fn is_signed_by<T: Payload>(public: &VerifyingKey, payload: &T, signature: &str) -> bool {
+    verify(public, T::TAG, &canonical_payload(payload), signature)
 }
 
 /// What a process that holds no approver key trusts: the vault id and the approver's public key,
@@ -48,13 +68,6 @@ fn message(tag: &[u8], payload: &str) -> Vec<u8> {
     m.extend_from_slice(tag);
     m.extend_from_slice(payload.as_bytes());
     m
-}
-
-/// Signs `payload` (canonicalized here); returns (canonical payload, hex signature).
-pub fn sign(key: &ApproverKey, tag: &[u8], payload: &Value) -> (String, String) {
-    let text = canonical::to_string(payload);
-    let sig = key.signing_key().sign(&message(tag, &text));
-    (text, hex::encode(sig.to_bytes()))
 }
 
 /// Whether `signature` (hex) is the approver's over `tag ‖ payload` (already canonical).
@@ -111,29 +124,125 @@ fn verified() -> &'static std::sync::Mutex<std::collections::HashSet<[u8; 32]>> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::{Decision, DecisionPayload, GrantPayload, Op, ResumePayload};
     use serde_json::json;
+
+    fn resume(vault: &str) -> ResumePayload {
+        ResumePayload {
+            v: 1,
+            vault_id: vault.into(),
+            op: Op::Resume,
+            nonce: "00112233445566778899aabbccddeeff".into(),
+            issued_at: "2026-11-30T13:42:42.120Z".parse().unwrap(),
+        }
+    }
 
     #[test]
     fn signatures_bind_tag_and_exact_payload() {
         let k = ApproverKey::generate();
-        let (text, sig) = sign(&k, DECISION, &json!({"b": 1, "a": "x"}));
-        assert_eq!(text, r#"{"a":"x","b":1}"#);
-        assert!(verify(&k.public(), DECISION, &text, &sig));
+        let trust = Trust::new("v1", &k);
+        let signed = sign(&k, &resume("v1"));
+        assert_eq!(
+            signed.payload,
+            r#"{"issued_at":"2026-11-30T13:42:42.120Z","nonce":"00112233445566778899aabbccddeeff","op":"resume","v":1,"vault_id":"v1"}"#
+        );
+        assert_eq!(signed.open::<ResumePayload>(&trust), Some(resume("v1")));
         assert!(
-            !verify(&k.public(), GRANT, &text, &sig),
+            signed.open::<GrantPayload>(&trust).is_none(),
             "another kind of message"
         );
-        assert!(!verify(&k.public(), DECISION, r#"{"a":"x","b":2}"#, &sig));
+        assert!(!verify(
+            &k.public(),
+            GrantPayload::TAG,
+            &signed.payload,
+            &signed.signature
+        ));
+        let changed = Signed {
+            payload: signed.payload.replace("120Z", "121Z"),
+            ..signed.clone()
+        };
+        assert!(changed.open::<ResumePayload>(&trust).is_none());
+        let reordered = Signed {
+            payload: signed
+                .payload
+                .replace(r#"{"issued_at":"2026-11-30T13:42:42.120Z","#, "{")
+                .replace('}', r#","issued_at":"2026-11-30T13:42:42.120Z"}"#),
+            ..signed.clone()
+        };
         assert!(
-            !verify(&k.public(), DECISION, r#"{"b":1,"a":"x"}"#, &sig),
+            !verify(
+                &k.public(),
+                ResumePayload::TAG,
+                &reordered.payload,
+                &reordered.signature
+            ),
             "not canonical"
         );
+        let other = Trust::new("v1", &ApproverKey::generate());
+        assert!(
+            signed.open::<ResumePayload>(&other).is_none(),
+            "another approver"
+        );
+        let elsewhere = sign(&k, &resume("v2"));
+        assert!(
+            elsewhere.open::<ResumePayload>(&trust).is_none(),
+            "another vault"
+        );
+        let future = sign(
+            &k,
+            &ResumePayload {
+                v: 2,
+                ..resume("v1")
+            },
+        );
+        assert!(
+            future.open::<ResumePayload>(&trust).is_none(),
+            "another format version"
+        );
         assert!(!verify(
-            &ApproverKey::generate().public(),
-            DECISION,
-            &text,
-            &sig
+            &k.public(),
+            ResumePayload::TAG,
+            &signed.payload,
+            "00"
         ));
-        assert!(!verify(&k.public(), DECISION, &text, "00"));
+    }
+
+    /// The typed payloads sign the same bytes the `json!` payloads of earlier builds signed, so a
+    /// decision recorded by one build verifies in the next.
+    #[test]
+    fn typed_payloads_are_byte_compatible_with_the_json_they_replace() {
+        let d = DecisionPayload {
+            v: 1,
+            vault_id: "vlt".into(),
+            action_id: "act_1".into(),
+            action_hash: "ab".into(),
+            decision: Decision::Approve,
+            reason: None,
+            expires_at: "2026-11-30T13:47:42Z".parse().unwrap(),
+            nonce: "n".repeat(32),
+            issued_at: "2026-11-30T13:42:42.5Z".parse().unwrap(),
+        };
+        let old = json!({
+            "v": 1, "vault_id": "vlt", "action_id": "act_1", "action_hash": "ab",
+            "decision": "approve", "reason": null, "expires_at": "2026-11-30T13:47:42.000Z",
+            "nonce": "n".repeat(32), "issued_at": "2026-11-30T13:42:42.500Z",
+        });
+        assert_eq!(canonical_payload(&d), canonical::to_string(&old));
+        let g = GrantPayload {
+            v: 2,
+            vault_id: "vlt".into(),
+            action_id: "act_1".into(),
+            action_hash: "ab".into(),
+            credential_id: "cred_1".into(),
+            credential_version: 3,
+            expires_at: "2026-11-30T14:42:42.001Z".parse().unwrap(),
+            nonce: "m".repeat(32),
+        };
+        let old = json!({
+            "v": 2, "vault_id": "vlt", "action_id": "act_1", "action_hash": "ab",
+            "credential_id": "cred_1", "credential_version": 3,
+            "expires_at": "2026-11-30T14:42:42.001Z", "nonce": "m".repeat(32),
+        });
+        assert_eq!(canonical_payload(&g), canonical::to_string(&old));
     }
 }

@@ -9,7 +9,7 @@ pub use http::{HttpArgs, HttpRequest};
 pub use ssh::{shell_syntax, SshArgs, SshRequest};
 
 use crate::credentials::{Approval, Credential, Target};
-use serde_json::{json, Value};
+use crate::wire::{CredentialRef, NormalizedAction, NormalizedHttp, NormalizedSsh};
 
 /// Largest request body the vault forwards.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -98,30 +98,36 @@ impl ValidatedRequest {
         }
     }
     /// The normalized action (docs/design.md §4); its canonical JSON is what the action hash covers.
-    pub fn normalized(&self, cred: &Credential) -> Value {
+    pub fn normalized(&self, cred: &Credential) -> NormalizedAction {
         // The name and profile too: the card shows them, so the hash must cover them.
-        let credential = json!({"id": cred.id, "version": cred.version, "name": cred.name, "profile": cred.profile});
+        let credential = CredentialRef {
+            id: cred.id.clone(),
+            version: cred.version,
+            name: cred.name.clone(),
+            profile: cred.profile.clone(),
+        };
         match self {
-            ValidatedRequest::Http(h) => json!({
-                "kind": "http",
-                "credential": credential,
-                "method": h.method,
-                "url": h.url,
-                "headers": h.headers,
-                "body_blake3": h.body.as_ref().map(|b| blake3::hash(b).to_hex().to_string()),
-                "timeout_s": h.timeout_s,
-                "max_output_bytes": h.max_output_bytes,
+            ValidatedRequest::Http(h) => NormalizedAction::Http(NormalizedHttp {
+                credential,
+                method: h.method.clone(),
+                url: h.url.clone(),
+                headers: h.headers.clone(),
+                body_blake3: h
+                    .body
+                    .as_ref()
+                    .map(|b| blake3::hash(b).to_hex().to_string()),
+                timeout_s: h.timeout_s,
+                max_output_bytes: h.max_output_bytes,
             }),
-            ValidatedRequest::Ssh(s) => json!({
-                "kind": "ssh",
-                "credential": credential,
-                "host": s.host,
-                "port": s.port,
-                "user": s.user,
-                "host_key": s.host_key,
-                "command": s.command,
-                "timeout_s": s.timeout_s,
-                "max_output_bytes": s.max_output_bytes,
+            ValidatedRequest::Ssh(s) => NormalizedAction::Ssh(NormalizedSsh {
+                credential,
+                host: s.host.clone(),
+                port: s.port,
+                user: s.user.clone(),
+                host_key: s.host_key.clone(),
+                command: s.command.clone(),
+                timeout_s: s.timeout_s,
+                max_output_bytes: s.max_output_bytes,
             }),
         }
     }
@@ -140,10 +146,27 @@ impl ValidatedRequest {
 }
 
 /// blake3 hex of the canonical JSON of a normalized action.
-pub fn action_hash(normalized: &Value) -> String {
-    blake3::hash(crate::canonical::to_string(normalized).as_bytes())
-        .to_hex()
-        .to_string()
+pub fn action_hash(normalized: &NormalizedAction) -> String {
+    hash_of_text(&canonical_text(normalized))
+}
+
+/// The canonical JSON text of a normalized action: what `actions.normalized` stores.
+pub fn canonical_text(normalized: &NormalizedAction) -> String {
+    let value = serde_json::to_value(normalized).expect("a normalized action always serializes");
+    crate::canonical::to_string(&value)
+}
+
+/// The action hash of a stored normalized text, read as it is (a text that is not canonical JSON
+/// of a normalized action is refused, so what is hashed is what is parsed): the action and its
+/// hash.
+pub fn read_normalized(text: &str) -> Option<(NormalizedAction, String)> {
+    let parsed: NormalizedAction = serde_json::from_str(text).ok()?;
+    (canonical_text(&parsed) == text).then(|| (parsed, hash_of_text(text)))
+}
+
+/// The action hash of a canonical normalized text.
+pub fn hash_of_text(text: &str) -> String {
+    blake3::hash(text.as_bytes()).to_hex().to_string()
 }
 
 /// Validates HTTP arguments against the credential (which must be an HTTP credential). A body

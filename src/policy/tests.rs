@@ -184,6 +184,32 @@ fn the_hash_covers_the_credential_version_and_every_field() {
     assert_eq!(h1, action_hash(&r.normalized(&c)));
 }
 
+/// The typed normalized action hashes the bytes the `json!` form of earlier builds hashed
+/// (`body_blake3` written as `null`, headers as pairs), and a stored text is read back only when
+/// it is exactly that canonical form.
+#[test]
+fn the_typed_normalized_action_is_byte_compatible_and_read_back_exactly() {
+    let c = http_cred("api.example.com", 443, "/", HttpAuth::Bearer);
+    let mut a = get("https://api.example.com/a");
+    a.headers.insert("accept".into(), "application/json".into());
+    let r = validate_http(&c, a).unwrap();
+    let n = r.normalized(&c);
+    let old = serde_json::json!({
+        "kind": "http",
+        "credential": {"id": c.id, "version": c.version, "name": c.name, "profile": c.profile},
+        "method": "GET", "url": "https://api.example.com/a",
+        "headers": [["accept", "application/json"]], "body_blake3": null,
+        "timeout_s": 30, "max_output_bytes": 65536,
+    });
+    let text = crate::canonical::to_string(&old);
+    assert_eq!(canonical_text(&n), text);
+    let (back, hash) = read_normalized(&text).unwrap();
+    assert_eq!((back, hash), (n.clone(), action_hash(&n)));
+    assert!(read_normalized(&text.replace(r#""kind":"http""#, r#""kind":"http","x":1"#)).is_none());
+    let spaced = text.replacen(',', ", ", 1);
+    assert!(read_normalized(&spaced).is_none(), "not canonical");
+}
+
 #[test]
 fn ssh_allowlist_and_kind_mismatch() {
     let c = Credential {

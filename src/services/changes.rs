@@ -5,6 +5,7 @@
 //! they did not mean.
 use crate::credentials::Credential;
 use crate::store::StoreError;
+use crate::wire::journal::{CredentialBody, Kind};
 use crate::wire::protocol::{CredentialChange, FieldChange};
 use rusqlite::{Connection, OptionalExtension};
 use serde_json::Value;
@@ -20,9 +21,15 @@ pub(crate) fn since_approved(
     let approved: Option<i64> = conn
         .prepare_cached(
             "SELECT max(a.credential_version) FROM actions a WHERE a.credential_id = ?1
-               AND EXISTS (SELECT 1 FROM audit j WHERE j.action_id = a.id AND j.kind = 'action.approved')",
+               AND EXISTS (SELECT 1 FROM audit j WHERE j.action_id = a.id AND j.kind = ?2)",
         )?
-        .query_row([&cred.id], |r| r.get(0))
+        .query_row(
+            [
+                cred.id.as_str(),
+                Kind::Action(crate::wire::State::Approved).as_str(),
+            ],
+            |r| r.get(0),
+        )
         .optional()?
         .flatten();
     let Some(approved) = approved.filter(|&v| v < cred.version) else {
@@ -30,42 +37,46 @@ pub(crate) fn since_approved(
     };
     // Every add/edit row of this credential from the approved version on, oldest first.
     let mut stmt = conn.prepare_cached(
-        "SELECT body FROM audit WHERE kind IN ('credential.add', 'credential.edit')
+        "SELECT body FROM audit WHERE kind IN (?3, ?4)
            AND json_extract(body, '$.id') = ?1 AND json_extract(body, '$.version') >= ?2
          ORDER BY seq",
     )?;
-    let rows: Vec<Value> = stmt
-        .query_map(rusqlite::params![cred.id, approved], |r| {
-            r.get::<_, String>(0)
-        })?
+    let kinds = (Kind::CredentialAdd.as_str(), Kind::CredentialEdit.as_str());
+    let rows: Vec<CredentialBody> = stmt
+        .query_map(
+            rusqlite::params![cred.id, approved, kinds.0, kinds.1],
+            |r| r.get::<_, String>(0),
+        )?
         .filter_map(|b| b.ok().and_then(|b| serde_json::from_str(&b).ok()))
         .collect();
-    let old = rows
-        .iter()
-        .find(|r| r["version"] == approved && !r["binding"].is_null());
+    let old = rows.iter().find(|r| r.version == approved);
     let mut fields = Vec::new();
     if let Some(old) = old {
-        let new = serde_json::to_value(&cred.target).unwrap_or_default();
-        diff("", &old["binding"], &new, &mut fields);
-        if old["approval"].as_str() != Some(cred.approval.as_str()) {
+        let as_value = |t: &crate::wire::Target| serde_json::to_value(t).unwrap_or_default();
+        diff(
+            "",
+            &as_value(&old.binding),
+            &as_value(&cred.target),
+            &mut fields,
+        );
+        if old.approval != cred.approval {
             fields.push(FieldChange {
                 field: "approval".into(),
-                old: old["approval"].as_str().map(str::to_owned),
+                old: Some(old.approval.as_str().to_owned()),
                 new: Some(cred.approval.as_str().to_owned()),
             });
         }
     }
     // Fields named by the edits (the secret's value is never shown, only that it changed; so are
     // fields of versions whose bindings the journal does not hold).
-    for r in rows.iter().filter(|r| r["version"] != approved) {
-        for name in r["changed"].as_array().into_iter().flatten() {
-            let name = name.as_str().unwrap_or("?");
+    for r in rows.iter().filter(|r| r.version != approved) {
+        for name in r.changed.iter().flatten() {
             let known = fields
                 .iter()
-                .any(|f| f.field == name || f.field.ends_with(name));
+                .any(|f| f.field == *name || f.field.ends_with(name.as_str()));
             if !known && (old.is_none() || name == "secret") {
                 fields.push(FieldChange {
-                    field: name.to_owned(),
+                    field: name.clone(),
                     old: None,
                     new: None,
                 });

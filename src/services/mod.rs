@@ -9,8 +9,8 @@ pub(crate) mod tools;
 
 use crate::approvals;
 use crate::store::{Store, StoreError};
+use crate::wire::journal::{ClientLabel, Process, SessionEnd, SessionStart};
 use crate::wire::ClientInfo;
-use serde_json::json;
 
 /// Journals `session.start`: the client's self-reported name, and the processes the agent saw
 /// (the peer, `vault mcp`, and its parent, the AI client), which identify who asked.
@@ -19,17 +19,20 @@ pub(crate) fn session_start(
     session_id: &str,
     client: &ClientInfo,
     profile: &str,
-    (peer, parent): (serde_json::Value, serde_json::Value),
+    (peer, parent): (Process, Process),
 ) -> Result<(), StoreError> {
-    let body = json!({
-        "client": {"name": client.name, "version": client.version},
-        "peer": peer,
-        "parent": parent,
-        "profile": profile,
-        "protocol_version": client.protocol_version,
-    });
+    let body = SessionStart {
+        client: ClientLabel {
+            name: client.name.clone(),
+            version: client.version.clone(),
+        },
+        peer,
+        parent,
+        profile: profile.to_owned(),
+        protocol_version: client.protocol_version.clone(),
+    };
     let tx = store.write()?;
-    crate::audit::append(&tx, "session.start", Some(session_id), None, &body)
+    crate::audit::append(&tx, Some(session_id), None, &body)
         .map_err(|_| StoreError::Damaged("the journal could not be appended to"))?;
     tx.commit()
 }
@@ -44,14 +47,13 @@ pub(crate) fn session_end(
 ) -> Result<crate::audit::Appended, StoreError> {
     let n = approvals::withdraw_session(store, session_id, "the client went away").unwrap_or(0);
     let tx = store.write()?;
-    let end = crate::audit::append(
-        &tx,
-        "session.end",
-        Some(session_id),
-        None,
-        &json!({"reason": reason, "withdrawn": n, "suppressed_rejections": suppressed_rejections}),
-    )
-    .map_err(|_| StoreError::Damaged("the journal could not be appended to"))?;
+    let body = SessionEnd {
+        reason: reason.to_owned(),
+        withdrawn: n as u64,
+        suppressed_rejections,
+    };
+    let end = crate::audit::append(&tx, Some(session_id), None, &body)
+        .map_err(|_| StoreError::Damaged("the journal could not be appended to"))?;
     tx.commit()?;
     Ok(end)
 }

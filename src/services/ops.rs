@@ -7,8 +7,8 @@ use crate::audit;
 use crate::credentials::{self, CredentialError};
 use crate::paths::VaultPaths;
 use crate::store::{Store, StoreError};
+use crate::wire::journal::{Kind, SessionStart};
 use crate::wire::protocol::{ApprovalView, ErrorCode, JournalRow, Reply, Request};
-use serde_json::Value;
 
 /// Runs one person's request. Requests that belong to a live agent (hello, tools, lock, status,
 /// watching) are not handled here.
@@ -116,17 +116,15 @@ pub(crate) fn pending(store: &mut Store) -> Result<Vec<ApprovalView>, ApprovalEr
 /// What the approver needs to show an action and re-derive its hash.
 pub(crate) fn view(store: &Store, a: &Action) -> Result<ApprovalView, ApprovalError> {
     let (normalized, body) = approvals::stored_request(store, &a.id)?;
-    let start: Option<String> = store
+    let session: Option<Box<SessionStart>> = store
         .conn()
         .query_row(
-            "SELECT body FROM audit WHERE kind = 'session.start' AND session_id = ?1 ORDER BY seq LIMIT 1",
-            [&a.session_id],
-            |r| r.get(0),
+            "SELECT body FROM audit WHERE kind = ?2 AND session_id = ?1 ORDER BY seq LIMIT 1",
+            [a.session_id.as_str(), Kind::SessionStart.as_str()],
+            |r| r.get::<_, String>(0),
         )
-        .ok();
-    let start: Value = start
-        .and_then(|b| serde_json::from_str(&b).ok())
-        .unwrap_or_default();
+        .ok()
+        .and_then(|b| serde_json::from_str(&b).ok());
     let changed = match credentials::get_by_id(store.conn(), &a.credential_id) {
         Ok(Some((cred, _))) => super::changes::since_approved(store.conn(), &cred)?,
         _ => None,
@@ -135,8 +133,7 @@ pub(crate) fn view(store: &Store, a: &Action) -> Result<ApprovalView, ApprovalEr
         action: a.clone(),
         normalized,
         body_hex: body.map(hex::encode),
-        client: start["client"].clone(),
-        peer: serde_json::json!({"vault_mcp": start["peer"], "parent": start["parent"]}),
+        session,
         changed,
     })
 }

@@ -7,11 +7,15 @@ pub mod catalog;
 mod client;
 mod code;
 mod credential;
+pub mod journal;
+mod normalized;
 mod outcome;
+mod payload;
 pub mod protocol;
 mod result;
 mod state;
 mod status;
+pub mod ts;
 
 pub use action::{Action, Signed, SignedDecision};
 pub use client::ClientInfo;
@@ -20,7 +24,12 @@ pub use credential::{
     Approval, Credential, Edit, HttpAuth, HttpTarget, Listed, NewCredential, Secret, SshAuth,
     SshTarget, Target,
 };
+pub use normalized::{CredentialRef, NormalizedAction, NormalizedHttp, NormalizedSsh};
 pub use outcome::Outcome;
+pub use payload::{
+    Decision, DecisionPayload, GrantPayload, Op, Payload, PolicyPayload, RemovalPayload,
+    ResumePayload,
+};
 pub use result::{internal, locked, ToolResult};
 pub use state::State;
 pub use status::Hardening;

@@ -10,8 +10,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// The protocol version both ends must speak (`Hello.v`). 2: the encrypted channel
-/// (`agent::channel`) replaced the key-possession challenge.
-pub const VERSION: u32 = 2;
+/// (`agent::channel`) replaced the key-possession challenge. 3: an `ApprovalView` carries the
+/// session's typed start row instead of loose client and peer JSON.
+pub const VERSION: u32 = 3;
 
 /// The longest frame either end accepts (an MCP line is at most 4 MiB; its wrapping is small).
 pub const MAX_FRAME: usize = 8 * 1024 * 1024;
@@ -143,7 +144,8 @@ impl Request {
 
 /// An action as the approver sees it: the stored row, the normalized request (canonical JSON,
 /// whose blake3 the approver recomputes and compares with `action.action_hash`), the body, and who
-/// asked (the client's self-reported name and the peer process the agent saw).
+/// asked (the session's start row: the client's self-reported name and the processes the agent
+/// saw).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ApprovalView {
@@ -151,8 +153,9 @@ pub struct ApprovalView {
     pub normalized: String,
     /// Hex of the body bytes, if any.
     pub body_hex: Option<String>,
-    pub client: Value,
-    pub peer: Value,
+    /// The session that asked, as its `session.start` row recorded it (the client's
+    /// self-reported label, `vault mcp` and its parent process), if the journal has it.
+    pub session: Option<Box<super::journal::SessionStart>>,
     /// How the credential changed since the person last approved one of its actions, if it did.
     #[serde(default)]
     pub changed: Option<CredentialChange>,

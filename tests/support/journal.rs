@@ -14,7 +14,7 @@ pub fn append_rows(v: &TestVault, n: usize) {
     let mut vault = open(v);
     for i in 0..n {
         let tx = vault.store.write().unwrap();
-        audit::append(&tx, "test.row", Some("ses_t"), None, &json!({"i": i})).unwrap();
+        audit::append_row(&tx, "test.row", Some("ses_t"), None, &json!({"i": i})).unwrap();
         tx.commit().unwrap();
     }
 }

@@ -64,7 +64,7 @@ fn setup_keyed(tag: &str) -> (Store, Credential, ApproverKey) {
     let key = ApproverKey::generate();
     let tx = s.write().unwrap();
     set_meta(&tx, "approver_public_key", &key.public_hex()).unwrap();
-    crate::audit::append(
+    crate::audit::append_row(
         &tx,
         "vault.init",
         None,

@@ -237,7 +237,7 @@ fn policies_other_than_each_need_the_approvers_signature() {
             [&g.id],
         )
         .unwrap();
-        crate::audit::append(
+        crate::audit::append_row(
             &tx,
             "action.received",
             Some("ses_1"),

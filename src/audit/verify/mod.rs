@@ -7,6 +7,8 @@ pub use sources::{verify_file, verify_store};
 
 use super::anchor::Anchor;
 use super::{genesis, write_canonical_row};
+use crate::wire::journal::{ActionRow, Basis, HeadLine, Kind, VaultInit, VerifyLine};
+use crate::wire::State;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
@@ -108,23 +110,9 @@ impl Report {
         self.failure.is_none()
     }
 
-    /// `{"ok":…,"rows":N,"head":{"seq":N,"hash":"<hex>"},"first_bad_seq":…,"reason":…}`, keys in
-    /// this order.
-    pub fn to_json_line(&self) -> String {
-        #[derive(serde::Serialize)]
-        struct HeadLine {
-            seq: i64,
-            hash: String,
-        }
-        #[derive(serde::Serialize)]
-        struct Line {
-            ok: bool,
-            rows: u64,
-            head: Option<HeadLine>,
-            first_bad_seq: Option<i64>,
-            reason: Option<String>,
-        }
-        let line = Line {
+    /// The verdict as `vault verify --json` prints it.
+    pub fn to_line(&self) -> VerifyLine {
+        VerifyLine {
             ok: self.ok(),
             rows: self.rows,
             head: self.head.map(|h| HeadLine {
@@ -133,8 +121,12 @@ impl Report {
             }),
             first_bad_seq: self.failure.as_ref().and_then(|f| f.seq),
             reason: self.failure.as_ref().map(Failure::message),
-        };
-        serde_json::to_string(&line).expect("a report serializes")
+        }
+    }
+
+    /// `to_line` as one line of JSON (`VerifyLine`'s key order).
+    pub fn to_json_line(&self) -> String {
+        serde_json::to_string(&self.to_line()).expect("a report serializes")
     }
 }
 
@@ -203,12 +195,23 @@ impl Verifier {
         &mut self,
         exp: i64,
         action: &str,
-        state: &str,
+        kind: &str,
         body: &str,
     ) -> Result<(), String> {
-        use crate::wire::State;
-        let to = State::parse(state)
-            .ok_or_else(|| format!("row {exp} names an unknown state {state:?}"))?;
+        let to = match Kind::parse(kind) {
+            Some(Kind::Action(to)) => to,
+            Some(other) => {
+                return Err(format!(
+                    "row {exp} is a {other} row but names action {action}"
+                ))
+            }
+            None if kind.starts_with("action.") => {
+                return Err(format!("row {exp} names an unknown state {kind:?}"))
+            }
+            // A kind this build does not know (a newer build's row) is history, not an action step.
+            None => return Ok(()),
+        };
+        let state = to.as_str();
         match self.transitions.get(action) {
             None if !to.is_initial() => {
                 return Err(format!("action {action} first appears at seq {exp} as {state}, but an action starts pending or received"));
@@ -222,14 +225,9 @@ impl Verifier {
             None => {}
         }
         if to == State::Dispatched {
-            let nonce = serde_json::from_str::<serde_json::Value>(body)
-                .ok()
-                .and_then(|b| {
-                    b.pointer("/basis/nonce")
-                        .and_then(|n| n.as_str())
-                        .map(str::to_owned)
-                });
-            if let Some(n) = nonce {
+            let row: ActionRow = serde_json::from_str(body)
+                .map_err(|e| format!("row {exp} (action.dispatched) has no readable body: {e}"))?;
+            if let Some(Basis::Decision { nonce: n, .. }) = row.basis {
                 if !self.spent.insert(n) {
                     return Err(format!("action {action} was dispatched at seq {exp} on a decision an earlier dispatch already spent"));
                 }
@@ -273,9 +271,9 @@ impl Verifier {
         match self.check_row(exp, row) {
             Err((reason, detail)) => self.fail(Some(exp), reason, detail),
             Ok(hash) => {
-                match row.kind {
-                    "vault.pause" => self.paused = true,
-                    "vault.resume" => self.paused = false,
+                match Kind::parse(row.kind) {
+                    Some(Kind::VaultPause) => self.paused = true,
+                    Some(Kind::VaultResume) => self.paused = false,
                     _ => {}
                 }
                 self.prev = hash;
@@ -365,25 +363,23 @@ impl Verifier {
             );
             return Err((Reason::AnchorMismatch, detail));
         }
-        if let (Some(action), Some(state)) = (row.action, row.kind.strip_prefix("action.")) {
-            self.check_lifecycle(exp, action, state, row.body)
+        if let Some(action) = row.action {
+            self.check_lifecycle(exp, action, row.kind, row.body)
                 .map_err(|detail| (Reason::IllegalTransition, detail))?;
         }
         Ok(hash)
     }
 
     fn check_genesis(&self, row: &RowRef<'_>) -> Result<(), String> {
-        if row.kind != "vault.init" {
+        if Kind::parse(row.kind) != Some(Kind::VaultInit) {
             return Err(format!(
                 "row 1 is a {:?} row; a journal starts with vault.init",
                 row.kind
             ));
         }
-        let body: serde_json::Value =
-            serde_json::from_str(row.body).map_err(|e| format!("row 1's body is not JSON: {e}"))?;
-        let id = body["vault_id"]
-            .as_str()
-            .ok_or("row 1's body holds no vault_id")?;
+        let body: VaultInit = serde_json::from_str(row.body)
+            .map_err(|e| format!("row 1's body is not a vault.init body: {e}"))?;
+        let id = body.vault_id.as_str();
         if let Some(want) = &self.vault_id {
             if id != want {
                 return Err(format!(

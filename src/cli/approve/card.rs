@@ -10,7 +10,7 @@
 //! changed since the person last approved one of its actions says so, old and new. Every string
 //! goes through `term::escape`.
 use crate::term::{escape, show_body, MAX_SHOWN_BODY_BYTES};
-use serde_json::Value;
+use crate::wire::{CredentialRef, NormalizedAction};
 
 /// Lines of the body the card shows before pointing at the full view.
 const PREVIEW_LINES: usize = 12;
@@ -30,8 +30,8 @@ pub(super) struct CardData {
     pub client_name: String,
     pub client_version: String,
     pub parent_exe: String,
-    /// The normalized action (what the hash covers), or null when it did not verify.
-    pub normalized: Value,
+    /// The normalized action (what the hash covers), or `None` when it did not verify.
+    pub normalized: Option<NormalizedAction>,
     pub body: Option<Vec<u8>>,
     /// How the credential changed since the person last approved one of its actions.
     pub changed: Option<crate::agent::protocol::CredentialChange>,
@@ -62,7 +62,7 @@ impl CardData {
     /// `Err(why)` when the action must not be approved because the person cannot be shown all
     /// of it.
     pub(super) fn approvable(&self) -> Result<(), String> {
-        if self.normalized.is_null() {
+        if self.normalized.is_none() {
             return Err("does not carry a request that re-derives its hash, so it cannot be approved. Deny it ([d])".into());
         }
         match self.shown_body() {
@@ -76,63 +76,61 @@ impl CardData {
 
     /// What runs, on one line: `DELETE https://…` or `deploy@host port 22: uptime`.
     pub(super) fn headline(&self) -> String {
-        let n = &self.normalized;
-        let text = |v: &Value| escape(v.as_str().unwrap_or("?"));
-        match n["kind"].as_str() {
-            Some("http") => format!("{} {}", text(&n["method"]), text(&n["url"])),
-            Some("ssh") => format!(
+        match &self.normalized {
+            Some(NormalizedAction::Http(h)) => format!("{} {}", escape(&h.method), escape(&h.url)),
+            Some(NormalizedAction::Ssh(s)) => format!(
                 "{}@{} port {}: {}",
-                text(&n["user"]),
-                text(&n["host"]),
-                n["port"].as_u64().unwrap_or(0),
-                text(&n["command"])
+                escape(&s.user),
+                escape(&s.host),
+                s.port,
+                escape(&s.command)
             ),
-            _ => "(a request that does not match its hash: not shown)".into(),
+            None => "(a request that does not match its hash: not shown)".into(),
         }
+    }
+
+    fn credential_ref(&self) -> Option<&CredentialRef> {
+        self.normalized.as_ref().map(NormalizedAction::credential)
     }
 
     /// The credential as the hash covers it: `api (profile default, version 3)`.
     fn credential(&self) -> String {
-        let c = &self.normalized["credential"];
-        format!(
-            "{} (profile {}, version {})",
-            escape(c["name"].as_str().unwrap_or("?")),
-            escape(c["profile"].as_str().unwrap_or("?")),
-            c["version"]
-        )
+        match self.credential_ref() {
+            Some(c) => format!(
+                "{} (profile {}, version {})",
+                escape(&c.name),
+                escape(&c.profile),
+                c.version
+            ),
+            None => "? (profile ?, version ?)".into(),
+        }
     }
 
     /// The lines that say what will be sent besides the headline: query, headers, or the SSH
     /// pinned key and the shell syntax of the command.
     fn request_lines(&self) -> Vec<(String, String)> {
-        let n = &self.normalized;
         let mut out = Vec::new();
-        let text = |v: &Value| escape(v.as_str().unwrap_or("?"));
-        match n["kind"].as_str() {
-            Some("http") => {
-                if let Ok(u) = url::Url::parse(n["url"].as_str().unwrap_or_default()) {
+        match &self.normalized {
+            Some(NormalizedAction::Http(h)) => {
+                if let Ok(u) = url::Url::parse(&h.url) {
                     for (k, v) in u.query_pairs() {
                         out.push(("query".into(), format!("{} = {}", escape(&k), escape(&v))));
                     }
                 }
-                for pair in n["headers"].as_array().into_iter().flatten() {
-                    out.push((
-                        "headers".into(),
-                        format!("{}: {}", text(&pair[0]), text(&pair[1])),
-                    ));
+                for (k, v) in &h.headers {
+                    out.push(("headers".into(), format!("{}: {}", escape(k), escape(v))));
                 }
             }
-            Some("ssh") => {
+            Some(NormalizedAction::Ssh(s)) => {
                 out.push((
                     "host key".into(),
-                    format!("{} (pinned)", text(&n["host_key"])),
+                    format!("{} (pinned)", escape(&s.host_key)),
                 ));
-                let command = n["command"].as_str().unwrap_or_default();
-                for what in crate::policy::shell_syntax(command) {
+                for what in crate::policy::shell_syntax(&s.command) {
                     out.push(("!! shell".into(), what.to_owned()));
                 }
             }
-            _ => {}
+            None => {}
         }
         out
     }
@@ -276,7 +274,6 @@ pub(super) fn card(d: &CardData, waiting: usize, style: Style, note: &str) -> St
 
 /// The full view, as lines: every field of the action in the card's form and the whole body.
 pub(super) fn full_view(d: &CardData) -> Vec<String> {
-    let n = &d.normalized;
     let mut s = format!("{}\n\n", d.headline());
     s += &format!(
         "  action      {}\n  hash        {}\n",
@@ -286,22 +283,30 @@ pub(super) fn full_view(d: &CardData) -> Vec<String> {
     s += &format!(
         "  credential  {} ({})\n",
         d.credential(),
-        escape(n["credential"]["id"].as_str().unwrap_or("?")),
+        escape(d.credential_ref().map_or("?", |c| c.id.as_str())),
     );
     for line in d.change_lines() {
         s += &format!("  {line}\n");
     }
     s += &labelled(&d.request_lines());
-    s += &format!(
-        "  timeout     {} s   output at most {} bytes\n",
-        n["timeout_s"], n["max_output_bytes"]
-    );
+    let limits = match &d.normalized {
+        Some(NormalizedAction::Http(h)) => Some((h.timeout_s, h.max_output_bytes)),
+        Some(NormalizedAction::Ssh(x)) => Some((x.timeout_s, x.max_output_bytes)),
+        None => None,
+    };
+    if let Some((timeout, most)) = limits {
+        s += &format!("  timeout     {timeout} s   output at most {most} bytes\n");
+    }
+    let body_hash = match &d.normalized {
+        Some(NormalizedAction::Http(h)) => h.body_blake3.as_deref(),
+        _ => None,
+    };
     match (d.shown_body(), &d.body) {
         (Some(body), Some(raw)) => {
             s += &format!(
                 "  body        {} bytes, blake3 {}\n",
                 raw.len(),
-                escape(n["body_blake3"].as_str().unwrap_or("?"))
+                escape(body_hash.unwrap_or("?"))
             );
             if let Err(why) = d.approvable() {
                 s += &format!("  !! This action {why}.\n");
@@ -320,16 +325,22 @@ mod tests {
     use crate::agent::protocol::{CredentialChange, FieldChange};
     use serde_json::json;
 
+    fn normalized(v: serde_json::Value) -> NormalizedAction {
+        serde_json::from_value(v).expect("a normalized action")
+    }
+
     fn data(body: Option<&[u8]>) -> CardData {
         CardData {
             id: "act_1".into(),
             tool: "http_request".into(),
             action_hash: "ab".repeat(32),
             client_name: "cli\u{202e}ent".into(),
-            normalized: json!({"kind": "http", "method": "POST", "url": "https://h/v1/x?a=1&b=%1B",
+            normalized: Some(normalized(
+                json!({"kind": "http", "method": "POST", "url": "https://h/v1/x?a=1&b=%1B",
                 "headers": [["x-http-method-override", "DELETE"]],
                 "credential": {"id": "cred_1", "version": 2, "name": "api", "profile": "default"},
                 "body_blake3": "00", "timeout_s": 30, "max_output_bytes": 65536}),
+            )),
             body: body.map(<[u8]>::to_vec),
             ..CardData::default()
         }
@@ -376,10 +387,12 @@ mod tests {
     #[test]
     fn sixty_headers_do_not_push_the_method_and_url_off_a_24_row_card() {
         let mut d = data(None);
-        let headers: Vec<Value> = (0..60).map(|i| json!([format!("x-h{i}"), "v"])).collect();
-        d.normalized["headers"] = json!(headers);
+        let Some(NormalizedAction::Http(h)) = &mut d.normalized else {
+            unreachable!("data() is an HTTP request")
+        };
+        h.headers = (0..60).map(|i| (format!("x-h{i}"), "v".into())).collect();
         let q: Vec<String> = (0..40).map(|i| format!("q{i}=1")).collect();
-        d.normalized["url"] = json!(format!("https://h/v1/x?{}", q.join("&")));
+        h.url = format!("https://h/v1/x?{}", q.join("&"));
         let c = card(&d, 1, Style { color: false }, "");
         let lines: Vec<&str> = c.lines().collect();
         assert!(lines.len() <= 24, "{} lines: {c}", lines.len());
@@ -401,15 +414,18 @@ mod tests {
     fn text_the_agent_wrote_is_not_on_the_card_and_changes_are() {
         // An unverified request shows nothing of it, and cannot be approved.
         let mut d = data(None);
-        d.normalized = Value::Null;
+        d.normalized = None;
         let c = card(&d, 1, Style { color: false }, "");
         assert!(c.contains("does not match its hash"), "{c}");
         assert!(d.approvable().is_err());
         // SSH: user, host, port, pinned key, command, and its shell syntax named.
         let mut d = data(None);
-        d.normalized = json!({"kind": "ssh", "host": "10.0.0.5", "port": 22, "user": "deploy",
-            "host_key": "SHA256:new", "command": "git pull; id",
-            "credential": {"id": "cred_1", "version": 5, "name": "web1", "profile": "ops"}});
+        d.normalized = Some(normalized(
+            json!({"kind": "ssh", "host": "10.0.0.5", "port": 22,
+            "user": "deploy", "host_key": "SHA256:new", "command": "git pull; id",
+            "timeout_s": 30, "max_output_bytes": 65536,
+            "credential": {"id": "cred_1", "version": 5, "name": "web1", "profile": "ops"}}),
+        ));
         d.changed = Some(CredentialChange {
             approved_version: 3,
             fields: vec![

@@ -344,9 +344,12 @@ fn capital(s: &str) -> String {
 pub(super) fn card_data(v: &ApprovalView) -> CardData {
     let a = &v.action;
     let (normalized, body) = match v.verified_request() {
-        Ok(n) => (n, v.body_hex.as_deref().and_then(|h| hex::decode(h).ok())),
+        Ok(n) => (
+            Some(n),
+            v.body_hex.as_deref().and_then(|h| hex::decode(h).ok()),
+        ),
         // `CardData::approvable` refuses a card with no request.
-        Err(_) => (serde_json::Value::Null, None),
+        Err(_) => (None, None),
     };
     CardData {
         id: a.id.clone(),
@@ -354,9 +357,20 @@ pub(super) fn card_data(v: &ApprovalView) -> CardData {
         action_hash: a.action_hash.clone(),
         created_at: a.created_at.clone(),
         expires_at: a.expires_at.clone(),
-        client_name: v.client["name"].as_str().unwrap_or(&a.client).to_owned(),
-        client_version: v.client["version"].as_str().unwrap_or("").to_owned(),
-        parent_exe: v.peer["parent"]["exe"].as_str().unwrap_or("?").to_owned(),
+        client_name: v
+            .session
+            .as_ref()
+            .map_or(a.client.clone(), |s| s.client.name.clone()),
+        client_version: v
+            .session
+            .as_ref()
+            .map(|s| s.client.version.clone())
+            .unwrap_or_default(),
+        parent_exe: v
+            .session
+            .as_ref()
+            .and_then(|s| s.parent.exe.clone())
+            .unwrap_or_else(|| "?".into()),
         normalized,
         body,
         changed: v.changed.clone(),

@@ -337,7 +337,7 @@ fn authorized(t: &SshTarget, command: &str) -> crate::approvals::AuthorizedActio
     let key = crate::keys::ApproverKey::generate();
     let tx = store.write().unwrap();
     crate::store::set_meta(&tx, "approver_public_key", &key.public_hex()).unwrap();
-    crate::audit::append(
+    crate::audit::append_row(
         &tx,
         "vault.init",
         None,

@@ -171,14 +171,12 @@ pub(crate) async fn reject(
             move |s: &mut Store| -> Result<(), crate::store::StoreError> {
                 let tx = s.write()?;
                 if suppressed > 0 {
-                    crate::audit::append(
-                        &tx,
-                        "call.suppressed",
-                        Some(&session),
-                        None,
-                        &json!({"count": suppressed, "reason": "over the refused-calls-per-second budget"}),
-                    )
-                    .map_err(|e| crate::store::StoreError::Damaged(audit_damage(&e)))?;
+                    let body = crate::wire::journal::CallSuppressed {
+                        count: suppressed,
+                        reason: "over the refused-calls-per-second budget".into(),
+                    };
+                    crate::audit::append(&tx, Some(&session), None, &body)
+                        .map_err(|e| crate::store::StoreError::Damaged(audit_damage(&e)))?;
                 }
                 crate::audit::record_rejection(
                     &tx,

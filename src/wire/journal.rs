@@ -1,0 +1,332 @@
+//! The journal's row kinds and the body each kind carries. Writers append a body type (its kind
+//! comes with it, `Body::kind`); readers match on `Kind` and parse the body type of that kind.
+//! Bodies are read leniently (an older build's extra field is history, protected by the chain),
+//! and written exactly as the hash covers them: a field that is `null` stays `null`, one that is
+//! absent stays absent.
+use super::{Approval, Hardening, State, Target};
+use serde::{Deserialize, Serialize};
+
+/// What a journal row records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    VaultInit,
+    VaultUnlock,
+    VaultLock,
+    VaultPause,
+    VaultResume,
+    CredentialAdd,
+    CredentialEdit,
+    CredentialRm,
+    SessionStart,
+    SessionEnd,
+    CallRejected,
+    CallSuppressed,
+    /// An action moved to this state (`action.<state>`).
+    Action(State),
+}
+
+impl Kind {
+    /// Every kind that is not an action's.
+    const PLAIN: [Kind; 12] = [
+        Kind::VaultInit,
+        Kind::VaultUnlock,
+        Kind::VaultLock,
+        Kind::VaultPause,
+        Kind::VaultResume,
+        Kind::CredentialAdd,
+        Kind::CredentialEdit,
+        Kind::CredentialRm,
+        Kind::SessionStart,
+        Kind::SessionEnd,
+        Kind::CallRejected,
+        Kind::CallSuppressed,
+    ];
+
+    /// Every kind, for tests and documentation.
+    pub fn all() -> impl Iterator<Item = Kind> {
+        Self::PLAIN
+            .into_iter()
+            .chain(State::ALL.into_iter().map(Kind::Action))
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::VaultInit => "vault.init",
+            Kind::VaultUnlock => "vault.unlock",
+            Kind::VaultLock => "vault.lock",
+            Kind::VaultPause => "vault.pause",
+            Kind::VaultResume => "vault.resume",
+            Kind::CredentialAdd => "credential.add",
+            Kind::CredentialEdit => "credential.edit",
+            Kind::CredentialRm => "credential.rm",
+            Kind::SessionStart => "session.start",
+            Kind::SessionEnd => "session.end",
+            Kind::CallRejected => "call.rejected",
+            Kind::CallSuppressed => "call.suppressed",
+            Kind::Action(s) => match s {
+                State::Received => "action.received",
+                State::Pending => "action.pending",
+                State::Approved => "action.approved",
+                State::Denied => "action.denied",
+                State::Expired => "action.expired",
+                State::Withdrawn => "action.withdrawn",
+                State::Dispatched => "action.dispatched",
+                State::Completed => "action.completed",
+                State::FailedBeforeSend => "action.failed_before_send",
+                State::Indeterminate => "action.indeterminate",
+            },
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Kind> {
+        match s.strip_prefix("action.") {
+            Some(state) => State::parse(state).map(Kind::Action),
+            None => Self::PLAIN.into_iter().find(|k| k.as_str() == s),
+        }
+    }
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A row body: its shape says which kind of row it is.
+pub trait Body: Serialize {
+    fn kind(&self) -> Kind;
+}
+
+macro_rules! body {
+    ($t:ty, $k:expr) => {
+        impl Body for $t {
+            fn kind(&self) -> Kind {
+                $k
+            }
+        }
+    };
+}
+
+/// Row 1: the vault and the approver key every signature is checked against.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VaultInit {
+    pub vault_id: String,
+    /// Hex; checked against `meta` and `vault.key.age` by whoever trusts it.
+    #[serde(default)]
+    pub approver_public_key: String,
+    #[serde(default)]
+    pub schema_version: i64,
+}
+body!(VaultInit, Kind::VaultInit);
+
+/// A custody agent started.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VaultUnlock {
+    pub agent_pid: u32,
+    pub lifetime_s: u64,
+    pub hardening: Hardening,
+}
+body!(VaultUnlock, Kind::VaultUnlock);
+
+/// A custody agent stopped, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VaultLock {
+    pub reason: String,
+}
+body!(VaultLock, Kind::VaultLock);
+
+/// The pause switch went on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VaultPause {
+    pub reason: String,
+}
+body!(VaultPause, Kind::VaultPause);
+
+/// The pause switch went off, by the approver's signed request with this nonce.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VaultResume {
+    pub nonce: String,
+}
+body!(VaultResume, Kind::VaultResume);
+
+/// A credential version as journaled (never its secret): the policy in force and its bindings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CredentialBody {
+    pub id: String,
+    pub profile: String,
+    pub name: String,
+    /// `http` or `ssh`.
+    pub kind: String,
+    pub version: i64,
+    pub approval: Approval,
+    /// One line for people (`Target::summary`).
+    pub target: String,
+    pub binding: Target,
+    /// The fields an edit changed (edits only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changed: Option<Vec<String>>,
+}
+
+/// `credential.add`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct CredentialAdded(pub CredentialBody);
+body!(CredentialAdded, Kind::CredentialAdd);
+
+/// `credential.edit` (its body names what `changed`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct CredentialEdited(pub CredentialBody);
+body!(CredentialEdited, Kind::CredentialEdit);
+
+/// `credential.rm`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct CredentialRemoved(pub CredentialBody);
+body!(CredentialRemoved, Kind::CredentialRm);
+
+/// A process the agent saw (its pid and executable, where the OS told).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Process {
+    pub pid: Option<u32>,
+    pub exe: Option<String>,
+}
+
+/// The client's self-reported label.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientLabel {
+    pub name: String,
+    pub version: String,
+}
+
+/// An MCP session began: who said they were asking, and the processes the agent saw.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionStart {
+    pub client: ClientLabel,
+    /// `vault mcp`.
+    pub peer: Process,
+    /// Its parent, the AI client.
+    pub parent: Process,
+    pub profile: String,
+    pub protocol_version: String,
+}
+body!(SessionStart, Kind::SessionStart);
+
+/// An MCP session ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionEnd {
+    pub reason: String,
+    pub withdrawn: u64,
+    pub suppressed_rejections: u64,
+}
+body!(SessionEnd, Kind::SessionEnd);
+
+/// A call refused before it became an action: only its fingerprint, never the request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallRejected {
+    pub code: i64,
+    pub reason: String,
+    pub fingerprint: String,
+    pub tool: Option<String>,
+}
+body!(CallRejected, Kind::CallRejected);
+
+/// Refused calls over the per-second budget, counted instead of journaled one by one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallSuppressed {
+    pub count: u64,
+    pub reason: String,
+}
+body!(CallSuppressed, Kind::CallSuppressed);
+
+/// What allowed a dispatch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Basis {
+    /// A signed decision (by its row id), spent by its nonce.
+    Decision { decision: String, nonce: String },
+    /// A session grant (by its row id) and its nonce.
+    Grant { grant: String, grant_nonce: String },
+    /// The credential's signed policy (`never`, or `writes` for a read).
+    Policy { policy: Approval },
+}
+
+/// An action moved to `state` (the row's kind is `action.<state>`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActionRow {
+    pub state: State,
+    pub tool: String,
+    /// The credential's name.
+    pub credential: String,
+    pub summary: String,
+    /// The action hash.
+    pub hash: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub basis: Option<Basis>,
+}
+
+impl Body for ActionRow {
+    fn kind(&self) -> Kind {
+        Kind::Action(self.state)
+    }
+}
+
+/// `vault verify --json`: `{"ok":…,"rows":N,"head":{"seq":N,"hash":"<hex>"},"first_bad_seq":…,
+/// "reason":…}`, keys in this order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerifyLine {
+    pub ok: bool,
+    pub rows: u64,
+    pub head: Option<HeadLine>,
+    pub first_bad_seq: Option<i64>,
+    pub reason: Option<String>,
+}
+
+/// The last verified row of a `VerifyLine`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeadLine {
+    pub seq: i64,
+    /// 64 lowercase hex digits.
+    pub hash: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_reads_back_and_nothing_else_does() {
+        let all: Vec<Kind> = Kind::all().collect();
+        assert_eq!(all.len(), 22);
+        for k in &all {
+            assert_eq!(Kind::parse(k.as_str()), Some(*k), "{k}");
+        }
+        for s in [
+            "action.",
+            "action.done",
+            "vault",
+            "x",
+            "vault.init ",
+            "Vault.init",
+        ] {
+            assert_eq!(Kind::parse(s), None, "{s}");
+        }
+        let distinct: std::collections::HashSet<_> = all.iter().map(|k| k.as_str()).collect();
+        assert_eq!(distinct.len(), all.len());
+    }
+
+    #[test]
+    fn a_basis_reads_back_as_what_it_was() {
+        for text in [
+            r#"{"decision":"dec_1","nonce":"n"}"#,
+            r#"{"grant":"grt_1","grant_nonce":"n"}"#,
+            r#"{"policy":"never"}"#,
+            r#"{"policy":"writes"}"#,
+        ] {
+            let b: Basis = serde_json::from_str(text).unwrap();
+            assert_eq!(serde_json::to_string(&b).unwrap(), text);
+        }
+    }
+}

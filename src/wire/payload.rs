@@ -1,0 +1,136 @@
+//! What the approver signs, one type per kind: a decision, a session grant, a credential's
+//! policy, a removal and a resume. Each is signed as `TAG ‖ canonical JSON` of its fields (so
+//! no signature can be replayed as another kind), carries its format version and the vault id,
+//! and is read back only through its type (unknown fields refused, timestamps as instants).
+//! Signing and verifying are `keys::signing`'s; what each payload must match is its consumer's.
+use super::ts::millis;
+use super::{Approval, Target};
+use jiff::Timestamp;
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+
+/// A payload the approver signs.
+pub trait Payload: Serialize + DeserializeOwned {
+    /// The domain tag the signature covers before the payload.
+    const TAG: &'static [u8];
+    /// The format version this build writes and accepts.
+    const VERSION: u32;
+    fn version(&self) -> u32;
+    fn vault_id(&self) -> &str;
+}
+
+macro_rules! payload {
+    ($t:ty, $tag:literal, $v:literal) => {
+        impl Payload for $t {
+            const TAG: &'static [u8] = $tag;
+            const VERSION: u32 = $v;
+            fn version(&self) -> u32 {
+                self.v
+            }
+            fn vault_id(&self) -> &str {
+                &self.vault_id
+            }
+        }
+    };
+}
+
+/// What the person decided about one action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    Approve,
+    Deny,
+}
+
+impl Decision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Approve => "approve",
+            Decision::Deny => "deny",
+        }
+    }
+}
+
+/// A decision on exactly one action (by id and the hash the approver re-derived), valid until
+/// the action expires, single use by its nonce.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionPayload {
+    pub v: u32,
+    pub vault_id: String,
+    pub action_id: String,
+    pub action_hash: String,
+    pub decision: Decision,
+    /// Always written (`null` when none was given).
+    pub reason: Option<String>,
+    #[serde(with = "millis")]
+    pub expires_at: Timestamp,
+    pub nonce: String,
+    #[serde(with = "millis")]
+    pub issued_at: Timestamp,
+}
+payload!(DecisionPayload, b"agent-vault decision v1\n", 1);
+
+/// "Approve for this session": names the action it was given for (the recorder finds the
+/// session from its own records) and the credential version it covers, until `expires_at`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrantPayload {
+    pub v: u32,
+    pub vault_id: String,
+    pub action_id: String,
+    pub action_hash: String,
+    pub credential_id: String,
+    pub credential_version: i64,
+    #[serde(with = "millis")]
+    pub expires_at: Timestamp,
+    pub nonce: String,
+}
+payload!(GrantPayload, b"agent-vault session grant v1\n", 2);
+
+/// A credential version's whole policy: its approval and every binding.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyPayload {
+    pub v: u32,
+    pub vault_id: String,
+    pub credential_id: String,
+    pub version: i64,
+    pub approval: Approval,
+    pub target: Target,
+}
+payload!(PolicyPayload, b"agent-vault credential policy v1\n", 1);
+
+/// What a single-use request is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Op {
+    Rm,
+    Resume,
+}
+
+/// Removing one credential at one version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RemovalPayload {
+    pub v: u32,
+    pub vault_id: String,
+    pub op: Op,
+    pub credential_id: String,
+    pub version: i64,
+    #[serde(with = "millis")]
+    pub issued_at: Timestamp,
+}
+payload!(RemovalPayload, b"agent-vault credential removal v1\n", 1);
+
+/// Lifting the pause switch, once (by its nonce), soon after it was issued.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResumePayload {
+    pub v: u32,
+    pub vault_id: String,
+    pub op: Op,
+    pub nonce: String,
+    #[serde(with = "millis")]
+    pub issued_at: Timestamp,
+}
+payload!(ResumePayload, b"agent-vault resume v1\n", 1);
