@@ -127,8 +127,8 @@ fn no_passphrase_wrong_passphrase_and_piped_yes_approve_nothing() {
     let mut p = McpProc::spawn(v.command(&["mcp"]));
     p.initialize();
     let act = ask(&mut p, &mut v, 1, &format!("{}/a", target.base()), 4);
-    // No passphrase source at all (no terminal here): refused with exit 4.
-    let r = v.run(&["approve", "--id", &act, "--approve"], None).code(4);
+    // No passphrase source at all (no terminal here): refused as a usage error (2), saying how.
+    let r = v.run(&["approve", "--id", &act, "--approve"], None).code(2);
     assert!(r.stderr.contains("passphrase"), "{}", r.stderr);
     v.run(
         &["approve", "--id", &act, "--approve", "--passphrase-stdin"],
@@ -238,8 +238,8 @@ fn pause_fails_calls_at_once_and_denies_what_waits() {
     let r = p.call(2, "list_credentials", json!({}));
     assert_eq!(r["result"]["structuredContent"]["error"]["code"], "paused");
     assert!(t0.elapsed() < Duration::from_secs(2));
-    // An agent cannot lift it without the passphrase.
-    v.run(&["resume"], None).code(4);
+    // An agent cannot lift it without the passphrase (none to give here: a usage error).
+    v.run(&["resume"], None).code(2);
     v.run(
         &["resume", "--passphrase-stdin"],
         Some(&format!("{PASSPHRASE}\n")),

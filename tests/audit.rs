@@ -453,7 +453,7 @@ fn log_and_sessions_show_what_each_agent_did() {
 #[test]
 fn log_follow_prints_new_transitions_as_they_are_journaled() {
     let mut v = TestVault::init("follow");
-    v.add_bearer("api", "127.0.0.1:9", "follow-decoy");
+    v.add_bearer("api", "https://127.0.0.1:9", "follow-decoy");
     let mut mcp = support::mcp::McpProc::spawn(v.command(&["mcp"]));
     mcp.initialize();
     let ask = |mcp: &mut support::mcp::McpProc, id: i64, path: &str| {

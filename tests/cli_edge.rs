@@ -9,7 +9,7 @@ use support::*;
 #[test]
 fn a_closed_stdout_is_success_with_nothing_on_stderr() {
     let mut v = TestVault::init("pipe");
-    v.add_bearer("api", "127.0.0.1", "tok-pipe");
+    v.add_bearer("api", "https://127.0.0.1", "tok-pipe");
     for args in [
         &["log"][..],
         &["log", "--json"],
@@ -44,7 +44,7 @@ fn tables_are_laid_out_by_width() {
     let mut v = TestVault::init("widths");
     let long = "a-credential-name-longer-than-any-fixed-column";
     for name in ["api", long] {
-        v.add_bearer(name, "127.0.0.1", "tok-width");
+        v.add_bearer(name, "https://127.0.0.1", "tok-width");
     }
     let listed = v.run(&["list"], None).ok().stdout;
     let lines: Vec<&str> = listed.lines().collect();

@@ -51,8 +51,9 @@ fn non_interactive_flow_works_and_leaks_no_secret_anywhere() {
         "--profile",
         "ops",
     ];
-    let r = v.run(&ssh_args, Some(&format!("{SSH_DECOY}\n"))).code(4);
-    assert!(r.stderr.contains("passphrase"), "{}", r.stderr);
+    // (No terminal and no passphrase source: a usage error that says how to give it.)
+    let r = v.run(&ssh_args, Some(&format!("{SSH_DECOY}\n"))).code(2);
+    assert!(r.stderr.contains("--passphrase-stdin"), "{}", r.stderr);
     v.run_pp(
         &[
             "add",
@@ -177,8 +178,8 @@ fn locked_vault_and_wrong_passphrase_exit_4_and_say_what_to_run() {
     let direct = v.run_pp(&["list", "--json"], None).ok();
     assert_eq!(direct.stdout.trim(), "[]");
 
-    // No terminal and no passphrase source: exit 4 with the ways to give one.
-    let r = v.run(&["unlock"], None).code(4);
+    // No terminal and no passphrase source: a usage error (2) with the ways to give one.
+    let r = v.run(&["unlock"], None).code(2);
     assert!(r.stderr.contains("--passphrase-stdin"), "{}", r.stderr);
 
     // VAULT_PASSPHRASE_FILE works; then the agent serves later commands.

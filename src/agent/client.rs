@@ -9,6 +9,7 @@ use super::protocol::{
 use crate::approvals::{Action, Verdict};
 use crate::keys::KeyMaterial;
 use crate::paths::VaultPaths;
+use crate::wire::Approval;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -374,18 +375,32 @@ pub fn approver_client(paths: &VaultPaths, keys: &KeyMaterial) -> Result<Client,
     Client::connect_secure(paths, &psk, Role::Approver)?.ok_or(ClientError::Gone)
 }
 
+/// A decision the agent recorded, and the end of the session grant it carried, if any.
+#[derive(Debug)]
+pub struct Decided {
+    pub action: Action,
+    pub session_until: Option<jiff::Timestamp>,
+}
+
 impl Client {
     /// Signs `verdict` for the action in `v`, after checking that its request hashes to the
-    /// action's hash, and has the agent record it.
+    /// action's hash, and has the agent record it. On a credential whose policy is `session`, an
+    /// approval covers the session (a grant until `grant_ttl` from now), as the card says.
     pub fn decide(
         &mut self,
         approver: &crate::keys::ApproverKey,
         v: &ApprovalView,
         verdict: &Verdict,
         grant_ttl: Duration,
-    ) -> Result<Action, ClientError> {
+    ) -> Result<Decided, ClientError> {
         v.verified_request().map_err(ClientError::Protocol)?;
         let a = &v.action;
+        let verdict = match verdict {
+            Verdict::Approve if self.policy_of(a)? == Some(Approval::Session) => {
+                Verdict::ApproveSession
+            }
+            other => other.clone(),
+        };
         let signed = crate::approvals::sign_decision(
             approver,
             &self.vault_id,
@@ -393,11 +408,33 @@ impl Client {
             &a.action_hash,
             (&a.credential_id, a.credential_version),
             &a.expires_at,
-            verdict,
+            &verdict,
             grant_ttl,
         );
+        let session_until = signed
+            .grant
+            .as_ref()
+            .and_then(|g| serde_json::from_str::<crate::wire::GrantPayload>(&g.payload).ok())
+            .map(|g| g.expires_at);
         match self.call(Request::Decide { decision: signed })? {
-            Reply::Action(a) => Ok(a),
+            Reply::Action(action) => Ok(Decided {
+                action,
+                session_until,
+            }),
+            other => Err(ClientError::Protocol(format!("{other:?}"))),
+        }
+    }
+
+    /// The policy in force for the credential of `a` (`each` unless the approver signed it), as
+    /// the agent lists it; `None` if it is gone.
+    pub fn policy_of(&mut self, a: &Action) -> Result<Option<Approval>, ClientError> {
+        match self.call(Request::Credentials {
+            profile: Some(a.profile.clone()),
+        })? {
+            Reply::Credentials(list) => Ok(list
+                .iter()
+                .find(|l| l.credential.id == a.credential_id)
+                .map(|l| l.effective())),
             other => Err(ClientError::Protocol(format!("{other:?}"))),
         }
     }

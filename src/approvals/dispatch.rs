@@ -21,8 +21,8 @@ pub fn effective_approval(trust: &Trust, cred: &Credential, sig: Option<&str>) -
     cred.approval
 }
 
-/// `Received` when the credential's (signed) policy lets this request run without a card, else
-/// `Pending`.
+/// `Received` when the credential's (signed) policy lets this request run without a card, or a
+/// session grant the person signed covers it; else `Pending`.
 pub fn gate(
     conn: &Connection,
     trust: &Trust,
@@ -32,15 +32,17 @@ pub fn gate(
     session_id: &str,
 ) -> Result<State, ApprovalError> {
     Ok(match effective_approval(trust, cred, sig) {
-        Approval::Each => State::Pending,
         Approval::Never => State::Received,
         // A GET/HEAD with a body, a rewriting header or `_method` is a write too.
         Approval::Writes if is_read(request) => State::Received,
-        Approval::Writes => State::Pending,
-        Approval::Session => match valid_grant(conn, trust, session_id, cred)? {
-            Some(_) => State::Received,
-            None => State::Pending,
-        },
+        // Whatever the policy, a session grant the person signed (`s` on a card) covers this
+        // session's calls on this credential version until it ends.
+        Approval::Each | Approval::Writes | Approval::Session => {
+            match valid_grant(conn, trust, session_id, cred)? {
+                Some(_) => State::Received,
+                None => State::Pending,
+            }
+        }
     })
 }
 
@@ -215,16 +217,15 @@ fn check(
             Approval::Writes if is_read(&request) => Basis::Policy {
                 policy: Approval::Writes,
             },
-            Approval::Session => {
+            Approval::Each | Approval::Writes | Approval::Session => {
                 match valid_grant(tx, trust, &action.session_id, &cred)
                     .map_err(|e| e.to_string())?
                 {
                     Some((grant, grant_nonce)) => Basis::Grant { grant, grant_nonce },
-                    None => return Err("the session grant ended or is not valid".into()),
+                    None => {
+                        return Err("the credential's policy requires an approval, and no session grant covers this call (it ended or is not valid)".into())
+                    }
                 }
-            }
-            _ => {
-                return Err("the credential's policy requires an approval and there is none".into())
             }
         },
     };

@@ -5,7 +5,7 @@ use crate::credentials::{
     self, fetch_host_key, load_private_key, parse_host, Approval, HttpAuth, HttpTarget,
     NewCredential, Secret, SshAuth, SshTarget, Target,
 };
-use crate::keys::{read_file_line, read_stdin_line, read_terminal, PassphraseSource};
+use crate::keys::{read_file_line, read_stdin_line, read_terminal};
 use crate::paths::VaultPaths;
 use crate::Exit;
 use anyhow::Context;
@@ -32,6 +32,8 @@ pub(super) struct Common {
     /// Print the added credential as JSON.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    passphrase: super::backend::PassphraseArg,
 }
 
 #[derive(Debug, clap::Args)]
@@ -40,7 +42,7 @@ pub(super) struct Common {
 pub(super) struct HttpArgs {
     /// Credential name, e.g. github.
     name: String,
-    /// host[:port], or https://host[:port] (http:// only for loopback).
+    /// host[:port] or https://host[:port]; a loopback target says http:// or https://.
     #[arg(long)]
     host: String,
     /// Only URLs under this path, e.g. /v1/.
@@ -120,8 +122,14 @@ pub(super) fn run(paths: VaultPaths, kind: Kind) -> anyhow::Result<Exit> {
     // Arguments are checked (and the secret read) first; then the secret goes only to an agent
     // that proves it holds the vault's key (or, locked, into the store opened here).
     let (common, target, secret, name) = match kind {
-        Kind::Http(a) => http(a)?,
-        Kind::Ssh(a) => ssh(a)?,
+        Kind::Http(a) => {
+            one_stdin(a.secret_stdin, "--secret-stdin", a.common.passphrase)?;
+            http(a)?
+        }
+        Kind::Ssh(a) => {
+            one_stdin(a.password_stdin, "--password-stdin", a.common.passphrase)?;
+            ssh(a)?
+        }
     };
 
     let new = NewCredential {
@@ -135,7 +143,7 @@ pub(super) fn run(paths: VaultPaths, kind: Kind) -> anyhow::Result<Exit> {
     new.check()?;
     // The passphrase opens the encrypted channel to the agent (or, locked, the store here), and
     // the approver signs the credential exactly as typed here, bindings and policy alike.
-    let mut backend = Backend::verified(&paths, PassphraseSource::choose(false))?;
+    let mut backend = Backend::verified(&paths, common.passphrase.source())?;
     let signed = credentials::as_added(&new);
     let signature =
         credentials::policy_signature(super::approver(&backend)?, backend.vault_id(), &signed);
@@ -157,6 +165,26 @@ pub(super) fn run(paths: VaultPaths, kind: Kind) -> anyhow::Result<Exit> {
         );
     }
     Ok(Exit::Ok)
+}
+
+/// Refuses a secret and the passphrase both on stdin (only its first line is read, once).
+pub(super) fn one_stdin(
+    secret_stdin: bool,
+    flag: &str,
+    passphrase: super::backend::PassphraseArg,
+) -> anyhow::Result<()> {
+    if secret_stdin && passphrase.is_stdin() {
+        return Err(credentials::CredentialError::Invalid {
+            field: "--passphrase-stdin",
+            reason: if flag == "--secret-stdin" {
+                format!("{flag} and --passphrase-stdin both read the first line of stdin; give the secret with --secret-file FILE (or the passphrase with VAULT_PASSPHRASE_FILE)")
+            } else {
+                format!("{flag} and --passphrase-stdin both read the first line of stdin; give the passphrase with VAULT_PASSPHRASE_FILE (a 0600 file) instead")
+            },
+        }
+        .into());
+    }
+    Ok(())
 }
 
 fn http(a: HttpArgs) -> anyhow::Result<(Common, Target, Secret, String)> {
@@ -203,7 +231,11 @@ fn http(a: HttpArgs) -> anyhow::Result<(Common, Target, Secret, String)> {
     } else if let Some(f) = &a.secret_file {
         read_file_line("secret", f)?
     } else {
-        read_terminal("secret", &format!("Secret for {}: ", a.name))?
+        read_terminal(
+            "secret",
+            &format!("Secret for {}: ", a.name),
+            "give it with --secret-file FILE or --secret-stdin",
+        )?
     };
     Ok((
         a.common,
@@ -226,6 +258,7 @@ fn ssh(a: SshArgs) -> anyhow::Result<(Common, Target, Secret, String)> {
             read_terminal(
                 "key passphrase",
                 &format!("Passphrase of {}: ", f.display()),
+                "run this in a terminal, or give a copy of the key without a passphrase (`ssh-keygen -p -f COPY`)",
             )
             .map_err(|e| credentials::CredentialError::Invalid {
                 field: "--key-file",

@@ -10,6 +10,44 @@ use crate::keys::{KeyMaterial, PassphraseSource};
 use crate::paths::VaultPaths;
 use crate::vault::{Vault, VaultError};
 
+/// `--passphrase-stdin`, for every command that may need the passphrase (a change to sign, or a
+/// locked vault to open here).
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub(super) struct PassphraseArg {
+    /// Read the passphrase from the first line of stdin (else VAULT_PASSPHRASE_FILE, else the
+    /// terminal).
+    #[arg(long)]
+    passphrase_stdin: bool,
+}
+
+impl PassphraseArg {
+    pub(super) fn source(self) -> PassphraseSource {
+        PassphraseSource::choose(self.passphrase_stdin)
+    }
+
+    pub(super) fn is_stdin(self) -> bool {
+        self.passphrase_stdin
+    }
+}
+
+/// The vault's keys from a passphrase read from `source`; a wrong one says where it came from.
+pub(super) fn keys_from(
+    paths: &VaultPaths,
+    source: &PassphraseSource,
+    passphrase: &crate::keys::Passphrase,
+) -> anyhow::Result<KeyMaterial> {
+    Vault::keys(paths, passphrase).map_err(|e| {
+        let wrong = matches!(
+            e,
+            VaultError::KeyFile(crate::keys::KeyFileError::WrongPassphrase)
+        );
+        match source.wrong_hint() {
+            Some(hint) if wrong => anyhow::Error::new(e).context(hint),
+            _ => e.into(),
+        }
+    })
+}
+
 /// A refusal by the vault, with its category (for the exit code).
 #[derive(Debug, thiserror::Error)]
 #[error("{message}")]
@@ -41,7 +79,7 @@ impl Backend {
             return Err(VaultError::Locked(paths.dir().display().to_string()).into());
         }
         let passphrase = source.read("The vault is locked. Vault passphrase: ")?;
-        Self::with_keys(paths, Vault::keys(paths, &passphrase)?)
+        Self::with_keys(paths, keys_from(paths, &source, &passphrase)?)
     }
 
     /// For a command that hands the vault a secret: with the passphrase, the agent must prove it
@@ -55,11 +93,12 @@ impl Backend {
             }
             return Err(anyhow::Error::new(crate::keys::PassphraseError::NoTerminal {
                 what: "passphrase",
+                instead: crate::keys::PASSPHRASE_INSTEAD,
             })
-            .context("a secret goes only to a vault agent that proves it holds the vault's key, which takes your passphrase (VAULT_PASSPHRASE_FILE, or run this in a terminal)"));
+            .context("a change goes only to a vault agent that proves it holds the vault's key, and is signed with your approver key: both take your passphrase"));
         }
         let passphrase = source.read("Vault passphrase (to check the vault agent): ")?;
-        let keys = Vault::keys(paths, &passphrase)?;
+        let keys = keys_from(paths, &source, &passphrase)?;
         Self::secure(paths, keys)
     }
 
@@ -123,6 +162,19 @@ impl Backend {
         match reply {
             Reply::Error { code, message } => Err(Refused { code, message }.into()),
             r => Ok(r),
+        }
+    }
+
+    /// The store's versions, journal, pause switch and queue (`vault doctor`).
+    pub(super) fn store_status(&mut self) -> anyhow::Result<crate::agent::protocol::StoreStatus> {
+        match &mut self.conn {
+            Conn::Agent(c) => match c.call(Request::Status)? {
+                Reply::Status(s) => s
+                    .store
+                    .ok_or_else(|| anyhow::anyhow!("the vault agent did not report its store")),
+                other => Err(unexpected(other)),
+            },
+            Conn::Direct { vault, .. } => Ok(crate::services::ops::store_status(&vault.store)?),
         }
     }
 

@@ -3,8 +3,9 @@
 //! binary, a key left in a keyring), and the store's versions and journal. Exits 0 when no check
 //! fails (warnings do not fail). Prints no secret.
 use crate::agent::client::Client;
-use crate::agent::protocol::{Reply, Request, Role};
+use crate::agent::protocol::{Reply, Request, Role, StoreStatus};
 use crate::keys::remember;
+use crate::keys::PassphraseSource;
 use crate::paths::{mode_of, VaultPaths};
 use crate::vault::Vault;
 use crate::Exit;
@@ -15,6 +16,10 @@ pub(super) struct Args {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
+    /// With a locked vault, the store's checks (schema, journal, pause switch) need the
+    /// passphrase: from stdin with this flag, or VAULT_PASSPHRASE_FILE. Never asked on a terminal.
+    #[command(flatten)]
+    passphrase: super::backend::PassphraseArg,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -81,7 +86,11 @@ fn binary_check() -> Check {
     }
 }
 
-fn agent_checks(paths: &VaultPaths, checks: &mut Vec<Check>) -> anyhow::Result<()> {
+fn agent_checks(
+    paths: &VaultPaths,
+    source: PassphraseSource,
+    checks: &mut Vec<Check>,
+) -> anyhow::Result<()> {
     use crate::agent::holder::{holder, Holder};
     let connected = Client::connect(paths, Role::Cli);
     let mut client = match (connected, holder(paths)) {
@@ -89,10 +98,10 @@ fn agent_checks(paths: &VaultPaths, checks: &mut Vec<Check>) -> anyhow::Result<(
         (Ok(None), Holder::Nobody) => {
             checks.push(check(
                 "vault agent",
-                Level::Fail,
-                "not running: the vault is locked; `vault unlock` starts it",
+                Level::Ok,
+                "not running: the vault is locked (vault unlock to serve tools)",
             ));
-            return Ok(());
+            return locked_store_checks(paths, source, checks);
         }
         // An agent holds the vault, but its socket path does not lead to it.
         (Ok(None), held) => {
@@ -153,36 +162,64 @@ fn agent_checks(paths: &VaultPaths, checks: &mut Vec<Check>) -> anyhow::Result<(
         },
     ));
     if let Some(s) = status.store {
-        checks.push(check(
-            "schema",
-            level(s.schema_version == crate::store::LATEST_SCHEMA),
-            format!(
-                "version {} (this binary writes {})",
-                s.schema_version,
-                crate::store::LATEST_SCHEMA
-            ),
-        ));
-        checks.push(check("sqlcipher", Level::Ok, s.cipher_version));
-        checks.push(check(
-            "journal",
-            level(s.journal_rows == s.journal_head),
-            format!("{} rows, head seq {}", s.journal_rows, s.journal_head),
-        ));
-        checks.push(match s.paused {
-            None => check("pause switch", Level::Ok, "off"),
-            Some(why) => check(
-                "pause switch",
-                Level::Fail,
-                format!("paused ({}); `vault resume` lifts it", why.escape_debug()),
-            ),
-        });
-        checks.push(check(
-            "pending actions",
-            Level::Ok,
-            format!("{} waiting; `vault approve` decides them", s.pending),
-        ));
+        store_checks(&s, checks);
     }
     Ok(())
+}
+
+/// A locked vault's store, opened here when the passphrase was given without a terminal (a
+/// doctor never prompts); else the checks say how to run them.
+fn locked_store_checks(
+    paths: &VaultPaths,
+    source: PassphraseSource,
+    checks: &mut Vec<Check>,
+) -> anyhow::Result<()> {
+    if source == PassphraseSource::Terminal {
+        checks.push(check(
+            "store",
+            Level::Ok,
+            "not checked while locked: `vault doctor --passphrase-stdin` (or VAULT_PASSPHRASE_FILE, or after `vault unlock`) checks the schema, journal and pause switch",
+        ));
+        return Ok(());
+    }
+    match super::backend::Backend::open(paths, source).and_then(|mut b| b.store_status()) {
+        Ok(s) => store_checks(&s, checks),
+        Err(e) => checks.push(check("store", Level::Fail, format!("{e:#}"))),
+    }
+    Ok(())
+}
+
+/// The store's versions, journal, pause switch and queue.
+fn store_checks(s: &StoreStatus, checks: &mut Vec<Check>) {
+    let level = |b: bool| if b { Level::Ok } else { Level::Fail };
+    checks.push(check(
+        "schema",
+        level(s.schema_version == crate::store::LATEST_SCHEMA),
+        format!(
+            "version {} (this binary writes {})",
+            s.schema_version,
+            crate::store::LATEST_SCHEMA
+        ),
+    ));
+    checks.push(check("sqlcipher", Level::Ok, s.cipher_version.clone()));
+    checks.push(check(
+        "journal",
+        level(s.journal_rows == s.journal_head),
+        format!("{} rows, head seq {}", s.journal_rows, s.journal_head),
+    ));
+    checks.push(match &s.paused {
+        None => check("pause switch", Level::Ok, "off"),
+        Some(why) => check(
+            "pause switch",
+            Level::Fail,
+            format!("paused ({}); `vault resume` lifts it", why.escape_debug()),
+        ),
+    });
+    checks.push(check(
+        "pending actions",
+        Level::Ok,
+        format!("{} waiting; `vault approve` decides them", s.pending),
+    ));
 }
 
 pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
@@ -217,7 +254,7 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
             (Ok(()), Ok(Some(_))) => check("OS keyring (--remember)", Level::Warn, format!("the {} holds this vault's key: any process of yours that can reach it can read it; `vault lock --forget` removes it", remember::keyring_name())),
             (Ok(()), _) => check("OS keyring (--remember)", Level::Ok, "holds no key for this vault"),
         });
-        agent_checks(&paths, &mut checks)?;
+        agent_checks(&paths, args.passphrase.source(), &mut checks)?;
     }
     let all_ok = checks.iter().all(|c| c.level != Level::Fail);
     if args.json {

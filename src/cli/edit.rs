@@ -5,7 +5,7 @@ use crate::agent::protocol::{Reply, Request};
 use crate::credentials::{
     check_allow_header, check_host_key, check_path_prefix, parse_methods, Approval, Edit, Secret,
 };
-use crate::keys::{read_file_line, read_stdin_line, PassphraseSource};
+use crate::keys::{read_file_line, read_stdin_line};
 use crate::paths::VaultPaths;
 use crate::Exit;
 use std::path::PathBuf;
@@ -17,6 +17,10 @@ pub(super) struct Args {
     profile: String,
     #[arg(long, value_parser = super::approval_parser())]
     approval: Option<Approval>,
+    /// Move the binding: HTTP `https://host[:port]` or `http://` for loopback (as `vault add`
+    /// takes it); SSH `host[:port]`. Signed like every change; old approvals stop matching.
+    #[arg(long, value_name = "HOST")]
+    host: Option<String>,
     /// HTTP: only URLs under this path.
     #[arg(long)]
     path_prefix: Option<String>,
@@ -45,13 +49,16 @@ pub(super) struct Args {
     /// Replace the secret with the first line of a file.
     #[arg(long, value_name = "FILE")]
     secret_file: Option<PathBuf>,
+    #[command(flatten)]
+    passphrase: super::backend::PassphraseArg,
 }
 
 pub(super) fn run(paths: VaultPaths, mut a: Args) -> anyhow::Result<Exit> {
+    super::add::one_stdin(a.secret_stdin, "--secret-stdin", a.passphrase)?;
     let edit = edit_of(&mut a)?;
     // Every change is signed by the approver: the passphrase opens the encrypted channel (or,
     // locked, the store here) and unlocks the approver key.
-    let mut backend = Backend::verified(&paths, PassphraseSource::choose(false))?;
+    let mut backend = Backend::verified(&paths, a.passphrase.source())?;
     let current = super::rm::current(&mut backend, &a.profile, &a.name)?;
     let mut signed = current.clone();
     crate::credentials::apply(&mut signed, &edit)?;
@@ -95,6 +102,7 @@ fn edit_of(a: &mut Args) -> anyhow::Result<Edit> {
     }
     Ok(Edit {
         approval: a.approval,
+        host: a.host.take(),
         path_prefix: a
             .path_prefix
             .as_deref()

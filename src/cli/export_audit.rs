@@ -2,7 +2,6 @@
 //! with `vault verify --file FILE` (no key needed).
 use super::backend::{unexpected, Backend};
 use crate::agent::protocol::{Reply, Request};
-use crate::keys::PassphraseSource;
 use crate::paths::VaultPaths;
 use crate::Exit;
 use anyhow::Context;
@@ -10,13 +9,15 @@ use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
 pub(super) struct Args {
+    #[command(flatten)]
+    passphrase: super::backend::PassphraseArg,
     /// The file to create (never overwritten).
     #[arg(value_name = "FILE")]
     file: PathBuf,
 }
 
 pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
-    let mut backend = Backend::open(&paths, PassphraseSource::choose(false))?;
+    let mut backend = Backend::open(&paths, args.passphrase.source())?;
     // The agent runs in `/`: give it the whole path.
     let file = if args.file.is_absolute() {
         args.file.clone()

@@ -2,7 +2,6 @@
 use super::backend::{unexpected, Backend};
 use crate::agent::protocol::{Reply, Request};
 use crate::credentials::{Approval, Credential};
-use crate::keys::PassphraseSource;
 use crate::paths::VaultPaths;
 use crate::term::escape;
 use crate::Exit;
@@ -10,6 +9,8 @@ use serde_json::{json, Value};
 
 #[derive(Debug, clap::Args)]
 pub(super) struct Args {
+    #[command(flatten)]
+    passphrase: super::backend::PassphraseArg,
     /// Only this profile.
     #[arg(long)]
     profile: Option<String>,
@@ -39,7 +40,7 @@ pub(super) fn credential_json(c: &Credential, signed: bool) -> Value {
 }
 
 pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
-    let mut backend = Backend::open(&paths, PassphraseSource::choose(false))?;
+    let mut backend = Backend::open(&paths, args.passphrase.source())?;
     let creds = match backend.call(Request::Credentials {
         profile: args.profile.clone(),
     })? {

@@ -5,7 +5,6 @@ use super::backend::Backend;
 use super::mirror::Mirror;
 use crate::approvals::{State, Tone};
 use crate::audit::{ActionEntry, Activity};
-use crate::keys::PassphraseSource;
 use crate::paths::VaultPaths;
 use crate::term::escape;
 use crate::Exit;
@@ -15,6 +14,8 @@ use std::io::IsTerminal;
 
 #[derive(Debug, clap::Args)]
 pub(super) struct Args {
+    #[command(flatten)]
+    passphrase: super::backend::PassphraseArg,
     /// One JSON object per line.
     #[arg(long)]
     json: bool,
@@ -131,7 +132,7 @@ fn entry_line(a: &Activity, e: &ActionEntry, style: &Style) -> String {
 
 pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     let since = args.since.as_deref().map(parse_since).transpose()?;
-    let mut backend = Backend::open(&paths, PassphraseSource::choose(false))?;
+    let mut backend = Backend::open(&paths, args.passphrase.source())?;
     let mut mirror = Mirror::load(&mut backend)?;
     let mut activity = Activity::load(&mirror.conn)?;
     let style = Style {

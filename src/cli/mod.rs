@@ -188,7 +188,8 @@ fn exit_code(err: &anyhow::Error) -> Exit {
         }
         if let Some(p) = cause.downcast_ref::<PassphraseError>() {
             return match p {
-                PassphraseError::NoTerminal { .. } => Exit::LockedOrPaused,
+                // The command lacks an input it needs: a usage error, not a locked vault.
+                PassphraseError::NoTerminal { .. } => Exit::Usage,
                 _ => Exit::Failure,
             };
         }
@@ -250,7 +251,7 @@ fn confirm_on_terminal(question: &str) -> anyhow::Result<bool> {
 fn approver(backend: &backend::Backend) -> anyhow::Result<&crate::keys::ApproverKey> {
     backend.keys().map(|k| &k.approver).ok_or_else(|| {
         anyhow::anyhow!(
-            "this change needs the passphrase; run it in a terminal or with VAULT_PASSPHRASE_FILE"
+            "this change needs the passphrase: run it in a terminal, or give it with --passphrase-stdin or VAULT_PASSPHRASE_FILE"
         )
     })
 }

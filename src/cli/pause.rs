@@ -6,12 +6,13 @@ use super::backend::{unexpected, Backend};
 use crate::agent::client::Client;
 use crate::agent::holder::{self, Holder, Order};
 use crate::agent::protocol::{Reply, Request, Role};
-use crate::keys::PassphraseSource;
 use crate::paths::VaultPaths;
 use crate::Exit;
 
 #[derive(Debug, clap::Args)]
 pub(super) struct Args {
+    #[command(flatten)]
+    passphrase: super::backend::PassphraseArg,
     /// Why (shown to agents and in the journal).
     #[arg(long, default_value = "paused by the person")]
     reason: String,
@@ -38,7 +39,7 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         }
         Holder::Nobody => {
             // Locked: with the passphrase the switch is pulled in the store itself.
-            let mut backend = Backend::open(&paths, PassphraseSource::choose(false))?;
+            let mut backend = Backend::open(&paths, args.passphrase.source())?;
             match backend.call(Request::Pause {
                 reason: args.reason,
             })? {

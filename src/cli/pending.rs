@@ -2,7 +2,6 @@
 //! Agent-derived text (client name, summary) is printed through `term::escape`.
 use super::backend::{unexpected, Backend};
 use crate::agent::protocol::{Reply, Request};
-use crate::keys::PassphraseSource;
 use crate::paths::VaultPaths;
 use crate::term::escape;
 use crate::Exit;
@@ -10,13 +9,15 @@ use serde_json::{json, Value};
 
 #[derive(Debug, clap::Args)]
 pub(super) struct Args {
+    #[command(flatten)]
+    passphrase: super::backend::PassphraseArg,
     /// Print a JSON array.
     #[arg(long)]
     json: bool,
 }
 
 pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
-    let mut backend = Backend::open(&paths, PassphraseSource::choose(false))?;
+    let mut backend = Backend::open(&paths, args.passphrase.source())?;
     let pending = match backend.call(Request::Pending)? {
         Reply::Pending(p) => p,
         other => return Err(unexpected(other)),

@@ -3,19 +3,20 @@
 use super::backend::{unexpected, Backend};
 use crate::agent::protocol::{Reply, Request};
 use crate::credentials::Credential;
-use crate::keys::PassphraseSource;
 use crate::paths::VaultPaths;
 use crate::Exit;
 
 #[derive(Debug, clap::Args)]
 pub(super) struct Args {
+    #[command(flatten)]
+    passphrase: super::backend::PassphraseArg,
     name: String,
     #[arg(long, default_value = "default")]
     profile: String,
 }
 
 pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
-    let mut backend = Backend::verified(&paths, PassphraseSource::choose(false))?;
+    let mut backend = Backend::verified(&paths, args.passphrase.source())?;
     let current = current(&mut backend, &args.profile, &args.name)?;
     let removal =
         crate::credentials::sign_removal(super::approver(&backend)?, backend.vault_id(), &current);

@@ -4,7 +4,6 @@
 use super::backend::Backend;
 use super::mirror::Mirror;
 use crate::audit::{Activity, SessionSummary};
-use crate::keys::PassphraseSource;
 use crate::paths::VaultPaths;
 use crate::term::escape;
 use crate::Exit;
@@ -12,6 +11,8 @@ use serde_json::{json, Value};
 
 #[derive(Debug, clap::Args)]
 pub(super) struct Args {
+    #[command(flatten)]
+    passphrase: super::backend::PassphraseArg,
     /// Print a JSON array.
     #[arg(long)]
     json: bool,
@@ -32,7 +33,7 @@ fn session_json(s: &SessionSummary) -> Value {
 }
 
 pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
-    let mut backend = Backend::open(&paths, PassphraseSource::choose(false))?;
+    let mut backend = Backend::open(&paths, args.passphrase.source())?;
     let mirror = Mirror::load(&mut backend)?;
     let activity = Activity::load(&mirror.conn)?;
     if args.json {

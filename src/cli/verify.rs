@@ -4,7 +4,6 @@
 use super::backend::{unexpected, Backend};
 use crate::agent::protocol::{Reply, Request};
 use crate::audit::{self, Anchor};
-use crate::keys::PassphraseSource;
 use crate::paths::VaultPaths;
 use crate::wire::journal::{HeadLine, VerifyLine};
 use crate::Exit;
@@ -12,6 +11,8 @@ use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
 pub(super) struct Args {
+    #[command(flatten)]
+    passphrase: super::backend::PassphraseArg,
     /// Check an export (`vault export-audit FILE`) instead of the vault: needs no key, keyring
     /// or vault directory.
     #[arg(long, value_name = "FILE")]
@@ -39,7 +40,7 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
             format!("export {}", file.display()),
         ),
         None => {
-            let mut backend = Backend::open(&paths, PassphraseSource::choose(false))?;
+            let mut backend = Backend::open(&paths, args.passphrase.source())?;
             let what = format!("vault.db of vault {}", backend.vault_id());
             let anchors = anchors
                 .iter()

@@ -169,7 +169,8 @@ impl HttpTarget {
 }
 
 /// Parses `--host`: `host`, `host:port`, `[v6]:port`, or with `https://` / `http://` in front.
-/// Returns (scheme, host, port). Plain http is only for loopback targets.
+/// Returns (scheme, host, port). Plain http is only for loopback targets, and a loopback target
+/// must say its scheme (its server may speak either).
 pub fn parse_host(
     input: &str,
     default_scheme: &str,
@@ -188,6 +189,7 @@ pub fn parse_host(
     } else {
         (default_scheme, lower.as_str())
     };
+    let explicit = lower.contains("://");
     let rest = rest.strip_suffix('/').unwrap_or(rest);
     if rest.contains('@') {
         return Err(invalid(
@@ -211,6 +213,14 @@ pub fn parse_host(
         None if scheme == "http" => 80,
         None => 443,
     };
+    if !explicit && is_loopback(&host) {
+        // A loopback server usually speaks plain HTTP; guessing either way fails half the time,
+        // 29 s later, at the first approved call. Ask once, now.
+        return Err(invalid(
+            "--host",
+            format!("{raw} is a loopback address: say which protocol its server speaks, http://{rest} or https://{rest}"),
+        ));
+    }
     if scheme == "http" && !is_loopback(&host) {
         return Err(invalid(
             "--host",
@@ -218,6 +228,20 @@ pub fn parse_host(
         ));
     }
     Ok((scheme.to_owned(), host, port))
+}
+
+/// `vault edit --host` of an SSH credential: `host`, `host:port` or `[v6]:port`, normalized as
+/// `vault add ssh --host` is.
+pub(crate) fn split_ssh_host(input: &str) -> Result<(String, Option<u16>), CredentialError> {
+    let raw = input.trim();
+    if raw.contains("://") || raw.contains(['@', '/']) {
+        return Err(invalid(
+            "--host",
+            "give an SSH host as host or host:port (the user stays as it is)",
+        ));
+    }
+    let (host, port) = split_port(raw)?;
+    Ok((normalize_host(host)?, port))
 }
 
 fn split_port(s: &str) -> Result<(&str, Option<u16>), CredentialError> {

@@ -208,6 +208,19 @@ fn set<T>(slot: &mut T, new: Option<T>, name: &'static str, changed: &mut Vec<&'
     }
 }
 
+/// Like `set`, for a value given as a whole (`--host`): only what differs counts as changed.
+fn set_new<T: PartialEq>(
+    slot: &mut T,
+    new: T,
+    name: &'static str,
+    changed: &mut Vec<&'static str>,
+) {
+    if *slot != new {
+        *slot = new;
+        changed.push(name);
+    }
+}
+
 /// Applies `edit` to `cred` as the service would (the version is not touched): how the person's
 /// command builds the state it signs, and how the service checks it. Returns the changed fields.
 pub fn apply(cred: &mut Credential, edit: &Edit) -> Result<Vec<&'static str>, CredentialError> {
@@ -220,6 +233,12 @@ pub fn apply(cred: &mut Credential, edit: &Edit) -> Result<Vec<&'static str>, Cr
                     "option",
                     "--host-key and --allow-command apply to ssh credentials only",
                 ));
+            }
+            if let Some(text) = &edit.host {
+                let (scheme, host, port) = super::http::parse_host(text, "https")?;
+                set_new(&mut h.scheme, scheme, "scheme", &mut changed);
+                set_new(&mut h.host, host, "host", &mut changed);
+                set_new(&mut h.port, port, "port", &mut changed);
             }
             set(
                 &mut h.path_prefix,
@@ -247,6 +266,13 @@ pub fn apply(cred: &mut Credential, edit: &Edit) -> Result<Vec<&'static str>, Cr
                     "option",
                     "--path-prefix, --methods and --allow-header apply to http credentials only",
                 ));
+            }
+            if let Some(text) = &edit.host {
+                let (host, port) = super::http::split_ssh_host(text)?;
+                set_new(&mut s.host, host, "host", &mut changed);
+                if let Some(port) = port {
+                    set_new(&mut s.port, port, "port", &mut changed);
+                }
             }
             set(
                 &mut s.host_key,

@@ -35,6 +35,9 @@ fn hosts_normalize_and_ambiguous_encodings_are_refused() {
         "exa mple.com",
         "-bad.example",
         "",
+        "127.0.0.1:8080", // loopback: the scheme must be said
+        "localhost",
+        "[::1]:9",
     ] {
         assert!(parse_host(bad, "https").is_err(), "{bad} should be refused");
     }

@@ -143,6 +143,19 @@ impl Drop for Target {
 
 fn serve(conn: Box<dyn Stream>, route: &Route, log: &Mutex<Vec<Request>>) -> std::io::Result<()> {
     let mut reader = BufReader::new(conn);
+    // Not an HTTP request line (e.g. a TLS ClientHello, which starts 0x16): answer 400 at once,
+    // as a real plain-HTTP server does, and record nothing.
+    if reader
+        .fill_buf()?
+        .first()
+        .is_some_and(|b| !b.is_ascii_uppercase())
+    {
+        let mut out = reader.into_inner();
+        out.write_all(
+            b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        )?;
+        return out.flush();
+    }
     let mut line = String::new();
     reader.read_line(&mut line)?;
     let mut parts = line.split_whitespace();

@@ -162,7 +162,13 @@ impl Executor for HttpExecutor {
         };
         let response = match agent.run(request) {
             Ok(r) => r,
-            Err(e) => return outcome_of_error(&e, connected.0.load(Ordering::SeqCst), &redactor),
+            Err(e) => {
+                let mut out = outcome_of_error(&e, connected.0.load(Ordering::SeqCst), &redactor);
+                if speaks_plain_http(&e) {
+                    out.reason = Some(plain_http_reason(cred_name, target));
+                }
+                return out;
+            }
         };
         read_response(
             response,
@@ -274,6 +280,32 @@ fn outcome_of_error(e: &ureq::Error, connected: bool, redactor: &Redactor) -> Ou
             result,
             reason: Some(format!("the request may have reached the target: {what}")),
         }
+    }
+}
+
+/// Whether a TLS handshake failed because the port answered in plain HTTP (rustls reads the
+/// server's `HTTP/1.1 400` as a record of an invalid content type).
+fn speaks_plain_http(e: &ureq::Error) -> bool {
+    let text = match e {
+        ureq::Error::Io(io) => io.to_string(),
+        ureq::Error::Rustls(r) => r.to_string(),
+        ureq::Error::Tls(t) => t.to_string(),
+        _ => return false,
+    };
+    text.contains("InvalidContentType") || text.contains("corrupt message")
+}
+
+/// What to say, and what the person can run, when an https:// binding meets a plain-HTTP port.
+fn plain_http_reason(cred_name: &str, target: &crate::credentials::HttpTarget) -> String {
+    let at = if target.host.contains(':') {
+        format!("[{}]:{}", target.host, target.port)
+    } else {
+        format!("{}:{}", target.host, target.port)
+    };
+    if crate::credentials::is_loopback(&target.host) {
+        format!("nothing was sent: the credential is bound to https://{at}, but that port speaks plain HTTP, not TLS. If it is a plain-HTTP server, the person binds the credential to it with `vault edit {cred_name} --host http://{at}`")
+    } else {
+        format!("nothing was sent: the credential is bound to https://{at}, but that port speaks plain HTTP, not TLS; the person should check the port (`vault edit {cred_name} --host https://HOST:PORT` moves the binding)")
     }
 }
 

@@ -14,8 +14,12 @@ pub(super) const MIN_PASSPHRASE_CHARS: usize = 8;
 /// Errors reading a passphrase or secret.
 #[derive(Debug, thiserror::Error)]
 pub enum PassphraseError {
-    #[error("no terminal to ask for the {what} on: pipe it with --passphrase-stdin, or set VAULT_PASSPHRASE_FILE to a 0600 file holding it")]
-    NoTerminal { what: &'static str },
+    #[error("no terminal to ask for the {what} on: {instead}")]
+    NoTerminal {
+        what: &'static str,
+        /// How to give it without a terminal.
+        instead: &'static str,
+    },
     #[error("cannot read the {what} from {from}: {source}")]
     Io {
         what: &'static str,
@@ -77,12 +81,22 @@ impl PassphraseSource {
         }
     }
 
+    /// What to tell a person whose passphrase from this source did not open the vault: where it
+    /// was read from and how else to give it (`None` for the terminal: "try again" says it).
+    pub fn wrong_hint(&self) -> Option<String> {
+        match self {
+            Self::Stdin => Some("the passphrase read from standard input (--passphrase-stdin) does not open this vault; check what is piped in, or run the command in a terminal to type it".into()),
+            Self::File(p) => Some(format!("the passphrase read from VAULT_PASSPHRASE_FILE ({}) does not open this vault; correct that file, or unset VAULT_PASSPHRASE_FILE to type it in a terminal (or pipe it with --passphrase-stdin)", p.display())),
+            Self::Terminal => None,
+        }
+    }
+
     /// Reads an existing passphrase.
     pub fn read(&self, prompt: &str) -> Result<Passphrase, PassphraseError> {
         let text = match self {
             Self::Stdin => read_stdin_line("passphrase")?,
             Self::File(path) => read_file_line("passphrase", path)?,
-            Self::Terminal => read_terminal("passphrase", prompt)?,
+            Self::Terminal => read_terminal("passphrase", prompt, PASSPHRASE_INSTEAD)?,
         };
         Ok(Passphrase(SecretString::from(text.as_str())))
     }
@@ -90,14 +104,15 @@ impl PassphraseSource {
     /// Reads a new passphrase: on a terminal it is asked twice; it must be long enough.
     pub fn read_new(&self) -> Result<Passphrase, PassphraseError> {
         let first = self.read("New vault passphrase: ")?;
+        // Too short is said at once, not after it was typed twice.
+        if first.char_count() < MIN_PASSPHRASE_CHARS {
+            return Err(PassphraseError::TooShort);
+        }
         if *self == Self::Terminal {
             let again = self.read("Repeat the passphrase: ")?;
             if again.0.expose_secret() != first.0.expose_secret() {
                 return Err(PassphraseError::Mismatch);
             }
-        }
-        if first.char_count() < MIN_PASSPHRASE_CHARS {
-            return Err(PassphraseError::TooShort);
         }
         Ok(first)
     }
@@ -124,10 +139,15 @@ pub fn read_file_line(
     first_line(io::BufReader::new(file), what, &from)
 }
 
-/// Asks on the controlling terminal with echo off.
+/// How a command is given the passphrase without a terminal.
+pub const PASSPHRASE_INSTEAD: &str =
+    "give it with --passphrase-stdin, or set VAULT_PASSPHRASE_FILE to a 0600 file holding it";
+
+/// Asks on the controlling terminal with echo off; `instead` says how else to give it.
 pub fn read_terminal(
     what: &'static str,
     prompt: &str,
+    instead: &'static str,
 ) -> Result<Zeroizing<String>, PassphraseError> {
     match rpassword::prompt_password(prompt) {
         Ok(s) => {
@@ -140,7 +160,7 @@ pub fn read_terminal(
             }
             Ok(s)
         }
-        Err(_) => Err(PassphraseError::NoTerminal { what }),
+        Err(_) => Err(PassphraseError::NoTerminal { what, instead }),
     }
 }
 

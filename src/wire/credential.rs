@@ -121,6 +121,8 @@ pub struct NewCredential {
 #[serde(default, deny_unknown_fields)]
 pub struct Edit {
     pub approval: Option<Approval>,
+    /// `--host`: HTTP `scheme://host[:port]` (as `vault add` takes it), SSH `host[:port]`.
+    pub host: Option<String>,
     pub path_prefix: Option<String>,
     /// `Some(None)`: any method again.
     #[serde(

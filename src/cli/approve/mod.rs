@@ -23,7 +23,8 @@ pub(super) struct Args {
     id: Option<String>,
     #[arg(long, requires = "id")]
     approve: bool,
-    /// Approve, and let the same session use this credential without asking for an hour.
+    /// Approve, and let the same session use this credential without asking until
+    /// `[approvals] session_grant_seconds` (default 3600) from now.
     #[arg(long, requires = "id")]
     approve_session: bool,
     #[arg(long, requires = "id")]
@@ -49,8 +50,9 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         );
     };
     Vault::id_of(&paths)?;
-    let passphrase = PassphraseSource::choose(args.passphrase_stdin).read("Vault passphrase: ")?;
-    let keys = Vault::keys(&paths, &passphrase)?;
+    let source = PassphraseSource::choose(args.passphrase_stdin);
+    let passphrase = source.read("Vault passphrase: ")?;
+    let keys = super::backend::keys_from(&paths, &source, &passphrase)?;
     let mut client = approver_client(&paths, &keys)?;
     // The channel is open: only the approver key is needed from here on.
     let approver = keys.into_approver();
@@ -85,11 +87,23 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     // What was decided, named from the request whose hash was checked, not the agent's words.
     let what = screen::card_data(&view).headline();
     if args.json {
+        let until = decided.session_until.map(crate::wire::ts::format_millis);
         super::print_json(
-            &serde_json::json!({"action_id": decided.id, "state": decided.state.as_str(), "summary": what}),
+            &serde_json::json!({"action_id": decided.action.id, "state": decided.action.state.as_str(), "summary": what, "session_until": until}),
         )?;
     } else {
-        outln!("{} {}: {what}", decided.state, decided.id);
+        outln!("{}", decided_line(&decided, &what));
     }
     Ok(Exit::Ok)
+}
+
+/// `approved act_…: GET https://… (for this session until 15:10)`: what was decided, and until
+/// when a session grant lets the same session's calls on this credential run without a card.
+pub(super) fn decided_line(d: &crate::agent::client::Decided, what: &str) -> String {
+    let mut line = format!("{} {}: {what}", d.action.state, d.action.id);
+    if let Some(until) = d.session_until {
+        let local = until.to_zoned_datetime(jiff::tz::TimeZone::system());
+        line += &format!(" (for this session until {})", local.strftime("%H:%M"));
+    }
+    line
 }

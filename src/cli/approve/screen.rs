@@ -15,7 +15,6 @@ use crate::approvals::Verdict;
 use crate::keys::{ApproverKey, PassphraseSource};
 use crate::paths::VaultPaths;
 use crate::term::escape;
-use crate::vault::Vault;
 use crate::Exit;
 use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::termios::{
@@ -156,7 +155,7 @@ fn unlock(
     tty.raw(false);
     let passphrase = source.read("Vault passphrase: ");
     tty.raw(true);
-    let keys = Vault::keys(paths, &passphrase?)?;
+    let keys = super::super::backend::keys_from(paths, source, &passphrase?)?;
     let mut client = crate::agent::client::approver_client(paths, &keys)?;
     let approver = keys.into_approver();
     match client.call(Request::WatchPending)? {
@@ -222,7 +221,7 @@ pub(super) fn run(
                 // The note names the request as the card showed it, not as the agent words it.
                 let what = card_data(&v).headline();
                 screen.note = match client.decide(&keys, &v, &verdict, config.session_grant()) {
-                    Ok(d) => format!("{} {}: {what}", capital(d.state.as_str()), d.id),
+                    Ok(d) => capital(&super::decided_line(&d, &what)),
                     Err(e) => format!("Not decided: {e}"),
                 };
                 screen.dirty = true;
