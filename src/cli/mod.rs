@@ -33,6 +33,7 @@ mod pending;
 mod resume;
 mod rm;
 mod sessions;
+mod setup;
 mod unlock;
 mod verify;
 
@@ -97,6 +98,8 @@ enum Command {
     Log(log::Args),
     /// MCP sessions: client, parent process, start and end, actions by state.
     Sessions(sessions::Args),
+    /// Register `vault mcp` with an MCP client (claude, cursor, vscode, codex, gemini).
+    Setup(setup::Args),
 }
 
 /// Every command that may touch key material (a passphrase, the master or approver key, a
@@ -161,6 +164,7 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::ExportAudit(a) => export_audit::run(paths, a),
         Command::Log(a) => log::run(paths, a),
         Command::Sessions(a) => sessions::run(paths, a),
+        Command::Setup(a) => setup::run(paths, a),
     }
 }
 

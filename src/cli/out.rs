@@ -1,6 +1,7 @@
 //! The one writer of results on stdout. A reader that went away (`vault log | head -1`) ends the
 //! command as a success with nothing on stderr, as ripgrep does; any other write error is
-//! reported. Tables are laid out by the width of what they hold.
+//! reported. Tables are laid out by the width of what they hold. Progress and advice go to
+//! stderr (`note`).
 use std::fmt;
 use std::io::{self, Write};
 
@@ -23,6 +24,12 @@ pub(super) fn line(args: fmt::Arguments<'_>) -> anyhow::Result<()> {
             "cannot write the result to stdout: {e}; check where stdout goes (a full disk?)"
         )),
     }
+}
+
+/// Writes one line of progress or advice on stderr (never a result); a failed write is ignored.
+pub(super) fn note(args: fmt::Arguments<'_>) {
+    let mut err = io::stderr().lock();
+    let _ = err.write_fmt(args).and_then(|()| err.write_all(b"\n"));
 }
 
 /// Lays out rows (the first is the header) in columns as wide as their widest cell, two spaces
