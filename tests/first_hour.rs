@@ -300,3 +300,44 @@ fn doctor_calls_a_locked_vault_locked_not_failed_and_still_checks_the_store() {
         );
     }
 }
+
+#[test]
+fn papercuts_say_what_they_mean() {
+    let mut v = TestVault::init("first-papercuts");
+    let pp = format!("{PASSPHRASE}\n");
+    // `export-audit -` writes the journal to stdout (the summary to stderr), and it verifies.
+    let r = v.run(&["export-audit", "-"], None).ok();
+    assert!(r.stdout.starts_with("{\"seq\":1,"), "{}", r.stdout);
+    assert!(r.stderr.contains("journal rows to stdout"), "{}", r.stderr);
+    assert!(!v.vault_dir().join("-").exists() && !std::path::Path::new("-").exists());
+    let file = v.vault_dir().with_file_name("exported.jsonl");
+    std::fs::write(&file, &r.stdout).unwrap();
+    v.run(&["verify", "--file", file.to_str().unwrap()], None)
+        .ok();
+    // A missing --secret-file says the OS error once.
+    let r = v
+        .run(
+            &[
+                "add",
+                "http",
+                "x",
+                "--host",
+                "https://api.example.com",
+                "--bearer",
+                "--secret-file",
+                "/nonexistent/secret",
+                "--passphrase-stdin",
+            ],
+            Some(&pp),
+        )
+        .code(1);
+    assert_eq!(r.stderr.matches("No such file").count(), 1, "{}", r.stderr);
+    // An unknown session is named as unknown, not "no activity yet".
+    let r = v.run(&["log", "--session", "ses_nope"], None).code(1);
+    assert!(r.stderr.contains("no session \"ses_nope\""), "{}", r.stderr);
+    // One duration syntax: what `unlock --for` takes, `log --since` takes.
+    for age in ["2hours", "90s", "1h30m", "3d", "3 days"] {
+        v.run(&["log", "--since", age], None).ok();
+    }
+    v.run(&["log", "--since", "soon"], None).code(1);
+}

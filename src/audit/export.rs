@@ -72,6 +72,23 @@ fn write_rows(
         source,
     };
     let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+    let exported = export_to(conn, &mut out, path)?;
+    let file = out.into_inner().map_err(|e| write_err(e.into_error()))?;
+    file.sync_all().map_err(write_err)?;
+    Ok(exported)
+}
+
+/// Writes every journal row of `conn` (an `audit` table with the journal's columns: the vault's,
+/// or a copy of it) to `out` in the export's form; `path` names `out` in errors.
+pub fn export_to(
+    conn: &Connection,
+    out: &mut dyn Write,
+    path: &Path,
+) -> Result<Exported, ExportError> {
+    let write_err = |source| ExportError::Write {
+        path: path.to_owned(),
+        source,
+    };
     let mut stmt = conn.prepare(super::journal_select!("ORDER BY seq"))?;
     let mut rows = stmt.query([])?;
     let mut exported = Exported {
@@ -105,7 +122,7 @@ fn write_rows(
             prev: hex::encode(&prev),
             hash: hex::encode(&hash),
         };
-        serde_json::to_writer(&mut out, &line)
+        serde_json::to_writer(&mut *out, &line)
             .map_err(std::io::Error::from)
             .and_then(|()| out.write_all(b"\n"))
             .map_err(write_err)?;
@@ -114,7 +131,6 @@ fn write_rows(
             exported.head = Some(Head { seq, hash });
         }
     }
-    let file = out.into_inner().map_err(|e| write_err(e.into_error()))?;
-    file.sync_all().map_err(write_err)?;
+    out.flush().map_err(write_err)?;
     Ok(exported)
 }

@@ -28,7 +28,7 @@ pub use anchor::{
     last_anchor, last_anchored_seq, maybe_anchor, parse_anchor, read_anchors, write_anchor, Anchor,
     AnchorError, ANCHOR_EVERY,
 };
-pub use export::{export, ExportError, Exported};
+pub use export::{export, export_to, ExportError, Exported};
 pub use verify::{
     verify_file, verify_store, Failure, Head, Reason, Report, RowRef, Verifier, VerifyError,
 };

@@ -8,7 +8,6 @@ use crate::audit::{ActionEntry, Activity};
 use crate::paths::VaultPaths;
 use crate::term::escape;
 use crate::Exit;
-use anyhow::Context;
 use serde_json::json;
 use std::io::IsTerminal;
 
@@ -35,19 +34,12 @@ fn parse_since(s: &str) -> anyhow::Result<String> {
     if let Ok(ts) = s.parse::<jiff::Timestamp>() {
         return Ok(crate::time::format_utc(ts));
     }
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (n, unit) = s.split_at(split);
-    let secs = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86400,
-        _ => 0,
-    };
-    let n: i64 = n.parse().ok().filter(|_| secs > 0).with_context(|| {
-        format!("--since {s:?} is neither a UTC time like 2026-11-30T13:00:00Z nor an age like 10m, 2h or 3d")
+    let age = super::parse_age(s).map_err(|_| {
+        anyhow::anyhow!("--since {s:?} is neither a UTC time like 2026-11-30T13:00:00Z nor an age like 90s, 10m, 2h, 2hours or 3d")
     })?;
-    let ts = jiff::Timestamp::from_millisecond(crate::time::now_ms() - n * secs * 1000)?;
+    let ms = i64::try_from(age.as_millis()).unwrap_or(i64::MAX);
+    let ts = jiff::Timestamp::from_millisecond(crate::time::now_ms().saturating_sub(ms))
+        .unwrap_or(jiff::Timestamp::MIN);
     Ok(crate::time::format_utc(ts))
 }
 
@@ -152,6 +144,11 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         }
         Ok(())
     };
+    if let Some(s) = args.session.as_deref() {
+        if !activity.sessions.iter().any(|x| x.id == s) {
+            anyhow::bail!("the journal has no session {s:?}; `vault sessions` lists them");
+        }
+    }
     let shown: Vec<&ActionEntry> = activity.entries.iter().filter(|e| keep(e)).collect();
     if shown.is_empty() && !args.json && !args.follow {
         outln!("No activity yet: actions and rejected calls from `vault mcp` sessions show here.");

@@ -275,13 +275,30 @@ fn check_stored(
     )
 }
 
-/// Parses `--for` durations such as 30m or 8h.
+/// Parses `--for` durations such as 30m, 8h or 2hours (one second to 31 days).
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    let d: jiff::SignedDuration = s
-        .parse()
-        .map_err(|e| format!("{s:?} is not a duration like 30m or 8h: {e}"))?;
-    std::time::Duration::try_from(d)
-        .ok()
-        .filter(|d| d.as_secs() >= 1 && d.as_secs() <= 31 * 86400)
-        .ok_or_else(|| "the duration must be between one second and 31 days".to_owned())
+    let d = parse_age(s)?;
+    if (1..=31 * 86400).contains(&d.as_secs()) {
+        Ok(d)
+    } else {
+        Err("the duration must be between one second and 31 days".to_owned())
+    }
+}
+
+/// The one duration syntax of every flag: `90s`, `10m`, `2h`, `2hours`, `1h30m`, `3d`, `3 days`.
+fn parse_age(s: &str) -> Result<std::time::Duration, String> {
+    let text = s.trim();
+    let bad = || format!("{s:?} is not a duration like 90s, 10m, 2h, 2hours or 3d");
+    for unit in ["days", "day", "d"] {
+        if let Some(n) = text.strip_suffix(unit) {
+            if let Ok(n) = n.trim().parse::<u64>() {
+                return n
+                    .checked_mul(86400)
+                    .map(std::time::Duration::from_secs)
+                    .ok_or_else(bad);
+            }
+        }
+    }
+    let d: jiff::SignedDuration = text.parse().map_err(|_| bad())?;
+    std::time::Duration::try_from(d).map_err(|_| bad())
 }

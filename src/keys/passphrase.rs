@@ -20,7 +20,8 @@ pub enum PassphraseError {
         /// How to give it without a terminal.
         instead: &'static str,
     },
-    #[error("cannot read the {what} from {from}: {source}")]
+    // The OS error is the source: `{:#}` chains print it once, after this.
+    #[error("cannot read the {what} from {from} (check the path and its permissions)")]
     Io {
         what: &'static str,
         from: String,
