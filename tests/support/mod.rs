@@ -337,6 +337,16 @@ impl TestVault {
     /// `run_tty` with a delay per step: (expect, send, seconds to wait after seeing `expect`).
     /// Each `expect` is looked for after where the previous one was found; "" matches at once.
     pub fn run_tty_timed(&mut self, args: &[&str], script: &[(&str, &str, f64)]) -> Run {
+        self.run_tty_sized(args, script, (40, 120))
+    }
+
+    /// `run_tty_timed` on a terminal of (rows, columns).
+    pub fn run_tty_sized(
+        &mut self,
+        args: &[&str],
+        script: &[(&str, &str, f64)],
+        (rows, cols): (u16, u16),
+    ) -> Run {
         let script = serde_json::to_string(script).unwrap();
         let mut c = Command::new(python());
         c.arg(support_file("pty_drive.py"))
@@ -345,6 +355,7 @@ impl TestVault {
             .arg(bin())
             .args(args);
         c.env("VAULT_DIR", self.vault_dir())
+            .env("PTY_SIZE", format!("{rows}x{cols}"))
             .env_remove("VAULT_PASSPHRASE_FILE");
         self.run_command(&mut c, None)
     }

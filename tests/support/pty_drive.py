@@ -25,8 +25,10 @@ def main():
     pid, fd = pty.fork()
     if pid == 0:
         os.execvp(argv[0], argv)
-    # A terminal of 40 rows and 120 columns, so paged output pages the same way on every machine.
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    # A terminal of 40 rows and 120 columns (or PTY_SIZE="ROWSxCOLS"), so paged output pages the
+    # same way on every machine.
+    rows, cols = (int(n) for n in os.environ.get("PTY_SIZE", "40x120").split("x"))
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
     out = b""
     deadline = time.time() + 60
     step = 0

@@ -9,6 +9,7 @@
 //! long for the full view to show whole makes the action impossible to approve. A credential
 //! changed since the person last approved one of its actions says so, old and new. Every string
 //! goes through `term::escape`.
+use super::layout;
 use crate::term::{escape, show_body, MAX_SHOWN_BODY_BYTES};
 use crate::wire::{CredentialRef, NormalizedAction};
 
@@ -212,64 +213,120 @@ fn until(ts: &str) -> String {
     }
 }
 
-/// The card for the first of `waiting` actions, under a `note` (the last decision or refusal).
-pub(super) fn card(d: &CardData, waiting: usize, style: Style, note: &str) -> String {
-    let (bold, dim, reset) = style.codes();
-    let mut s = format!(
-        "\x1b[2J\x1b[H{dim}{}{reset}\n\n{bold}Action 1 of {waiting} waiting{reset}\n",
-        escape(note)
-    );
+/// The card for the first of `waiting` actions, under a `note` (the last decision or refusal),
+/// laid out for a terminal of `size` (`layout::render`).
+pub(super) fn card(
+    d: &CardData,
+    waiting: usize,
+    style: Style,
+    note: &str,
+    size: layout::Size,
+) -> String {
+    use layout::{Emph, Line, Part};
+    let mut lines = vec![
+        Line::new(Part::Top, Emph::Dim, escape(note)),
+        Line::new(Part::Top, Emph::Plain, ""),
+        Line::new(
+            Part::Top,
+            Emph::Bold,
+            format!("Action 1 of {waiting} waiting"),
+        ),
+    ];
     let client = format!("{} {}", escape(&d.client_name), escape(&d.client_version));
-    s += &format!(
-        "  client      {}  ({})\n",
-        client.trim(),
-        escape(&d.parent_exe)
-    );
-    s += &format!(
-        "  tool        {}\n  credential  {}\n",
-        escape(&d.tool),
-        d.credential()
-    );
+    lines.push(Line::new(
+        Part::Top,
+        Emph::Plain,
+        format!(
+            "  client      {}  ({})",
+            client.trim(),
+            escape(&d.parent_exe)
+        ),
+    ));
+    lines.push(Line::new(
+        Part::Top,
+        Emph::Plain,
+        format!("  tool        {}", escape(&d.tool)),
+    ));
+    lines.push(Line::new(
+        Part::Top,
+        Emph::Plain,
+        format!("  credential  {}", d.credential()),
+    ));
     for line in d.change_lines() {
-        s += &format!("  {bold}{line}{reset}\n");
+        lines.push(Line::new(Part::Change, Emph::Bold, format!("  {line}")));
     }
-    s += &format!("  {bold}{}{reset}\n", d.headline());
-    s += &labelled(&capped(d.request_lines()));
+    lines.push(Line::new(
+        Part::Top,
+        Emph::Bold,
+        format!("  {}", d.headline()),
+    ));
+    for l in labelled(&capped(d.request_lines())).lines() {
+        lines.push(Line::new(Part::Request, Emph::Plain, l));
+    }
+    let mut body_total = 0;
     if let Some(body) = d.shown_body() {
         let raw = d.body.as_ref().map_or(0, Vec::len);
-        s += &format!("  body        ({raw} bytes)\n");
+        body_total = body.lines().count();
+        lines.push(Line::new(
+            Part::BodyHead,
+            Emph::Plain,
+            format!("  body        {raw} bytes"),
+        ));
         let mut shown = 0;
-        let mut kept = Vec::new();
+        let mut kept = 0;
         for line in body.lines().take(PREVIEW_LINES) {
             if shown + line.len() > PREVIEW_BYTES {
                 break;
             }
             shown += line.len() + 1;
-            kept.push(line);
+            kept += 1;
+            lines.push(Line::new(
+                Part::Body,
+                Emph::Plain,
+                gutter(std::iter::once(line)).trim_end(),
+            ));
         }
-        s += &gutter(kept.into_iter());
-        let hidden = body.len().saturating_sub(shown);
-        if hidden > 0 {
-            s += &format!(
-                "              … {hidden} more bytes of the body not shown here: [v] shows all of it\n"
-            );
+        if kept < body_total {
+            lines.push(Line::new(
+                Part::BodyHead,
+                Emph::Plain,
+                format!("  … {} more lines: [v] shows all", body_total - kept),
+            ));
         }
     }
     if let Err(why) = d.approvable() {
-        s += &format!("  {bold}!! This action {why}.{reset}\n");
+        lines.push(Line::new(
+            Part::Warn,
+            Emph::Bold,
+            format!("  !! This action {why}."),
+        ));
     }
-    s += &format!(
-        "  hash        {}…\n",
-        &d.action_hash[..16.min(d.action_hash.len())]
-    );
-    s += &format!(
-        "  asked       {}   expires {}\n\n",
-        until(&d.created_at).replace("in 0 min 0 s", "just now"),
-        until(&d.expires_at)
-    );
-    s += &format!("{bold}{}{reset}\n", d.headline());
-    s += "[a]pprove once   [s] approve for this session   [d]eny   [v]iew in full   [q]uit\n";
-    s
+    lines.push(Line::new(
+        Part::Meta,
+        Emph::Plain,
+        format!(
+            "  hash        {}…",
+            &d.action_hash[..16.min(d.action_hash.len())]
+        ),
+    ));
+    lines.push(Line::new(
+        Part::Meta,
+        Emph::Plain,
+        format!(
+            "  asked       {}   expires {}",
+            until(&d.created_at).replace("in 0 min 0 s", "just now"),
+            until(&d.expires_at)
+        ),
+    ));
+    lines.push(Line::new(Part::Meta, Emph::Plain, ""));
+    lines.push(Line::new(Part::Bottom, Emph::Bold, d.headline()));
+    let keys = if size.cols >= 84 {
+        "[a]pprove once   [s] approve for this session   [d]eny   [v]iew in full   [q]uit"
+    } else {
+        "[a]once [s]ession [d]eny [v]iew [q]uit"
+    };
+    lines.push(Line::new(Part::Bottom, Emph::Plain, keys));
+    layout::render(lines, size, style.codes(), body_total)
 }
 
 /// The full view, as lines: every field of the action in the card's form and the whole body.
@@ -325,6 +382,11 @@ mod tests {
     use crate::agent::protocol::{CredentialChange, FieldChange};
     use serde_json::json;
 
+    const BIG: layout::Size = layout::Size {
+        cols: 120,
+        rows: 40,
+    };
+
     fn normalized(v: serde_json::Value) -> NormalizedAction {
         serde_json::from_value(v).expect("a normalized action")
     }
@@ -349,7 +411,7 @@ mod tests {
     #[test]
     fn the_card_shows_headers_query_and_body_and_counts_what_it_hides() {
         let d = data(Some(br#"{"name":"harmless"}"#));
-        let c = card(&d, 1, Style { color: false }, "note\u{1b}[2K");
+        let c = card(&d, 1, Style { color: false }, "note\u{1b}[2K", BIG);
         for want in [
             "POST https://h/v1/x?a=1&b=%1B",
             "api (profile default, version 2)",
@@ -369,11 +431,8 @@ mod tests {
         assert!(d.approvable().is_ok());
         let long = "x\n".repeat(2000);
         let d = data(Some(long.as_bytes()));
-        let c = card(&d, 1, Style { color: false }, "");
-        assert!(
-            c.contains("3976 more bytes of the body not shown here"),
-            "{c}"
-        );
+        let c = card(&d, 1, Style { color: false }, "", BIG);
+        assert!(c.contains("1988 more lines: [v] shows all"), "{c}");
         assert_eq!(
             full_view(&d).iter().filter(|l| l.ends_with("│ x")).count(),
             2000
@@ -381,7 +440,9 @@ mod tests {
         let huge = "y".repeat(MAX_SHOWN_BODY_BYTES + 1);
         let d = data(Some(huge.as_bytes()));
         assert!(d.approvable().is_err());
-        assert!(card(&d, 1, Style { color: false }, "").contains("cannot be approved"));
+        let c = card(&d, 1, Style { color: false }, "", BIG);
+        let words = c.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(words.contains("cannot be approved"), "{c}");
     }
 
     #[test]
@@ -393,7 +454,16 @@ mod tests {
         h.headers = (0..60).map(|i| (format!("x-h{i}"), "v".into())).collect();
         let q: Vec<String> = (0..40).map(|i| format!("q{i}=1")).collect();
         h.url = format!("https://h/v1/x?{}", q.join("&"));
-        let c = card(&d, 1, Style { color: false }, "");
+        let c = card(
+            &d,
+            1,
+            Style { color: false },
+            "",
+            layout::Size {
+                cols: 120,
+                rows: 24,
+            },
+        );
         let lines: Vec<&str> = c.lines().collect();
         assert!(lines.len() <= 24, "{} lines: {c}", lines.len());
         assert!(
@@ -402,8 +472,9 @@ mod tests {
                 .any(|l| l.contains("POST https://h/v1/x?q0=1")),
             "{c}"
         );
-        assert!(c.contains("… 56 more not shown here"), "{c}");
-        assert!(c.contains("… 36 more not shown here"), "{c}");
+        // What did not fit is counted, and the keys are the last line.
+        assert!(c.contains("more") && c.contains("[v] shows all"), "{c}");
+        assert!(lines.last().is_some_and(|l| l.contains("[q]uit")), "{c}");
         assert_eq!(
             full_view(&d).iter().filter(|l| l.contains("x-h")).count(),
             60
@@ -415,7 +486,7 @@ mod tests {
         // An unverified request shows nothing of it, and cannot be approved.
         let mut d = data(None);
         d.normalized = None;
-        let c = card(&d, 1, Style { color: false }, "");
+        let c = card(&d, 1, Style { color: false }, "", BIG);
         assert!(c.contains("does not match its hash"), "{c}");
         assert!(d.approvable().is_err());
         // SSH: user, host, port, pinned key, command, and its shell syntax named.
@@ -441,7 +512,7 @@ mod tests {
                 },
             ],
         });
-        let c = card(&d, 1, Style { color: false }, "");
+        let c = card(&d, 1, Style { color: false }, "", BIG);
         for want in [
             "deploy@10.0.0.5 port 22: git pull; id",
             "SHA256:new (pinned)",

@@ -24,6 +24,8 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
+/// Ctrl-C, read as a key while the card is up.
+const CTRL_C: u8 = 3;
 /// How long `Tty::key` waits for a key before the queue is looked at again.
 const TICK: Duration = Duration::from_millis(250);
 /// Decision keys are ignored for this long after a different card comes on screen, so a key
@@ -53,7 +55,10 @@ impl Tty {
     fn raw(&self, on: bool) {
         let mut t = self.saved.clone();
         if on {
-            t.local_modes.remove(LocalModes::ICANON | LocalModes::ECHO);
+            // ISIG off too: Ctrl-C arrives as a key (quit), so the terminal is restored on the
+            // way out instead of being left without echo by a signal.
+            t.local_modes
+                .remove(LocalModes::ICANON | LocalModes::ECHO | LocalModes::ISIG);
             t.special_codes[SpecialCodeIndex::VMIN] = 0;
             t.special_codes[SpecialCodeIndex::VTIME] = 0;
         }
@@ -106,9 +111,18 @@ impl Tty {
 
     /// Rows of the terminal (24 when it does not say).
     fn rows(&self) -> usize {
+        self.size().rows
+    }
+
+    /// The terminal's size now (80×24 when it does not say): asked at every draw, so a
+    /// resized window gets a card that fits.
+    fn size(&self) -> super::layout::Size {
         match termios::tcgetwinsize(&self.file) {
-            Ok(w) if w.ws_row > 0 => usize::from(w.ws_row),
-            _ => 24,
+            Ok(w) if w.ws_row > 0 && w.ws_col > 0 => super::layout::Size {
+                cols: usize::from(w.ws_col),
+                rows: usize::from(w.ws_row),
+            },
+            _ => super::layout::Size { cols: 80, rows: 24 },
         }
     }
 
@@ -271,7 +285,13 @@ impl Screen {
             return;
         }
         let screen = match self.queue.first() {
-            Some(v) => card::card(&card_data(v), self.queue.len(), self.style, &self.note),
+            Some(v) => card::card(
+                &card_data(v),
+                self.queue.len(),
+                self.style,
+                &self.note,
+                tty.size(),
+            ),
             None => format!(
                 "\x1b[2J\x1b[H{}\nNo action waits. [q] quit\n",
                 escape(&self.note)
@@ -292,7 +312,7 @@ impl Screen {
             .find(|v| self.on_screen.id.as_deref() == Some(v.action.id.as_str()))
             .cloned()
         else {
-            return if matches!(k, b'q' | b'Q') {
+            return if matches!(k, b'q' | b'Q' | CTRL_C) {
                 Key::Quit
             } else {
                 Key::Nothing
@@ -306,7 +326,7 @@ impl Screen {
             return Key::Nothing;
         }
         let verdict = match k {
-            b'q' | b'Q' => return Key::Quit,
+            b'q' | b'Q' | CTRL_C => return Key::Quit,
             b'a' | b's' => match card_data(&current).approvable() {
                 Ok(()) if k == b'a' => Verdict::Approve,
                 Ok(()) => Verdict::ApproveSession,
