@@ -4,7 +4,7 @@
 //! or one outside its range (`BOUNDS`) is an error that names the key and the range. Nothing in
 //! the file can make a later computation overflow.
 use crate::paths::VaultPaths;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 const DEFAULTS: &str = include_str!("../assets/config.default.toml");
@@ -72,7 +72,7 @@ pub enum ConfigError {
     Invalid { path: String, message: String },
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Limits {
     pub stderr_retained_per_call_bytes: usize,
@@ -85,7 +85,7 @@ pub struct Limits {
     pub ssh_idle_seconds: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Approvals {
     pub expiry_seconds: u64,
@@ -95,7 +95,7 @@ pub struct Approvals {
     pub replay_window_seconds: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Agent {
     /// The agent locks itself after this long with no request (0: never).
@@ -104,7 +104,7 @@ pub struct Agent {
 
 /// Every field is required here: the user's keys are laid over the shipped file's table first,
 /// so the defaults live in one place (`assets/config.default.toml`).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     pub limits: Limits,
@@ -118,7 +118,39 @@ impl Default for Config {
     }
 }
 
+/// One key of the effective configuration, and whether `config.toml` set it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Setting {
+    pub section: &'static str,
+    pub key: &'static str,
+    pub value: u64,
+    pub unit: &'static str,
+    pub from_file: bool,
+}
+
 impl Config {
+    /// Every key (in `BOUNDS` order) with its value here; `from_file` names the keys `file_text`
+    /// (the text of `config.toml`, if any) sets.
+    pub fn settings(&self, file_text: Option<&str>) -> Vec<Setting> {
+        let values = serde_json::to_value(self).expect("a configuration serializes");
+        let user: toml::Table = file_text
+            .and_then(|t| toml::from_str(t).ok())
+            .unwrap_or_default();
+        BOUNDS
+            .iter()
+            .map(|&(section, key, _, _, unit)| Setting {
+                section,
+                key,
+                value: values[section][key].as_u64().unwrap_or_default(),
+                unit,
+                from_file: user
+                    .get(section)
+                    .and_then(toml::Value::as_table)
+                    .is_some_and(|t| t.contains_key(key)),
+            })
+            .collect()
+    }
+
     /// The vault's configuration: the defaults, overridden key by key by `config.toml`.
     pub fn load(paths: &VaultPaths) -> Result<Self, ConfigError> {
         let path = paths.config();

@@ -341,3 +341,47 @@ fn papercuts_say_what_they_mean() {
     }
     v.run(&["log", "--since", "soon"], None).code(1);
 }
+
+#[test]
+fn config_shows_each_value_its_source_and_what_the_running_agent_uses() {
+    let mut v = TestVault::init("first-config");
+    // No file: every key is its default, the idle lock included.
+    let r = v.run(&["config"], None).ok();
+    assert!(r.stdout.contains("does not exist"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("idle_seconds = 3600") && r.stdout.contains("default"),
+        "{}",
+        r.stdout
+    );
+    // A key set in the file, read by a restarted agent: its source is the file.
+    v.configure("[approvals]\nexpiry_seconds = 120\n");
+    let r = v.run(&["config", "--json"], None).ok();
+    let j: Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    let key = |name: &str| {
+        j["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["key"] == name)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(key("approvals.expiry_seconds")["value"], 120);
+    assert_eq!(key("approvals.expiry_seconds")["source"], "config.toml");
+    assert_eq!(key("approvals.wait_seconds")["source"], "default");
+    assert!(key("approvals.expiry_seconds")["agent_value"].is_null());
+    // Changed after the agent started: both values, and what applies the new one.
+    std::fs::write(
+        v.vault_dir().join("config.toml"),
+        "[approvals]\nexpiry_seconds = 300\n",
+    )
+    .unwrap();
+    let r = v.run(&["config"], None).ok();
+    assert!(
+        r.stdout.contains("expiry_seconds = 300")
+            && r.stdout.contains("the running agent uses 120"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("`vault unlock`"), "{}", r.stdout);
+}

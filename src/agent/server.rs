@@ -159,6 +159,11 @@ fn initial_status(
         connections: 0,
         version: env!("CARGO_PKG_VERSION").into(),
         store: None,
+        config: config
+            .settings(None)
+            .into_iter()
+            .map(|s| (format!("{}.{}", s.section, s.key), s.value))
+            .collect(),
     }
 }
 

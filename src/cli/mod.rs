@@ -17,6 +17,7 @@ mod add;
 mod agent;
 mod approve;
 mod backend;
+mod config;
 mod demo;
 mod doctor;
 mod edit;
@@ -78,6 +79,8 @@ enum Command {
     Agent(agent::Args),
     /// Check the keyring, paths, modes and versions; prints no secret.
     Doctor(doctor::Args),
+    /// The effective configuration: each key's value and source, and what the agent uses.
+    Config(config::Args),
     /// Decide waiting actions: passphrase once, then a card per action (or scripted with --id).
     Approve(approve::Args),
     /// List the actions waiting for a decision (no passphrase needed).
@@ -154,6 +157,7 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Lock(a) => lock::run(paths, a),
         Command::Agent(a) => agent::run(paths, a),
         Command::Doctor(a) => doctor::run(paths, a),
+        Command::Config(a) => config::run(paths, a),
         Command::Mcp(a) => mcp::run(paths, a),
         Command::Approve(a) => approve::run(paths, a),
         Command::Pending(a) => pending::run(paths, a),

@@ -12,7 +12,8 @@ pub(super) struct Args {
     /// Read the passphrase from the first line of stdin (else VAULT_PASSPHRASE_FILE, else the terminal).
     #[arg(long)]
     passphrase_stdin: bool,
-    /// How long the agent keeps the key, e.g. 30m, 8h (default 8h); `vault lock` ends it sooner.
+    /// How long the agent keeps the key, e.g. 30m, 8h, 2hours (default 8h); `vault lock` ends it
+    /// sooner, and so does an hour with no request (`[agent] idle_seconds`; `vault config`).
     #[arg(long = "for", value_name = "DURATION", value_parser = super::parse_duration)]
     ttl: Option<Duration>,
     /// Also keep the key in the OS keyring, so a login unit can start the agent without asking

@@ -210,6 +210,10 @@ pub struct AgentStatus {
     /// The store as the agent sees it (filled when asked with `Status`).
     #[serde(default)]
     pub store: Option<StoreStatus>,
+    /// The configuration the agent read when it started, `section.key` → value (`vault config`
+    /// shows what a restart would change).
+    #[serde(default)]
+    pub config: Vec<(String, u64)>,
 }
 
 /// What `vault doctor` shows of the open store.

@@ -1,0 +1,99 @@
+//! `vault config [--json]`: the effective configuration, every key with its value, unit and
+//! source (the default or `config.toml`), and where the running agent read something else when
+//! it started ("changed since the agent started: `vault unlock` applies it"). Prints no secret;
+//! needs no passphrase.
+use crate::agent::client::Client;
+use crate::agent::protocol::{Reply, Request, Role};
+use crate::config::Config;
+use crate::paths::VaultPaths;
+use crate::Exit;
+use serde_json::json;
+use std::collections::BTreeMap;
+
+#[derive(Debug, clap::Args)]
+pub(super) struct Args {
+    /// Print one JSON object: the file, and each key's value, unit, source and the agent's value.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
+    let file = paths.config();
+    let text = match std::fs::read_to_string(&file) {
+        Ok(t) => Some(t),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => anyhow::bail!("cannot read {}: {e}; check its permissions", file.display()),
+    };
+    let config = Config::load(&paths)?;
+    let settings = config.settings(text.as_deref());
+    // The running agent's view, if one answers (no passphrase needed to ask).
+    let agent: Option<BTreeMap<String, u64>> = match Client::connect(&paths, Role::Cli) {
+        Ok(Some(mut c)) => match c.call(Request::Status) {
+            Ok(Reply::Status(s)) => Some(s.config.into_iter().collect()),
+            _ => None,
+        },
+        _ => None,
+    };
+    let differs = |name: &str, value: u64| {
+        agent
+            .as_ref()
+            .and_then(|a| a.get(name))
+            .filter(|&&v| v != value)
+            .copied()
+    };
+    if args.json {
+        let keys: Vec<serde_json::Value> = settings
+            .iter()
+            .map(|s| {
+                let name = format!("{}.{}", s.section, s.key);
+                json!({"key": name, "value": s.value, "unit": s.unit,
+                       "source": if s.from_file { "config.toml" } else { "default" },
+                       "agent_value": differs(&name, s.value)})
+            })
+            .collect();
+        super::print_json(&json!({"file": file, "file_exists": text.is_some(),
+            "agent_running": agent.is_some(), "keys": keys}))?;
+        return Ok(Exit::Ok);
+    }
+    match &text {
+        Some(_) => outln!(
+            "# {} (keys it does not set have their defaults)",
+            file.display()
+        ),
+        None => outln!(
+            "# {} does not exist: every key has its default (assets/config.default.toml)",
+            file.display()
+        ),
+    }
+    let mut section = "";
+    let mut changed = 0;
+    for s in &settings {
+        if s.section != section {
+            section = s.section;
+            outln!("[{section}]");
+        }
+        let source = if s.from_file {
+            "config.toml"
+        } else {
+            "default"
+        };
+        let name = format!("{}.{}", s.section, s.key);
+        let line = format!("{} = {}", s.key, s.value);
+        match differs(&name, s.value) {
+            Some(old) => {
+                changed += 1;
+                outln!(
+                    "{line:<44} # {}, {source}; the running agent uses {old}",
+                    s.unit
+                );
+            }
+            None => outln!("{line:<44} # {}, {source}", s.unit),
+        }
+    }
+    if changed > 0 {
+        outln!("# {changed} key(s) changed since the agent started: `vault lock`, then `vault unlock`, applies them");
+    } else if agent.is_none() {
+        outln!("# no vault agent runs: `vault unlock` starts one with these values");
+    }
+    Ok(Exit::Ok)
+}
