@@ -1,7 +1,9 @@
 //! `vault demo` end to end: without a terminal it approves through the scripted path and says
-//! so; in a real terminal it asks, and a "y" approves. Exit 0 only if every step succeeded.
+//! so; in a real terminal it opens the real card (`vault approve`), and Ctrl-C leaves neither
+//! its agent nor its vault behind. Exit 0 only if every step succeeded.
 mod support;
 
+use support::pty;
 use support::*;
 
 fn demo_command() -> std::process::Command {
@@ -40,24 +42,81 @@ fn the_demo_runs_the_whole_flow_without_a_terminal() {
 }
 
 #[test]
-fn the_demo_asks_a_person_on_a_terminal() {
-    // Two cards: the HTTP action, then the SSH one (its summary names the credential).
-    let script =
-        serde_json::to_string(&[("Approve? [y/N]", "y\n"), ("(credential demo-ssh)", "y\n")])
-            .unwrap();
+fn the_demo_shows_the_real_card_on_a_terminal() {
+    // Two cards of the real `vault approve`: the HTTP action, then the SSH one. After each
+    // decision the screen says nothing waits, and [q] goes back to the demo.
+    let script = serde_json::to_string(&[
+        ("[a]pprove once", "a", 0.8),
+        ("No action waits", "q", 0.3),
+        ("(credential demo-ssh)", "", 0.1),
+        ("[a]pprove once", "a", 0.8),
+        ("No action waits", "q", 0.3),
+    ])
+    .unwrap();
     let out = std::process::Command::new(python())
         .arg(support_file("pty_drive.py"))
         .arg(script)
         .args(["--", bin(), "demo"])
         .env("VAULT_KEYRING", "kernel")
         .env_remove("VAULT_DIR")
+        .env_remove("VAULT_PASSPHRASE_FILE")
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
     assert!(
-        text.contains("APPROVAL NEEDED") && text.contains("Demo complete"),
+        text.contains("Action 1 of 1 waiting") && text.contains("Demo complete"),
         "{text}"
     );
     assert!(!text.contains("scripted path"), "{text}");
+    assert!(
+        !text.contains("(passphrase"),
+        "the passphrase is never shown: {text}"
+    );
+}
+
+#[test]
+fn ctrl_c_on_the_demo_leaves_no_agent_and_no_vault() {
+    // Ctrl-C typed on the card (the card reads it as a key and quits), and SIGINT to the demo
+    // itself: either way its agent stops and its throwaway vault is deleted.
+    for how in ["key", "signal"] {
+        let mut c = std::process::Command::new(bin());
+        c.arg("demo")
+            .env("VAULT_KEYRING", "kernel")
+            .env_remove("VAULT_DIR")
+            .env_remove("VAULT_PASSPHRASE_FILE");
+        let mut s = pty::PtySession::spawn(c, None);
+        assert!(
+            s.wait_for("[a]pprove once", std::time::Duration::from_secs(60)),
+            "{how}: no card: {}",
+            s.output()
+        );
+        let dir = std::env::temp_dir().join(format!("agent-vault-demo-{}", s.pid()));
+        assert!(dir.join("vault.db").exists(), "{how}: {}", dir.display());
+        std::thread::sleep(std::time::Duration::from_millis(600));
+        match how {
+            "key" => s.send("\u{3}"),
+            _ => {
+                let _ = std::process::Command::new("kill")
+                    .args(["-INT", &s.pid().to_string()])
+                    .status();
+            }
+        }
+        let code = s.finish(std::time::Duration::from_secs(30));
+        assert_ne!(code, Some(0), "{how}: an interrupted demo does not succeed");
+        assert!(
+            !dir.exists(),
+            "{how}: the demo vault was left in {}",
+            dir.display()
+        );
+        let agents = std::process::Command::new("pgrep")
+            .args(["-f", &format!("agent-vault-demo-{}", s.pid())])
+            .output()
+            .unwrap();
+        assert!(
+            agents.stdout.is_empty(),
+            "{how}: a process of the demo is still running: {}",
+            String::from_utf8_lossy(&agents.stdout)
+        );
+    }
 }

@@ -1,5 +1,6 @@
 //! `vault demo`: the end-to-end flow on a throwaway vault (see `crate::demo`). On a terminal it
-//! asks you to approve; without one it approves through the scripted path and says so.
+//! opens the real approval card (`vault approve` for the demo vault); without one it approves
+//! through the scripted path and says so.
 use crate::demo::{self, Approver};
 use crate::Exit;
 use std::io::IsTerminal;
@@ -17,13 +18,23 @@ pub(super) fn run(args: Args) -> anyhow::Result<Exit> {
         let _ = super::out::line(format_args!("{line}"));
     };
     let interactive = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
-    let mut ask = |summary: &str, hash: &str| {
-        let question =
-            format!("\n   APPROVAL NEEDED\n   {summary}\n   hash {hash}…\n   Approve? [y/N] ");
-        super::confirm_on_terminal(&question).unwrap_or(false)
+    // The real card: this same binary's `vault approve`, on this terminal, for the demo vault.
+    let mut screen = |dir: &std::path::Path, passphrase: &std::path::Path| {
+        let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+        let status = std::process::Command::new(exe)
+            .arg("approve")
+            .env("VAULT_DIR", dir)
+            .env("VAULT_PASSPHRASE_FILE", passphrase)
+            .status()
+            .map_err(|e| format!("cannot start vault approve: {e}"))?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(format!("vault approve ended with {status}"))
+        }
     };
     let approver = if interactive {
-        Approver::Person(&mut ask)
+        Approver::Person(&mut screen)
     } else {
         Approver::Scripted
     };

@@ -27,10 +27,16 @@ use std::time::{Duration, Instant};
 
 /// How the approval is given.
 pub(crate) enum Approver<'a> {
-    /// Ask the person: shows the summary and hash prefix, returns their answer.
-    Person(&'a mut dyn FnMut(&str, &str) -> bool),
+    /// The person, on the real card: runs `vault approve` on this terminal for the demo vault
+    /// (given its directory and a 0600 file holding its passphrase) until the person quits it.
+    Person(&'a mut dyn FnMut(&std::path::Path, &std::path::Path) -> Result<(), String>),
     /// No terminal: approve through the scripted path, and say so.
     Scripted,
+}
+
+/// The demo vault's passphrase file (0600, inside the throwaway vault directory).
+fn passphrase_file(paths: &VaultPaths) -> std::path::PathBuf {
+    paths.dir().join("demo-passphrase")
 }
 
 /// Errors of the demo.
@@ -53,17 +59,54 @@ pub(crate) fn run(
     let dir = std::env::temp_dir().join(format!("agent-vault-demo-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let paths = VaultPaths::new(&dir);
+    cleanup_on_signal(&paths);
     let result = flow(&paths, say, approver);
     crate::agent::client::stop_running(&paths);
     if keep {
         say(&format!(
-            "Kept the demo vault in {} (its passphrase was printed above).",
-            dir.display()
+            "Kept the demo vault in {dir}; its passphrase is in {file} (0600): e.g. VAULT_DIR={dir} VAULT_PASSPHRASE_FILE={file} vault log",
+            dir = dir.display(),
+            file = passphrase_file(&paths).display(),
         ));
     } else {
         let _ = std::fs::remove_dir_all(&dir);
     }
     result
+}
+
+/// On SIGINT, SIGTERM or SIGHUP (Ctrl-C, a closed terminal): stop the demo's agent, delete the
+/// throwaway vault and exit 130, instead of leaving both behind.
+fn cleanup_on_signal(paths: &VaultPaths) {
+    let paths = paths.clone();
+    let _ = std::thread::Builder::new()
+        .name("demo-signals".into())
+        .spawn(move || {
+            use tokio::signal::unix::{signal, SignalKind};
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async {
+                let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
+                    signal(SignalKind::interrupt()),
+                    signal(SignalKind::terminate()),
+                    signal(SignalKind::hangup()),
+                ) else {
+                    return;
+                };
+                tokio::select! {
+                    _ = int.recv() => {}
+                    _ = term.recv() => {}
+                    _ = hup.recv() => {}
+                }
+            });
+            crate::agent::client::stop_running(&paths);
+            let _ = std::fs::remove_dir_all(paths.dir());
+            tracing::warn!("demo interrupted: its vault agent was stopped and its vault deleted");
+            std::process::exit(130);
+        });
 }
 
 /// The demo API's answer: "created", with a debug echo of the Authorization header (so that the
@@ -106,13 +149,19 @@ fn flow(
 
     let (vault, keys) = Vault::init(paths.clone(), &Passphrase::from_string(passphrase.clone()))
         .map_err(|e| step(format!("vault init: {e}")))?;
+    // For the real `vault approve` on a terminal, and for --keep; never printed.
+    crate::paths::write_new_private(
+        &passphrase_file(paths),
+        format!("{passphrase}\n").as_bytes(),
+    )
+    .map_err(|e| step(format!("writing the demo passphrase file: {e}")))?;
     let vault_id = vault.vault_id.clone();
     drop(vault);
     let agent =
         crate::agent::handoff::start_agent(paths, &vault_id, &keys, Duration::from_secs(600))
             .map_err(|e| step(format!("starting the vault agent: {e}")))?;
     say(&format!(
-        "2. Throwaway vault in {} (passphrase {passphrase}); its key is held only by the vault agent, pid {} (not dumpable, no core, not readable by other processes)",
+        "2. Throwaway vault in {} (a random passphrase, never shown); its key is held only by the vault agent, pid {} (not dumpable, no core, not readable by other processes)",
         paths.dir().display(),
         agent.pid
     ));
@@ -147,6 +196,7 @@ fn flow(
     let mut mcp = start_mcp(paths, say)?;
     let mut approver_conn = approver_client(paths, &keys).map_err(|e| step(e.to_string()))?;
     http_action(
+        paths,
         &mut mcp,
         &mut approver_conn,
         &keys,
@@ -156,6 +206,7 @@ fn flow(
         say,
     )?;
     ssh::run(
+        paths,
         &mut cli,
         &mut approver_conn,
         &keys,
@@ -207,7 +258,9 @@ fn start_mcp(paths: &VaultPaths, say: &mut dyn FnMut(&str)) -> Result<Mcp, DemoE
 
 /// The HTTP action (steps 5-7): the agent's POST waits, a person decides, the target sees the
 /// credential only after an approval, and the agent never sees it.
+#[allow(clippy::too_many_arguments)]
 fn http_action(
+    paths: &VaultPaths,
     mcp: &mut Mcp,
     approver_conn: &mut Client,
     keys: &KeyMaterial,
@@ -231,6 +284,7 @@ fn http_action(
         return Err(step("the target was contacted before any approval"));
     }
     let approved = decide(
+        paths,
         approver,
         approver_conn,
         keys,
@@ -318,6 +372,7 @@ fn check_journal(
 /// Asks the person (or, without a terminal, approves and says so) and sends the signed verdict
 /// for `view`; returns whether it was approved.
 fn decide(
+    paths: &VaultPaths,
     approver: &mut Approver<'_>,
     approver_conn: &mut Client,
     keys: &KeyMaterial,
@@ -327,7 +382,25 @@ fn decide(
 ) -> Result<bool, DemoError> {
     let action = &view.action;
     let approved = match approver {
-        Approver::Person(ask) => ask(&action.summary, &action.action_hash[..12]),
+        Approver::Person(screen) => {
+            say("   The real `vault approve` opens now: read the card, press [a] to approve (or [d] to deny), then [q] to come back here.");
+            screen(paths.dir(), &passphrase_file(paths)).map_err(step)?;
+            // What the person decided, as the agent recorded it.
+            return match approver_conn.call(Request::ForApproval {
+                action_id: action.id.clone(),
+            }) {
+                Ok(Reply::View(v)) => match v.action.state {
+                    crate::wire::State::Approved
+                    | crate::wire::State::Dispatched
+                    | crate::wire::State::Completed => Ok(true),
+                    crate::wire::State::Denied => Ok(false),
+                    other => Err(step(format!(
+                        "the action is still {other}: nothing was decided on the card (press [a] or [d] before [q])"
+                    ))),
+                },
+                other => Err(step(format!("reading the decision: {other:?}"))),
+            };
+        }
         Approver::Scripted => {
             say(&format!(
                 "   No terminal: approving through the scripted path{scripted_how}"

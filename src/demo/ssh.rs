@@ -12,6 +12,7 @@ use zeroize::Zeroizing;
 /// Runs the SSH part of the demo through the vault agent (`cli` adds, `approver_conn` decides)
 /// and the running `vault mcp`.
 pub(super) fn run(
+    paths: &crate::paths::VaultPaths,
     cli: &mut Client,
     approver_conn: &mut Client,
     keys: &KeyMaterial,
@@ -59,7 +60,7 @@ pub(super) fn run(
     if !target.commands().is_empty() || target.logins() != 0 {
         return Err(step("the SSH server was contacted before any approval"));
     }
-    let approved = super::decide(approver, approver_conn, keys, &view, "", say)?;
+    let approved = super::decide(paths, approver, approver_conn, keys, &view, "", say)?;
     let answer = mcp.until(4)?;
     if answer.to_string().contains(&password) {
         return Err(step("the SSH password reached the agent's result"));
