@@ -385,3 +385,51 @@ fn config_shows_each_value_its_source_and_what_the_running_agent_uses() {
     );
     assert!(r.stdout.contains("`vault unlock`"), "{}", r.stdout);
 }
+
+#[test]
+fn log_has_a_header_a_reverse_order_and_fits_the_width() {
+    let target = HttpTarget::start(SECRET);
+    let mut v = TestVault::init("first-log");
+    v.add_bearer_with("api", &target.base(), SECRET, &["--approval", "never"]);
+    let mut p = McpProc::spawn(v.command(&["mcp"]));
+    p.initialize();
+    let long = "x".repeat(300);
+    for (id, path) in [(1, "first".to_owned()), (2, format!("second-{long}"))] {
+        let sc = get(&mut p, id, "api", &format!("{}/{path}", target.base()), 30);
+        assert_eq!(sc["state"], "completed", "{sc}");
+    }
+    p.finish(Duration::from_secs(10));
+    let mut c = v.command(&["log"]);
+    c.env("COLUMNS", "160");
+    let r = v.run_command(&mut c, None).ok();
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert!(
+        lines[0].starts_with("TIME") && lines[0].contains("STATE"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        lines[1].contains("/first") && lines[2].contains("xxx"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        lines.iter().all(|l| l.chars().count() <= 160),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        lines[2].contains('…'),
+        "the long URL is cut in the middle: {}",
+        r.stdout
+    );
+    let r = v.run(&["log", "--reverse"], None).ok();
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert!(
+        lines[1].contains("/second-") && lines[2].contains("/first"),
+        "{}",
+        r.stdout
+    );
+    // Piped without COLUMNS, nothing is cut.
+    assert!(r.stdout.contains(&long), "{}", r.stdout);
+}

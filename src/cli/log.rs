@@ -1,5 +1,7 @@
-//! `vault log [--json] [--session S] [--since T] [--follow]`: what each agent did, as a
-//! projection of the journal: time, client, tool, credential, target summary, state, duration.
+//! `vault log [--json] [--session S] [--since T] [--follow | --reverse]`: what each agent did, as
+//! a projection of the journal: time, client, tool, credential, state, duration, target summary,
+//! under a header, oldest first (newest with --reverse), the summary cut in the middle to the
+//! terminal's width.
 //! Text lines print agent-derived fields through `term::escape`; `--json` is JSON-escaped.
 use super::backend::Backend;
 use super::mirror::Mirror;
@@ -27,6 +29,17 @@ pub(super) struct Args {
     /// Keep running and print entries as they change (Ctrl-C to stop).
     #[arg(long)]
     follow: bool,
+    /// Newest first (not with --follow).
+    #[arg(long, conflicts_with = "follow")]
+    reverse: bool,
+}
+
+/// The column titles of `entry_line`.
+fn header() -> String {
+    format!(
+        "{:<19}  {:<14}  {:<12}  {:<14}  {:<18}  {:>7}  {}",
+        "TIME (local)", "CLIENT", "TOOL", "CREDENTIAL", "STATE", "TOOK", "WHAT"
+    )
 }
 
 /// `--since` as a journal timestamp, so it compares as a string.
@@ -105,20 +118,30 @@ fn entry_json(a: &Activity, e: &ActionEntry) -> serde_json::Value {
     })
 }
 
-fn entry_line(a: &Activity, e: &ActionEntry, style: &Style) -> String {
+fn entry_line(a: &Activity, e: &ActionEntry, style: &Style, width: Option<usize>) -> String {
     let client = a
         .session_of(e)
         .and_then(|s| s.client_name.as_deref().map(escape))
         .unwrap_or_else(|| "-".into());
-    format!(
-        "{}  {:<14}  {:<12}  {:<14}  {}  {:>7}  {}",
+    let cell = |s: String, w: usize| super::out::middle(&s, w);
+    let head = format!(
+        "{}  {:<14}  {:<12}  {:<14}  ",
         local_time(&e.started),
-        client,
-        escape(e.tool.as_deref().unwrap_or("-")),
-        escape(e.credential.as_deref().unwrap_or("-")),
+        cell(client, 14),
+        cell(escape(e.tool.as_deref().unwrap_or("-")), 12),
+        cell(escape(e.credential.as_deref().unwrap_or("-")), 14),
+    );
+    // The summary takes what is left of the width (its middle cut), at least 20 characters.
+    let what = escape(e.summary.as_deref().unwrap_or(""));
+    let used = head.chars().count() + 18 + 2 + 7 + 2;
+    let what = match width {
+        Some(w) => super::out::middle(&what, w.saturating_sub(used).max(20)),
+        None => what,
+    };
+    format!(
+        "{head}{}  {:>7}  {what}",
         style.state(&escape(&e.state)),
         duration(e.duration_ms),
-        escape(e.summary.as_deref().unwrap_or(""))
     )
 }
 
@@ -136,11 +159,12 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
             .is_none_or(|s| e.session.as_deref() == Some(s))
             && since.as_deref().is_none_or(|t| e.updated.as_str() >= t)
     };
+    let width = super::out::width();
     let print = |a: &Activity, e: &ActionEntry| -> anyhow::Result<()> {
         if args.json {
             outln!("{}", entry_json(a, e));
         } else {
-            outln!("{}", entry_line(a, e, &style));
+            outln!("{}", entry_line(a, e, &style, width));
         }
         Ok(())
     };
@@ -154,7 +178,15 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         outln!("No activity yet: actions and rejected calls from `vault mcp` sessions show here.");
         return Ok(Exit::Ok);
     }
-    for e in shown {
+    if !args.json {
+        outln!("{}", header());
+    }
+    let ordered: Box<dyn Iterator<Item = &&ActionEntry>> = if args.reverse {
+        Box::new(shown.iter().rev())
+    } else {
+        Box::new(shown.iter())
+    };
+    for e in ordered {
         print(&activity, e)?;
     }
     if !args.follow {

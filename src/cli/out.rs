@@ -32,6 +32,79 @@ pub(super) fn note(args: fmt::Arguments<'_>) {
     let _ = err.write_fmt(args).and_then(|()| err.write_all(b"\n"));
 }
 
+/// The width results should fit: the terminal's when stdout is one (or `$COLUMNS` when set);
+/// `None` (no limit) for a pipe or a file, so scripts get every character.
+pub(super) fn width() -> Option<usize> {
+    if let Some(n) = std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok()) {
+        return Some(n).filter(|&n: &usize| n > 0);
+    }
+    use std::io::IsTerminal;
+    if !io::stdout().is_terminal() {
+        return None;
+    }
+    rustix::termios::tcgetwinsize(io::stdout())
+        .ok()
+        .map(|w| usize::from(w.ws_col))
+        .filter(|&n| n > 0)
+}
+
+/// `s` cut to `max` characters by replacing its middle with `…` (a long path keeps its start and
+/// its file name).
+pub(super) fn middle(s: &str, max: usize) -> String {
+    let n = s.chars().count();
+    if n <= max {
+        return s.to_owned();
+    }
+    if max < 2 {
+        return "…".chars().take(max).collect();
+    }
+    let head = (max - 1) / 2;
+    let tail = max - 1 - head;
+    let start: String = s.chars().take(head).collect();
+    let end: String = s.chars().skip(n - tail).collect();
+    format!("{start}…{end}")
+}
+
+/// `table`, its widest columns (never the first) cut in the middle until a line fits `width`.
+pub(super) fn table_fit(rows: &[Vec<String>], width: Option<usize>) -> Vec<String> {
+    let Some(width) = width else {
+        return table(rows);
+    };
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let mut widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|cell| cell.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let total = |w: &[usize]| w.iter().sum::<usize>() + 2 * w.len().saturating_sub(1);
+    while total(&widths) > width {
+        let Some((c, &w)) = widths
+            .iter()
+            .enumerate()
+            .skip(1)
+            .max_by_key(|(_, w)| **w)
+            .filter(|(_, w)| **w > 8)
+        else {
+            break;
+        };
+        widths[c] = (w - (total(&widths) - width)).max(8);
+    }
+    let cut: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            r.iter()
+                .enumerate()
+                .map(|(c, cell)| middle(cell, widths[c]))
+                .collect()
+        })
+        .collect();
+    table(&cut)
+}
+
 /// Lays out rows (the first is the header) in columns as wide as their widest cell, two spaces
 /// apart; the last column is not padded. Cells are already escaped for the terminal.
 pub(super) fn table(rows: &[Vec<String>]) -> Vec<String> {
@@ -63,6 +136,24 @@ pub(super) fn table(rows: &[Vec<String>]) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_table_too_wide_cuts_its_widest_column_in_the_middle() {
+        let rows = vec![
+            vec!["ID".into(), "PARENT".into(), "END".into()],
+            vec![
+                "ses_1".into(),
+                "/home/me/.local/lib/node_modules/@anthropic-ai/claude-code/cli.js".into(),
+                "eof".into(),
+            ],
+        ];
+        let lines = super::table_fit(&rows, Some(40));
+        assert!(lines.iter().all(|l| l.chars().count() <= 40), "{lines:#?}");
+        assert!(
+            lines[1].contains("/home/me") && lines[1].contains("cli.js") && lines[1].contains('…')
+        );
+        assert_eq!(super::table_fit(&rows, None), super::table(&rows));
+    }
+
     #[test]
     fn columns_are_as_wide_as_their_widest_cell() {
         let rows = vec![

@@ -88,7 +88,7 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
             },
         ]);
     }
-    for line in super::out::table(&rows) {
+    for line in super::out::table_fit(&rows, super::out::width()) {
         outln!("{line}");
     }
     Ok(Exit::Ok)
