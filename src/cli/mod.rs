@@ -17,6 +17,7 @@ mod add;
 mod agent;
 mod approve;
 mod backend;
+mod completions;
 mod demo;
 mod doctor;
 mod edit;
@@ -25,6 +26,7 @@ mod init;
 mod list;
 mod lock;
 mod log;
+mod man;
 mod mcp;
 mod mirror;
 mod out;
@@ -97,6 +99,11 @@ enum Command {
     Log(log::Args),
     /// MCP sessions: client, parent process, start and end, actions by state.
     Sessions(sessions::Args),
+    /// Print the completion script for a shell (bash, zsh, fish, elvish, powershell).
+    Completions(completions::Args),
+    /// Print the manual page vault(1) in roff (for packages: `vault man > vault.1`).
+    #[command(hide = true)]
+    Man(man::Args),
 }
 
 /// Every command that may touch key material (a passphrase, the master or approver key, a
@@ -161,6 +168,8 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::ExportAudit(a) => export_audit::run(paths, a),
         Command::Log(a) => log::run(paths, a),
         Command::Sessions(a) => sessions::run(paths, a),
+        Command::Completions(a) => completions::run(a),
+        Command::Man(a) => man::run(a),
     }
 }
 
