@@ -20,6 +20,8 @@ fn a_closed_stdout_is_success_with_nothing_on_stderr() {
         &["pending"],
         &["doctor", "--json"],
         &["verify"],
+        &["completions", "bash"],
+        &["man"],
     ] {
         let (reader, writer) = std::io::pipe().unwrap();
         drop(reader);

@@ -17,6 +17,7 @@ mod add;
 mod agent;
 mod approve;
 mod backend;
+mod completions;
 mod config;
 mod demo;
 mod doctor;
@@ -26,6 +27,7 @@ mod init;
 mod list;
 mod lock;
 mod log;
+mod man;
 mod mcp;
 mod mirror;
 mod out;
@@ -103,6 +105,11 @@ enum Command {
     Sessions(sessions::Args),
     /// Register `vault mcp` with an MCP client (claude, cursor, vscode, codex, gemini).
     Setup(setup::Args),
+    /// Print the completion script for a shell (bash, zsh, fish, elvish, powershell).
+    Completions(completions::Args),
+    /// Print the manual page vault(1) in roff (for packages: `vault man > vault.1`).
+    #[command(hide = true)]
+    Man(man::Args),
 }
 
 /// Every command that may touch key material (a passphrase, the master or approver key, a
@@ -169,6 +176,8 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Log(a) => log::run(paths, a),
         Command::Sessions(a) => sessions::run(paths, a),
         Command::Setup(a) => setup::run(paths, a),
+        Command::Completions(a) => completions::run(a),
+        Command::Man(a) => man::run(a),
     }
 }
 

@@ -13,11 +13,21 @@ pub(super) struct StdoutClosed;
 /// Writes one line (what `outln!` expands to).
 pub(super) fn line(args: fmt::Arguments<'_>) -> anyhow::Result<()> {
     let mut out = io::stdout().lock();
-    let written = out
-        .write_fmt(args)
-        .and_then(|()| out.write_all(b"\n"))
-        .and_then(|()| out.flush());
-    match written {
+    written(
+        out.write_fmt(args)
+            .and_then(|()| out.write_all(b"\n"))
+            .and_then(|()| out.flush()),
+    )
+}
+
+/// Writes bytes as they are: a generated script or page, which ends its own lines.
+pub(super) fn raw(bytes: &[u8]) -> anyhow::Result<()> {
+    let mut out = io::stdout().lock();
+    written(out.write_all(bytes).and_then(|()| out.flush()))
+}
+
+fn written(result: io::Result<()>) -> anyhow::Result<()> {
+    match result {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Err(StdoutClosed.into()),
         Err(e) => Err(anyhow::anyhow!(
