@@ -1,0 +1,128 @@
+//! The README's command lines run as written, without a terminal, against a throwaway vault: every
+//! line of its `sh` blocks whose command is `vault` or `mkdir` (continuations joined, comments
+//! kept), in a fresh HOME holding the files the lines name (`token.txt`, `~/.ssh/id_ed25519`),
+//! with the passphrase in `VAULT_PASSPHRASE_FILE` as the README says. Lines for other programs
+//! (cargo, sudo, claude) are listed and skipped.
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+use support::*;
+
+/// The command lines of the README's ```sh blocks, continuations joined.
+fn sh_lines(readme: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut in_block = false;
+    let mut pending = String::new();
+    for line in readme.lines() {
+        if line.starts_with("```") {
+            in_block = line == "```sh";
+            continue;
+        }
+        if !in_block {
+            continue;
+        }
+        let trimmed = line.trim_end();
+        if let Some(head) = trimmed.strip_suffix('\\') {
+            pending.push_str(head);
+            pending.push(' ');
+            continue;
+        }
+        pending.push_str(line.trim());
+        if !pending.is_empty() {
+            out.push(std::mem::take(&mut pending));
+        }
+        pending.clear();
+    }
+    out
+}
+
+#[test]
+fn every_vault_line_of_the_readme_runs_as_written() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let lines = sh_lines(&readme);
+    let dir = TempDir::new("readme");
+    let home = dir.path().join("home");
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::write(work.join("token.txt"), "DECOY_readme_tok_5e1\n").unwrap();
+    let keygen = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(home.join(".ssh/id_ed25519"))
+        .status()
+        .unwrap();
+    assert!(keygen.success());
+    let pp = dir.path().join("passphrase");
+    std::fs::write(&pp, format!("{PASSPHRASE}\n")).unwrap();
+    let bin_dir = Path::new(bin()).parent().unwrap().to_owned();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let vault_dir = dir.path().join("vault");
+    let mut ran = Vec::new();
+    let mut skipped = Vec::new();
+    for line in &lines {
+        let first = line.split_whitespace().next().unwrap_or("");
+        if !matches!(first, "vault" | "mkdir") {
+            skipped.push(line.clone());
+            continue;
+        }
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(line)
+            .current_dir(&work)
+            .env("HOME", &home)
+            .env("PATH", &path)
+            .env("VAULT_DIR", &vault_dir)
+            .env("VAULT_PASSPHRASE_FILE", &pp)
+            .env_remove("VAULT_LOG")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "README line failed ({}): {line}\nstdout: {}\nstderr: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        ran.push(line.clone());
+    }
+    eprintln!(
+        "ran {} README lines; skipped (other programs): {skipped:#?}",
+        ran.len()
+    );
+    for want in [
+        "vault init",
+        "vault add http",
+        "vault add ssh",
+        "vault doctor",
+        "vault completions",
+    ] {
+        assert!(
+            ran.iter().any(|l| l.starts_with(want)),
+            "the README no longer has a `{want}` line to run: {ran:#?}"
+        );
+    }
+    // What the lines did: both credentials are there, and the completion script was written.
+    let mut list = Command::new(bin());
+    list.args(["list"])
+        .env("VAULT_DIR", &vault_dir)
+        .env("VAULT_PASSPHRASE_FILE", &pp);
+    let listed = String::from_utf8_lossy(&list.output().unwrap().stdout).into_owned();
+    assert!(
+        listed.contains("github") && listed.contains("web1"),
+        "{listed}"
+    );
+    assert!(home
+        .join(".local/share/bash-completion/completions/vault")
+        .exists());
+    let _ = Command::new(bin())
+        .arg("lock")
+        .env("VAULT_DIR", &vault_dir)
+        .output();
+}
