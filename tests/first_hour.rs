@@ -433,3 +433,25 @@ fn log_has_a_header_a_reverse_order_and_fits_the_width() {
     // Piped without COLUMNS, nothing is cut.
     assert!(r.stdout.contains(&long), "{}", r.stdout);
 }
+
+#[test]
+fn a_profile_with_no_credentials_is_named_on_the_servers_stderr() {
+    let mut v = TestVault::init("first-profile");
+    v.add_bearer("api", "https://api.example.com", SECRET);
+    let mut p = McpProc::spawn(v.command(&["mcp", "--profile", "defualt"]));
+    p.initialize();
+    let r = p.call(1, "list_credentials", json!({}));
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    let (_, _, stderr) = p.finish(Duration::from_secs(10));
+    assert!(
+        stderr.contains("profile \"defualt\" has no credentials")
+            && stderr.contains("the profiles that have some: default"),
+        "{stderr}"
+    );
+    // The right profile says nothing of the kind.
+    let mut p = McpProc::spawn(v.command(&["mcp"]));
+    p.initialize();
+    p.call(1, "list_credentials", json!({}));
+    let (_, _, stderr) = p.finish(Duration::from_secs(10));
+    assert!(!stderr.contains("has no credentials"), "{stderr}");
+}

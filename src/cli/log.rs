@@ -123,7 +123,11 @@ fn entry_line(a: &Activity, e: &ActionEntry, style: &Style, width: Option<usize>
         .session_of(e)
         .and_then(|s| s.client_name.as_deref().map(escape))
         .unwrap_or_else(|| "-".into());
-    let cell = |s: String, w: usize| super::out::middle(&s, w);
+    // Cells are cut only to fit a terminal (or $COLUMNS); piped, every character is kept.
+    let cell = |s: String, w: usize| match width {
+        Some(_) => super::out::middle(&s, w),
+        None => s,
+    };
     let head = format!(
         "{}  {:<14}  {:<12}  {:<14}  ",
         local_time(&e.started),

@@ -145,8 +145,14 @@ impl Link {
             profile: Some(self.profile.clone()),
         };
         match conn.call(hello).await {
-            Some(Reply::Welcome { session, .. }) => {
+            Some(Reply::Welcome {
+                session, warnings, ..
+            }) => {
                 tracing::info!(?session, "connected to the vault agent");
+                // On stderr, where MCP clients keep a server's log.
+                for w in warnings {
+                    tracing::warn!("the vault agent says: {w}");
+                }
             }
             other => {
                 tracing::warn!("the vault agent refused this session: {other:?}");
