@@ -6,6 +6,8 @@
 //! commits what arrived together in one transaction (group commit). Both at `synchronous = FULL`.
 //!
 //! Run: `cargo bench --bench agent_journal` (goal: ≥ 20,000 durable rows/s through the agent).
+//! `-- --quick`: a few rows per writer, checks only that all were answered and the journal
+//! verifies (what CI runs).
 mod common;
 
 use agent_vault::agent::client::Client;
@@ -19,11 +21,12 @@ use serde_json::json;
 use std::time::Instant;
 
 const SESSIONS: usize = 8;
-const ROWS_PER_SESSION: usize = 4000;
 const WINDOW: usize = 16;
-const DIRECT_ROWS_PER_WRITER: usize = 500;
 
 fn main() {
+    let quick = common::quick();
+    let rows_per_session = common::size(quick, 4000, 100);
+    let direct_rows_per_writer = common::size(quick, 500, 10);
     let target = FastTarget::start();
     // The budget of refused calls journaled per session and second (20 by default) would count
     // instead of journaling most of them: lift it, this measures the writer.
@@ -41,7 +44,7 @@ fn main() {
             let (db, key) = (bv.paths.db(), bv.keys.master.clone());
             std::thread::spawn(move || {
                 let mut store = Store::open(&db, &key).expect("open");
-                for i in 0..DIRECT_ROWS_PER_WRITER {
+                for i in 0..direct_rows_per_writer {
                     let tx = loop {
                         match store.write() {
                             Ok(tx) => break tx,
@@ -58,7 +61,7 @@ fn main() {
         .collect();
     writers.into_iter().for_each(|w| w.join().unwrap());
     let direct_secs = started.elapsed().as_secs_f64();
-    let direct_rows = SESSIONS * DIRECT_ROWS_PER_WRITER;
+    let direct_rows = SESSIONS * direct_rows_per_writer;
 
     // Through the agent: 8 sessions, 16 requests in flight each.
     let started = Instant::now();
@@ -76,8 +79,8 @@ fn main() {
                     .expect("agent");
                 let fingerprint = "0".repeat(64);
                 let (mut sent, mut done) = (0, 0);
-                while done < ROWS_PER_SESSION {
-                    while sent < ROWS_PER_SESSION && sent - done < WINDOW {
+                while done < rows_per_session {
+                    while sent < rows_per_session && sent - done < WINDOW {
                         c.send(Request::Reject {
                             code: -32600,
                             reason: "bench".into(),
@@ -96,7 +99,7 @@ fn main() {
         .collect();
     sessions.into_iter().for_each(|s| s.join().unwrap());
     let agent_secs = started.elapsed().as_secs_f64();
-    let agent_rows = SESSIONS * ROWS_PER_SESSION;
+    let agent_rows = SESSIONS * rows_per_session;
 
     let direct_rate = direct_rows as f64 / direct_secs;
     let agent_rate = agent_rows as f64 / agent_secs;

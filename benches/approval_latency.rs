@@ -7,6 +7,7 @@
 //! the same run, as the floor of any dispatch: a direct ureq GET, start → arrival.
 //!
 //! Run: `cargo bench --bench approval_latency` (prints a table; the goal is p95 ≤ 3 ms).
+//! `-- --quick`: a few approvals, checks only that each was dispatched and completed (what CI runs).
 mod common;
 
 use agent_vault::agent::protocol::{Reply, Request};
@@ -15,17 +16,17 @@ use agent_vault::credentials::Approval;
 use common::{stats, BenchVault, FastTarget, Mcp};
 use std::time::{Duration, Instant};
 
-const N: usize = 200;
-
 fn main() {
+    let quick = common::quick();
+    let n = common::size(quick, 200, 5);
     let target = FastTarget::start();
     let mut bv = BenchVault::new("approval-latency", target.port, Approval::Each);
     let mut mcp = Mcp::spawn(&bv.paths);
 
     // Peer: a direct GET (connect + request head), the floor of any dispatch.
     let agent: ureq::Agent = ureq::Agent::config_builder().build().into();
-    let mut direct = Vec::with_capacity(N);
-    for i in 0..N {
+    let mut direct = Vec::with_capacity(n);
+    for i in 0..n {
         let t = Instant::now();
         let tag = format!("d{i}");
         agent
@@ -35,9 +36,9 @@ fn main() {
         direct.push(target.arrival(&tag) - t);
     }
 
-    let mut latency = Vec::with_capacity(N);
-    let mut find = Vec::with_capacity(N);
-    for i in 0..N {
+    let mut latency = Vec::with_capacity(n);
+    let mut find = Vec::with_capacity(n);
+    for i in 0..n {
         let tag = format!("a{i}");
         let url = format!("{}/a?t={tag}", target.base());
         let asked = Instant::now();
@@ -61,7 +62,7 @@ fn main() {
             std::thread::sleep(Duration::from_millis(1));
         };
         find.push(asked.elapsed());
-        assert_eq!(target.count(), N + i, "nothing is sent while pending");
+        assert_eq!(target.count(), n + i, "nothing is sent while pending");
         let committed = Instant::now();
         bv.approver
             .decide(
@@ -79,7 +80,7 @@ fn main() {
     let (d50, d95, dmean) = stats(direct);
     let (f50, f95, fmean) = stats(find);
     let (l50, l95, lmean) = stats(latency);
-    println!("approval committed -> request at the target, {N} actions (ms)");
+    println!("approval committed -> request at the target, {n} actions (ms)");
     println!("{:<52} {:>9} {:>9} {:>9}", "", "p50", "p95", "mean");
     println!(
         "{:<52} {:>9.3} {:>9.3} {:>9.3}",

@@ -5,6 +5,7 @@
 //! connections so both see the same machine.
 //!
 //! Run: `cargo bench --bench channel` (prints a table; the goal is ≤ 1 ms added per request).
+//! `-- --quick`: a few requests and connections, checks only (what CI runs).
 mod common;
 
 use agent_vault::agent::client::Client;
@@ -12,9 +13,6 @@ use agent_vault::agent::protocol::{Reply, Request, Role};
 use agent_vault::credentials::Approval;
 use common::{secure_cli, stats, BenchVault, FastTarget};
 use std::time::{Duration, Instant};
-
-const N: usize = 2000;
-const CONNECTS: usize = 300;
 
 fn time(c: &mut Client, req: impl Fn() -> Request) -> Duration {
     let t = Instant::now();
@@ -35,11 +33,13 @@ fn row(what: &str, plain: Vec<Duration>, secure: Vec<Duration>) {
 }
 
 fn main() {
+    let quick = common::quick();
+    let (n, connects, sessions) = common::size(quick, (2000, 300, 500), (50, 10, 20));
     let target = FastTarget::start();
     let bv = BenchVault::new("channel", target.port, Approval::Each);
     // Some journal to read: every connection's hello and the credential add are rows; add more
     // by opening sessions (each `mcp` hello journals session.start).
-    for _ in 0..500 {
+    for _ in 0..sessions {
         let _ = Client::connect_as(&bv.paths, Role::Mcp, None).expect("mcp session");
     }
     let mut plain = Client::connect(&bv.paths, Role::Cli)
@@ -61,7 +61,7 @@ fn main() {
         "ms", "plain p50", "p95", "chan p50", "p95", "added p50", "ratio"
     );
     let (mut ps, mut ss, mut pj, mut sj) = (vec![], vec![], vec![], vec![]);
-    for i in 0..N {
+    for i in 0..n {
         ps.push(time(&mut plain, || Request::Status));
         ss.push(time(&mut secure, || Request::Status));
         if i % 10 == 0 {
@@ -77,7 +77,7 @@ fn main() {
     );
 
     let (mut pc, mut sc) = (vec![], vec![]);
-    for _ in 0..CONNECTS {
+    for _ in 0..connects {
         let t = Instant::now();
         drop(
             Client::connect(&bv.paths, Role::Cli)

@@ -4,16 +4,16 @@
 //! scrubbed result — against a direct ureq GET to the same loopback target in the same run.
 //!
 //! Run: `cargo bench --bench http_overhead` (prints a table; the goal is a p50 overhead ≤ 2 ms).
+//! `-- --quick`: a few requests, checks only that every one completed (what CI runs).
 mod common;
 
 use agent_vault::credentials::Approval;
 use common::{stats, BenchVault, FastTarget, Mcp};
 use std::time::{Duration, Instant};
 
-const N: usize = 300;
-const WARMUP: usize = 20;
-
 fn main() {
+    let quick = common::quick();
+    let (n, warmup) = common::size(quick, (300, 20), (10, 2));
     let target = FastTarget::start();
     let bv = BenchVault::new("http-overhead", target.port, Approval::Never);
     let mut mcp = Mcp::spawn(&bv.paths);
@@ -23,8 +23,8 @@ fn main() {
         .max_redirects(0)
         .build()
         .into();
-    let mut direct = Vec::with_capacity(N);
-    for i in 0..WARMUP + N {
+    let mut direct = Vec::with_capacity(n);
+    for i in 0..warmup + n {
         let url = format!("{}/d?t=d{i}", target.base());
         let t = Instant::now();
         let mut r = agent
@@ -34,14 +34,14 @@ fn main() {
             .expect("direct GET");
         let body = r.body_mut().read_to_string().unwrap();
         assert_eq!(body, r#"{"ok":true}"#);
-        if i >= WARMUP {
+        if i >= warmup {
             direct.push(t.elapsed());
         }
     }
 
     // Through the vault: every URL differs (no replay of a stored result).
-    let mut vault = Vec::with_capacity(N);
-    for i in 0..WARMUP + N {
+    let mut vault = Vec::with_capacity(n);
+    for i in 0..warmup + n {
         let url = format!("{}/v?t=v{i}", target.base());
         let t = Instant::now();
         mcp.http_request(i as i64, &url, 20);
@@ -49,19 +49,19 @@ fn main() {
         let elapsed = t.elapsed();
         assert_eq!(sc["http"]["status"], 200);
         assert_eq!(sc["http"]["body"]["untrusted_json"]["ok"], true);
-        if i >= WARMUP {
+        if i >= warmup {
             vault.push(elapsed);
         }
     }
     assert_eq!(
         target.count(),
-        2 * (WARMUP + N),
+        2 * (warmup + n),
         "every request reached the target"
     );
 
     let (d50, d95, dmean) = stats(direct);
     let (v50, v95, vmean) = stats(vault);
-    println!("loopback GET, {N} requests each after {WARMUP} warm-up (ms)");
+    println!("loopback GET, {n} requests each after {warmup} warm-up (ms)");
     println!("{:<52} {:>9} {:>9} {:>9}", "", "p50", "p95", "mean");
     println!(
         "{:<52} {:>9.3} {:>9.3} {:>9.3}",

@@ -1,29 +1,27 @@
 //! Benchmark: `vault mcp` as a client meets it. Cold start (spawn → `initialize` answered) and a
 //! warm `tools/list` round trip on one session, against the reference TypeScript server
-//! `@modelcontextprotocol/server-everything` (installed by `.ci/run` into `.ci/node`, run with
-//! `node … stdio`), measured by the same harness in the same run.
+//! `@modelcontextprotocol/server-everything` (run with `node … stdio`), measured by the same
+//! harness in the same run.
+//!
+//! The peer needs `node` on PATH and is installed, pinned by `.ci/node/package-lock.json`, by
+//! one command from the repository root: `npm ci --prefix .ci/node` (`.ci/run` runs it too).
+//! Without it the bench says so and fails: in quick mode before measuring anything, in full
+//! mode after printing the vault's own rows.
 //!
 //! Run: `cargo bench --bench mcp_startup` (prints a table; goals: cold start p50 ≤ 10 ms and
-//! ≥ 30× faster than the peer). Without `.ci/node` the peer rows are skipped.
+//! ≥ 30× faster than the peer). `-- --quick`: a few starts and calls of each, checks only (what
+//! CI runs).
+mod common;
+
+use common::stats;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const COLD_RUNS: usize = 50;
-const WARM_CALLS: usize = 500;
-
-fn stats(mut v: Vec<Duration>) -> (f64, f64, f64) {
-    v.sort();
-    let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    let p = |q: f64| ms(v[((v.len() as f64 - 1.0) * q).round() as usize]);
-    (
-        p(0.5),
-        p(0.95),
-        ms(v.iter().sum::<Duration>()) / v.len() as f64,
-    )
-}
+/// How the peer is installed (from the repository root).
+const PEER_INSTALL: &str = "npm ci --prefix .ci/node";
 
 /// How to start one MCP server over stdio.
 struct Server {
@@ -113,14 +111,14 @@ struct Measured {
     warm: (f64, f64, f64),
 }
 
-fn measure(server: &Server) -> Measured {
+fn measure(server: &Server, cold_runs: usize, warm_calls: usize) -> Measured {
     // One unmeasured start warms the page cache.
     let mut s = server.spawn();
     s.initialize();
     s.close();
 
-    let mut cold = Vec::with_capacity(COLD_RUNS);
-    for _ in 0..COLD_RUNS {
+    let mut cold = Vec::with_capacity(cold_runs);
+    for _ in 0..cold_runs {
         let t = Instant::now();
         let mut s = server.spawn();
         s.initialize();
@@ -142,8 +140,8 @@ fn measure(server: &Server) -> Measured {
     for _ in 0..20 {
         s.request("tools/list", json!({}));
     }
-    let mut warm = Vec::with_capacity(WARM_CALLS);
-    for _ in 0..WARM_CALLS {
+    let mut warm = Vec::with_capacity(warm_calls);
+    for _ in 0..warm_calls {
         let t = Instant::now();
         s.request("tools/list", json!({}));
         warm.push(t.elapsed());
@@ -161,8 +159,9 @@ fn peer() -> Result<Server, String> {
         root.join(".ci/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
     if !entry.exists() {
         return Err(format!(
-            "{} is missing (run `.ci/run`, or `npm ci --prefix .ci/node`)",
-            entry.display()
+            "{} is missing: install it with `{PEER_INSTALL}` from {}",
+            entry.display(),
+            root.display()
         ));
     }
     let node_ok = Command::new("node")
@@ -172,7 +171,10 @@ fn peer() -> Result<Server, String> {
         .status()
         .is_ok_and(|s| s.success());
     if !node_ok {
-        return Err("`node` is not on PATH".into());
+        return Err(format!(
+            "`node` is not on PATH: install Node.js (>= 18), then `{PEER_INSTALL}` from {}",
+            root.display()
+        ));
     }
     Ok(Server {
         name: "server-everything (node)".into(),
@@ -183,6 +185,13 @@ fn peer() -> Result<Server, String> {
 }
 
 fn main() {
+    let quick = common::quick();
+    let (cold_runs, warm_calls) = common::size(quick, (50, 500), (3, 20));
+    let peer = peer();
+    if let (true, Err(why)) = (quick, &peer) {
+        eprintln!("mcp_startup: the peer is not installed: {why}");
+        std::process::exit(1);
+    }
     let dir = std::env::temp_dir().join(format!("av-bench-mcp-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let vault_dir = dir.join("vault");
@@ -214,14 +223,11 @@ fn main() {
         args: vec!["mcp".into()],
         env: env.clone(),
     };
-    let ours = measure(&vault);
-    let theirs = match peer() {
-        Ok(p) => Some(measure(&p)),
-        Err(why) => {
-            println!("peer skipped: {why}");
-            None
-        }
-    };
+    let ours = measure(&vault, cold_runs, warm_calls);
+    let theirs = peer
+        .as_ref()
+        .ok()
+        .map(|p| measure(p, cold_runs, warm_calls));
 
     println!("MCP over stdio (ms)");
     println!("{:<52} {:>9} {:>9} {:>9}", "", "p50", "p95", "mean");
@@ -229,22 +235,22 @@ fn main() {
         println!("{label:<52} {p50:>9.3} {p95:>9.3} {mean:>9.3}");
     };
     row(
-        format!("cold start → initialize, vault mcp, n={COLD_RUNS}"),
+        format!("cold start → initialize, vault mcp, n={cold_runs}"),
         ours.cold,
     );
     if let Some(t) = &theirs {
         row(
-            format!("cold start → initialize, server-everything, n={COLD_RUNS}"),
+            format!("cold start → initialize, server-everything, n={cold_runs}"),
             t.cold,
         );
     }
     row(
-        format!("warm tools/list, vault mcp, n={WARM_CALLS}"),
+        format!("warm tools/list, vault mcp, n={warm_calls}"),
         ours.warm,
     );
     if let Some(t) = &theirs {
         row(
-            format!("warm tools/list, server-everything, n={WARM_CALLS}"),
+            format!("warm tools/list, server-everything, n={warm_calls}"),
             t.warm,
         );
     }
@@ -269,4 +275,8 @@ fn main() {
         .stderr(Stdio::null())
         .status();
     let _ = std::fs::remove_dir_all(&dir);
+    if let Err(why) = peer {
+        eprintln!("mcp_startup: no peer rows, the peer is not installed: {why}");
+        std::process::exit(1);
+    }
 }

@@ -3,6 +3,9 @@
 //! iterations), measured in the same run. Also the whole `vault list --json` process.
 //!
 //! Run: `cargo bench --bench open_list` (prints a table; the goal is ≤ 5 ms for open + list).
+//! `-- --quick`: a few of each, checks only (what CI runs).
+mod common;
+
 use agent_vault::credentials::{
     self, Approval, HttpAuth, HttpTarget, NewCredential, Secret, Target,
 };
@@ -10,20 +13,10 @@ use agent_vault::keys::Passphrase;
 use agent_vault::paths::VaultPaths;
 use agent_vault::store::{Store, MIGRATIONS};
 use agent_vault::vault::Vault;
-use std::time::{Duration, Instant};
+use common::stats;
+use std::time::Instant;
 
 const CREDENTIALS: usize = 20;
-
-fn stats(mut v: Vec<Duration>) -> (f64, f64, f64) {
-    v.sort();
-    let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    let p = |q: f64| ms(v[((v.len() as f64 - 1.0) * q).round() as usize]);
-    (
-        p(0.5),
-        p(0.95),
-        ms(v.iter().sum::<Duration>()) / v.len() as f64,
-    )
-}
 
 fn cred(i: usize) -> NewCredential {
     NewCredential {
@@ -46,6 +39,7 @@ fn cred(i: usize) -> NewCredential {
 }
 
 fn main() {
+    let quick = common::quick();
     let dir = std::env::temp_dir().join(format!("av-bench-open-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let paths = VaultPaths::new(dir.join("vault"));
@@ -74,7 +68,7 @@ fn main() {
     let key = keys.master;
 
     // 1. Raw key: new connection, key, first read, schema check, list.
-    let n = 300;
+    let n = common::size(quick, 300, 20);
     let mut raw = Vec::with_capacity(n);
     for _ in 0..n {
         let t = Instant::now();
@@ -105,7 +99,7 @@ fn main() {
         )
         .unwrap();
     }
-    let m = 15;
+    let m = common::size(quick, 15, 2);
     let mut kdf = Vec::with_capacity(m);
     for _ in 0..m {
         let t = Instant::now();
@@ -124,7 +118,7 @@ fn main() {
     }
 
     // 3. The whole process: spawn `vault list --json` (connect to the agent, list, print).
-    let p = 60;
+    let p = common::size(quick, 60, 5);
     let mut proc_times = Vec::with_capacity(p);
     for _ in 0..p {
         let t = Instant::now();

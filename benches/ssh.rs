@@ -5,8 +5,10 @@
 //! the peak RSS (VmHWM) of the vault agent (which runs the executors) once it drained a 1 GiB stdout flood, and the time it
 //! takes, against `ssh` piping the same flood to /dev/null.
 //!
-//! Run: `cargo bench --bench ssh` (as root: it starts sshd). Goals: reused ≤ the ControlMaster
-//! figure; peak RSS under the 1 GiB flood ≤ 64 MiB.
+//! Run: `cargo bench --bench ssh` (as root: it starts sshd; `openssh-server` and
+//! `openssh-client` installed, as `.ci/run` does). Goals: reused ≤ the ControlMaster figure; peak
+//! RSS under the 1 GiB flood ≤ 64 MiB. `-- --quick`: a few commands of each and an 8 MiB flood,
+//! checks only that every command exited 0 with its output (what CI runs).
 mod common;
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -24,17 +26,14 @@ use std::time::{Duration, Instant};
 use support::ssh::{keygen, vm_hwm_kib};
 use support::sshd::Sshd;
 
-const FIRSTS: usize = 10;
-const REUSED: usize = 100;
-const PLAIN: usize = 20;
 /// `echo hi-N`: every call differs, so none is answered from the replay window.
 const COMMAND: &str = "echo hi";
-/// The flood's size; `SSH_BENCH_FLOOD_MIB` overrides 1024 for a quick check.
-fn flood_bytes() -> u64 {
+/// The flood's size: 1024 MiB (8 in quick mode); `SSH_BENCH_FLOOD_MIB` overrides it.
+fn flood_bytes(quick: bool) -> u64 {
     std::env::var("SSH_BENCH_FLOOD_MIB")
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(1024)
+        .unwrap_or(common::size(quick, 1024, 8))
         << 20
 }
 
@@ -43,6 +42,7 @@ fn exec(mcp: &mut Mcp, id: i64, command: &str, timeout_s: u64) -> Value {
     let r = mcp.response(&json!(id));
     let sc = r["result"]["structuredContent"].clone();
     assert_eq!(sc["state"], "completed", "{r}");
+    assert_eq!(sc["ssh"]["exit_status"], 0, "{r}");
     assert_eq!(sc["replayed"], false, "a stored result, nothing ran: {r}");
     sc
 }
@@ -93,6 +93,8 @@ fn row(what: &str, v: Vec<Duration>) -> f64 {
 }
 
 fn main() {
+    let quick = common::quick();
+    let (firsts_n, reused_n, plain_n) = common::size(quick, (10, 100, 20), (2, 5, 2));
     let dir = std::env::temp_dir().join(format!("av-bench-ssh-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -131,19 +133,19 @@ fn main() {
     // The vault: the first command of a fresh session, then commands on its connection.
     let mut firsts = Vec::new();
     let mut mcp = None;
-    for i in 0..FIRSTS {
+    for i in 0..firsts_n {
         let mut m = session(&paths);
         let t = Instant::now();
         let sc = exec(&mut m, 1, &format!("{COMMAND}-{i}"), 10);
         firsts.push(t.elapsed());
         assert_eq!(sc["ssh"]["stdout"]["untrusted_text"], format!("hi-{i}\n"));
-        if i + 1 == FIRSTS {
+        if i + 1 == firsts_n {
             mcp = Some(m);
         }
     }
     let mut mcp = mcp.unwrap();
     let mut reused = Vec::new();
-    for i in 0..REUSED {
+    for i in 0..reused_n {
         let t = Instant::now();
         exec(&mut mcp, 100 + i as i64, &format!("{COMMAND}-r{i}"), 10);
         reused.push(t.elapsed());
@@ -152,7 +154,7 @@ fn main() {
     drop(mcp);
 
     // OpenSSH: a new connection per command, and a ControlMaster connection reused.
-    let plain: Vec<Duration> = (0..PLAIN)
+    let plain: Vec<Duration> = (0..plain_n)
         .map(|i| time_ssh(&key.private, sshd.port, &[], &format!("{COMMAND}-p{i}")))
         .collect();
     let sock = dir.join("cm.sock");
@@ -166,7 +168,7 @@ fn main() {
     .status()
     .unwrap();
     assert!(st.success(), "ControlMaster start");
-    let muxed: Vec<Duration> = (0..REUSED)
+    let muxed: Vec<Duration> = (0..reused_n)
         .map(|i| {
             time_ssh(
                 &key.private,
@@ -180,21 +182,21 @@ fn main() {
     println!("`{COMMAND}-N` over SSH on loopback (ms)");
     println!("{:<58} {:>9} {:>9} {:>9}", "", "p50", "p95", "mean");
     let f = row(
-        &format!("vault ssh_exec, first of a session (n={FIRSTS})"),
+        &format!("vault ssh_exec, first of a session (n={firsts_n})"),
         firsts,
     );
     let r = row(
-        &format!("vault ssh_exec, reused connection (n={REUSED})"),
+        &format!("vault ssh_exec, reused connection (n={reused_n})"),
         reused,
     );
-    let p = row(&format!("ssh, new connection (peer, n={PLAIN})"), plain);
+    let p = row(&format!("ssh, new connection (peer, n={plain_n})"), plain);
     let c = row(
-        &format!("ssh -o ControlPath, reused master (peer, n={REUSED})"),
+        &format!("ssh -o ControlPath, reused master (peer, n={reused_n})"),
         muxed,
     );
     println!(
         "sshd logins for the vault's {} commands: {logins} (one per session)",
-        FIRSTS + REUSED
+        firsts_n + reused_n
     );
     println!(
         "ratio vault first / ssh new connection at p50: {:.2}x",
@@ -211,7 +213,7 @@ fn main() {
     );
 
     // 1 GiB of stdout: drained, counted, 1 MiB kept, 64 KiB returned.
-    let bytes = flood_bytes();
+    let bytes = flood_bytes(quick);
     let flood = format!("yes 0123456789abcdef | head -c {bytes}");
     let t = Instant::now();
     let out = ssh_cmd(&key.private, sshd.port, &["-o", &cm])

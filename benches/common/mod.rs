@@ -1,6 +1,6 @@
-//! Shared by the HTTP benchmarks: the loopback HTTP/1.1 target (its own time is tens of
-//! microseconds, the same for the vault and for the direct peer), a throwaway vault with its custody agent, and a
-//! `vault mcp` session driven over its stdio.
+//! Shared by the benchmarks: quick mode (every bench), the loopback HTTP/1.1 target (its own time
+//! is tens of microseconds, the same for the vault and for the direct peer), a throwaway vault
+//! with its custody agent, and a `vault mcp` session driven over its stdio.
 #![allow(dead_code)]
 use agent_vault::agent::client::{approver_client, stop_running, Client};
 use agent_vault::agent::protocol::{Reply, Request, Role};
@@ -15,6 +15,26 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// Quick mode: `cargo bench --bench NAME -- --quick`. Small sizes, a few seconds per bench, and
+/// only the checks that the bench ran and its result verifies: what CI runs (`.ci/run`) so a bench
+/// cannot rot. Its figures are not the bench's figures. (`cargo bench` also passes `--bench`.)
+pub fn quick() -> bool {
+    let quick = std::env::args().skip(1).any(|a| a == "--quick");
+    if quick {
+        println!("quick mode: small sizes, checks only; the figures below are not the bench's");
+    }
+    quick
+}
+
+/// `full` normally, `small` in quick mode.
+pub fn size<T>(quick: bool, full: T, small: T) -> T {
+    if quick {
+        small
+    } else {
+        full
+    }
+}
 
 pub const SECRET: &str = "bench-token-not-a-secret";
 pub const PASSPHRASE: &str = "bench passphrase, not secret";
