@@ -28,6 +28,30 @@ fn get(p: &mut McpProc, id: i64, cred: &str, url: &str, wait_s: u64) -> Value {
     r["result"]["structuredContent"].clone()
 }
 
+/// Sends a GET of `/path` (JSON-RPC id and credential as given) without waiting for it, and
+/// decides its pending action with `vault approve --id … VERDICT` (scripted); returns that run.
+fn ask_and_decide(
+    p: &mut McpProc,
+    v: &mut TestVault,
+    (id, cred): (i64, &str),
+    target: &HttpTarget,
+    path: &str,
+    verdict: &str,
+) -> Run {
+    p.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+        "name": "http_request",
+        "arguments": {"credential": cred, "method": "GET", "url": format!("{}/{path}", target.base()), "wait_s": 30}}}));
+    let act = v.pending_with(&format!("/{path}"))["action_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    v.run(
+        &["approve", "--id", &act, verdict, "--passphrase-stdin"],
+        Some(&format!("{PASSPHRASE}\n")),
+    )
+    .ok()
+}
+
 #[test]
 fn a_loopback_host_needs_its_scheme_and_edit_moves_the_binding() {
     let target = HttpTarget::start(SECRET);
@@ -116,25 +140,14 @@ fn approve_for_this_session_applies_on_the_default_policy_and_says_until_when() 
     v.add_bearer("api", &target.base(), SECRET);
     let mut p = McpProc::spawn(v.command(&["mcp"]));
     p.initialize();
-    p.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-        "name": "http_request",
-        "arguments": {"credential": "api", "method": "GET", "url": format!("{}/one", target.base()), "wait_s": 30}}}));
-    let act = v.pending_with("/one")["action_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let r = v
-        .run(
-            &[
-                "approve",
-                "--id",
-                &act,
-                "--approve-session",
-                "--passphrase-stdin",
-            ],
-            Some(&format!("{PASSPHRASE}\n")),
-        )
-        .ok();
+    let r = ask_and_decide(
+        &mut p,
+        &mut v,
+        (1, "api"),
+        &target,
+        "one",
+        "--approve-session",
+    );
     assert!(
         r.stdout.contains("for this session until"),
         "the confirmation names the grant's end: {}",
@@ -162,19 +175,7 @@ fn approve_for_this_session_applies_on_the_default_policy_and_says_until_when() 
     other.finish(Duration::from_secs(10));
     // On a `session` credential, approving once (`a`) covers the session, and says so.
     v.add_bearer_with("sess", &target.base(), SECRET, &["--approval", "session"]);
-    p.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
-        "name": "http_request",
-        "arguments": {"credential": "sess", "method": "GET", "url": format!("{}/four", target.base()), "wait_s": 30}}}));
-    let act = v.pending_with("/four")["action_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let r = v
-        .run(
-            &["approve", "--id", &act, "--approve", "--passphrase-stdin"],
-            Some(&format!("{PASSPHRASE}\n")),
-        )
-        .ok();
+    let r = ask_and_decide(&mut p, &mut v, (3, "sess"), &target, "four", "--approve");
     assert!(r.stdout.contains("for this session until"), "{}", r.stdout);
     let (third, _) = p.until_id(&json!(3), Duration::from_secs(30));
     assert_eq!(
