@@ -28,16 +28,17 @@ fn get(p: &mut McpProc, id: i64, cred: &str, url: &str, wait_s: u64) -> Value {
     r["result"]["structuredContent"].clone()
 }
 
-/// Sends a GET of `/path` (JSON-RPC id and credential as given) without waiting for it, and
-/// decides its pending action with `vault approve --id … VERDICT` (scripted); returns that run.
-fn ask_and_decide(
+/// Sends a GET of `/path` (JSON-RPC id and credential as given) without waiting for it, decides
+/// its pending action with `vault approve --id … VERDICT` (scripted), checks the confirmation
+/// names the session grant's end, and waits for the call to complete.
+fn approve_for_session(
     p: &mut McpProc,
     v: &mut TestVault,
     (id, cred): (i64, &str),
     target: &HttpTarget,
     path: &str,
     verdict: &str,
-) -> Run {
+) {
     p.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
         "name": "http_request",
         "arguments": {"credential": cred, "method": "GET", "url": format!("{}/{path}", target.base()), "wait_s": 30}}}));
@@ -45,11 +46,22 @@ fn ask_and_decide(
         .as_str()
         .unwrap()
         .to_owned();
-    v.run(
-        &["approve", "--id", &act, verdict, "--passphrase-stdin"],
-        Some(&format!("{PASSPHRASE}\n")),
-    )
-    .ok()
+    let r = v
+        .run(
+            &["approve", "--id", &act, verdict, "--passphrase-stdin"],
+            Some(&format!("{PASSPHRASE}\n")),
+        )
+        .ok();
+    assert!(
+        r.stdout.contains("for this session until"),
+        "the confirmation names the grant's end: {}",
+        r.stdout
+    );
+    let (done, _) = p.until_id(&json!(id), Duration::from_secs(30));
+    assert_eq!(
+        done["result"]["structuredContent"]["state"], "completed",
+        "{done}"
+    );
 }
 
 #[test]
@@ -140,23 +152,13 @@ fn approve_for_this_session_applies_on_the_default_policy_and_says_until_when() 
     v.add_bearer("api", &target.base(), SECRET);
     let mut p = McpProc::spawn(v.command(&["mcp"]));
     p.initialize();
-    let r = ask_and_decide(
+    approve_for_session(
         &mut p,
         &mut v,
         (1, "api"),
         &target,
         "one",
         "--approve-session",
-    );
-    assert!(
-        r.stdout.contains("for this session until"),
-        "the confirmation names the grant's end: {}",
-        r.stdout
-    );
-    let (first, _) = p.until_id(&json!(1), Duration::from_secs(30));
-    assert_eq!(
-        first["result"]["structuredContent"]["state"], "completed",
-        "{first}"
     );
     // The next call of the same session on the same credential runs without a card.
     let sc = get(&mut p, 2, "api", &format!("{}/two", target.base()), 3);
@@ -175,13 +177,7 @@ fn approve_for_this_session_applies_on_the_default_policy_and_says_until_when() 
     other.finish(Duration::from_secs(10));
     // On a `session` credential, approving once (`a`) covers the session, and says so.
     v.add_bearer_with("sess", &target.base(), SECRET, &["--approval", "session"]);
-    let r = ask_and_decide(&mut p, &mut v, (3, "sess"), &target, "four", "--approve");
-    assert!(r.stdout.contains("for this session until"), "{}", r.stdout);
-    let (third, _) = p.until_id(&json!(3), Duration::from_secs(30));
-    assert_eq!(
-        third["result"]["structuredContent"]["state"], "completed",
-        "{third}"
-    );
+    approve_for_session(&mut p, &mut v, (3, "sess"), &target, "four", "--approve");
     let sc = get(&mut p, 4, "sess", &format!("{}/five", target.base()), 3);
     assert_eq!(sc["state"], "completed", "{sc}");
     assert_eq!(target.requests().len(), 4);
