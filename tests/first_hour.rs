@@ -452,3 +452,21 @@ fn a_profile_with_no_credentials_is_named_on_the_servers_stderr() {
     let (_, _, stderr) = p.finish(Duration::from_secs(10));
     assert!(!stderr.contains("has no credentials"), "{stderr}");
 }
+
+#[test]
+fn a_locked_vault_is_said_in_the_servers_log_at_initialize() {
+    let mut v = TestVault::init("first-locked-mcp");
+    v.run(&["lock"], None).ok();
+    let mut p = McpProc::spawn(v.command(&["mcp"]));
+    p.initialize();
+    let r = p.call(1, "list_credentials", json!({}));
+    assert_eq!(
+        r["result"]["structuredContent"]["error"]["code"], "locked",
+        "{r}"
+    );
+    let (_, _, stderr) = p.finish(Duration::from_secs(10));
+    assert!(
+        stderr.contains("the vault is locked") && stderr.contains("vault unlock"),
+        "{stderr}"
+    );
+}

@@ -166,7 +166,17 @@ impl Link {
     /// Opens the agent connection early (at `initialize`), so `session.start` is journaled when
     /// the session starts; without an agent nothing happens until a tool call.
     pub(super) async fn connect_early(&self) {
-        let _ = self.conn().await;
+        // A client shows the server as connected either way; its log (our stderr) says why every
+        // tool will answer `locked`.
+        match self.conn().await {
+            Ok(_) => {}
+            Err(Missing::Locked) => tracing::warn!(
+                "the vault is locked: every tool answers `locked` until the person runs `vault unlock`"
+            ),
+            Err(Missing::NoVault(dir)) => tracing::warn!(
+                "no vault in {dir}: `vault init` creates one (or set VAULT_DIR in this server's env)"
+            ),
+        }
     }
 
     /// One `tools/call`, run by the agent. `None`: cancelled, no response.
