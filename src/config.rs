@@ -153,11 +153,18 @@ impl Config {
 
     /// The vault's configuration: the defaults, overridden key by key by `config.toml`.
     pub fn load(paths: &VaultPaths) -> Result<Self, ConfigError> {
+        Self::read(paths).map(|(config, _)| config)
+    }
+
+    /// `load`, and the text of `config.toml` it was read from (`None` when there is none).
+    pub fn read(paths: &VaultPaths) -> Result<(Self, Option<String>), ConfigError> {
         let path = paths.config();
         let shown = path.display().to_string();
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok((Self::default(), None))
+            }
             Err(source) => {
                 return Err(ConfigError::Read {
                     path: shown,
@@ -165,10 +172,11 @@ impl Config {
                 })
             }
         };
-        Self::parse(&text).map_err(|message| ConfigError::Invalid {
+        let config = Self::parse(&text).map_err(|message| ConfigError::Invalid {
             path: shown,
             message,
-        })
+        })?;
+        Ok((config, Some(text)))
     }
 
     /// Parses a config file's text over the defaults. Every key is checked against `BOUNDS`

@@ -54,6 +54,23 @@ fn setup(tag: &str, config: Option<&str>) -> Setup {
     }
 }
 
+/// `agent.log` and the stderr budget peaks it reports (`Budget::peak`, logged after each call).
+fn budget_peaks(v: &TestVault) -> (String, Vec<u64>) {
+    let log = std::fs::read_to_string(v.vault_dir().join("agent.log")).unwrap();
+    let peaks = log
+        .split("stderr_budget_peak=")
+        .skip(1)
+        .map(|rest| {
+            rest.chars()
+                .take_while(char::is_ascii_digit)
+                .collect::<String>()
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    (log, peaks)
+}
+
 fn n(r: &Value, field: &str) -> u64 {
     ssh_of(r)[field]
         .as_u64()
@@ -168,18 +185,7 @@ fn eight_concurrent_floods_share_a_tight_process_budget() {
     let mut p = mcp(&v, None);
     let rs = eight_floods(&mut p, &tok, 3);
     p.finish(Duration::from_secs(10));
-    let log = std::fs::read_to_string(v.vault_dir().join("agent.log")).unwrap();
-    let peaks: Vec<u64> = log
-        .split("stderr_budget_peak=")
-        .skip(1)
-        .map(|rest| {
-            rest.chars()
-                .take_while(char::is_ascii_digit)
-                .collect::<String>()
-                .parse()
-                .unwrap()
-        })
-        .collect();
+    let (log, peaks) = budget_peaks(&v);
     eprintln!("8 floods, 32 KiB budget: peaks held at once {peaks:?}");
     assert_eq!(peaks.len(), 8, "one report per call: {log}");
     assert!(peaks.iter().all(|&p| p <= 32768), "{peaks:?}");
@@ -467,18 +473,7 @@ fn eight_calls_that_flood_then_sleep_hold_at_most_the_process_budget() {
         Duration::from_secs(120),
     );
     p.finish(Duration::from_secs(10));
-    let log = std::fs::read_to_string(v.vault_dir().join("agent.log")).unwrap();
-    let peaks: Vec<u64> = log
-        .split("stderr_budget_peak=")
-        .skip(1)
-        .map(|rest| {
-            rest.chars()
-                .take_while(char::is_ascii_digit)
-                .collect::<String>()
-                .parse()
-                .unwrap()
-        })
-        .collect();
+    let (log, peaks) = budget_peaks(&v);
     let retained: Vec<u64> = rs.iter().map(|r| n(r, "stderr_bytes_retained")).collect();
     eprintln!(
         "8 x (2 MB of stderr, then sleep 3 s), 32 KiB budget: retained per result {retained:?} (sum {}), peaks held at once {peaks:?}",

@@ -324,7 +324,9 @@ impl Conn {
         self.role = Some(role);
         let mut warnings = self.agent.warnings();
         if let Some(session) = &self.session {
-            if let Some(w) = self.empty_profile(&session.profile).await {
+            let profile = session.profile.clone();
+            let db = &self.agent.env.db;
+            if let Ok(Ok(Some(w))) = db.run(move |st| ops::empty_profile(st, &profile)).await {
                 warnings.push(w);
             }
         }
@@ -338,37 +340,6 @@ impl Conn {
         };
         self.writer.reply(id, reply).await;
         Ok(())
-    }
-
-    /// What to tell an MCP session whose profile holds no credential (a typo in
-    /// `vault mcp --profile` otherwise only shows as an empty list): the profiles that exist.
-    async fn empty_profile(&self, profile: &str) -> Option<String> {
-        let trust = self.agent.env.trust.clone();
-        let listed = self
-            .agent
-            .env
-            .db
-            .run(move |st| crate::credentials::list(st, &trust, None))
-            .await
-            .ok()?
-            .ok()?;
-        let mut profiles: Vec<&str> = listed
-            .iter()
-            .map(|l| l.credential.profile.as_str())
-            .collect();
-        profiles.sort_unstable();
-        profiles.dedup();
-        if profiles.contains(&profile) {
-            return None;
-        }
-        Some(if profiles.is_empty() {
-            format!("profile {profile:?} has no credentials yet (the vault has none): `vault add` adds one")
-        } else {
-            format!(
-                "profile {profile:?} has no credentials; the profiles that have some: {} (`vault mcp --profile NAME`, `vault list`)",
-                profiles.join(", ")
-            )
-        })
     }
 
     async fn request(&mut self, id: u64, req: Request) {

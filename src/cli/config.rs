@@ -19,12 +19,7 @@ pub(super) struct Args {
 
 pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     let file = paths.config();
-    let text = match std::fs::read_to_string(&file) {
-        Ok(t) => Some(t),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => anyhow::bail!("cannot read {}: {e}; check its permissions", file.display()),
-    };
-    let config = Config::load(&paths)?;
+    let (config, text) = Config::read(&paths)?;
     let settings = config.settings(text.as_deref());
     // The running agent's view, if one answers (no passphrase needed to ask).
     let agent: Option<BTreeMap<String, u64>> = match Client::connect(&paths, Role::Cli) {

@@ -177,7 +177,7 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
             anyhow::bail!("the journal has no session {s:?}; `vault sessions` lists them");
         }
     }
-    let shown: Vec<&ActionEntry> = activity.entries.iter().filter(|e| keep(e)).collect();
+    let mut shown: Vec<&ActionEntry> = activity.entries.iter().filter(|e| keep(e)).collect();
     if shown.is_empty() && !args.json && !args.follow {
         outln!("No activity yet: actions and rejected calls from `vault mcp` sessions show here.");
         return Ok(Exit::Ok);
@@ -185,12 +185,10 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     if !args.json {
         outln!("{}", header());
     }
-    let ordered: Box<dyn Iterator<Item = &&ActionEntry>> = if args.reverse {
-        Box::new(shown.iter().rev())
-    } else {
-        Box::new(shown.iter())
-    };
-    for e in ordered {
+    if args.reverse {
+        shown.reverse();
+    }
+    for e in shown {
         print(&activity, e)?;
     }
     if !args.follow {

@@ -138,6 +138,26 @@ pub(crate) fn view(store: &Store, a: &Action) -> Result<ApprovalView, ApprovalEr
     })
 }
 
+/// What to tell an MCP session whose profile holds no credential (a typo in `vault mcp
+/// --profile` otherwise only shows as an empty list): the profiles that have some. A plain
+/// query of profile names, so a session's start checks no signature for it.
+pub(crate) fn empty_profile(store: &Store, profile: &str) -> Result<Option<String>, StoreError> {
+    let profiles = crate::store::CredentialRow::profiles(store.conn())?;
+    if profiles.iter().any(|p| p == profile) {
+        return Ok(None);
+    }
+    Ok(Some(if profiles.is_empty() {
+        format!(
+            "profile {profile:?} has no credentials yet (the vault has none): `vault add` adds one"
+        )
+    } else {
+        format!(
+            "profile {profile:?} has no credentials; the profiles that have some: {} (`vault mcp --profile NAME`, `vault list`)",
+            profiles.join(", ")
+        )
+    }))
+}
+
 /// The store's versions, journal size, pause switch and queue, for `vault doctor`.
 pub(crate) fn store_status(
     store: &Store,

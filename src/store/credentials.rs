@@ -120,6 +120,14 @@ impl CredentialRow {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    /// The profiles that hold at least one credential, in order.
+    pub fn profiles(conn: &Connection) -> Result<Vec<String>, StoreError> {
+        let mut stmt =
+            conn.prepare_cached("SELECT DISTINCT profile FROM credentials ORDER BY profile")?;
+        let rows = stmt.query_map([], |r| r.get(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     /// The secret bytes, in a buffer wiped on drop.
     pub fn secret(&self, conn: &Connection) -> Result<Zeroizing<Vec<u8>>, StoreError> {
         Ok(Zeroizing::new(

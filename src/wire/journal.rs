@@ -295,6 +295,7 @@ pub struct HeadLine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn every_kind_reads_back_and_nothing_else_does() {
@@ -328,5 +329,110 @@ mod tests {
             let b: Basis = serde_json::from_str(text).unwrap();
             assert_eq!(serde_json::to_string(&b).unwrap(), text);
         }
+    }
+
+    /// The typed bodies write the bytes the `json!` bodies of earlier builds wrote (absent stays
+    /// absent, `null` stays `null`), so a journal keeps one form across the change.
+    #[test]
+    fn typed_bodies_are_byte_compatible_with_the_json_they_replace() {
+        fn same<B: Body>(typed: &B, old: serde_json::Value) {
+            let value = serde_json::to_value(typed).unwrap();
+            assert_eq!(
+                crate::canonical::to_string(&value),
+                crate::canonical::to_string(&old),
+                "{}",
+                typed.kind()
+            );
+        }
+        let row = ActionRow {
+            state: State::Dispatched,
+            tool: "http_request".into(),
+            credential: "api".into(),
+            summary: "GET /".into(),
+            hash: "ab".into(),
+            reason: None,
+            basis: Some(Basis::Decision {
+                decision: "dec_1".into(),
+                nonce: "n".into(),
+            }),
+        };
+        same(
+            &row,
+            json!({"state": "dispatched", "tool": "http_request", "credential": "api",
+                "summary": "GET /", "hash": "ab", "basis": {"decision": "dec_1", "nonce": "n"}}),
+        );
+        let plain = ActionRow {
+            state: State::Pending,
+            basis: None,
+            ..row
+        };
+        same(
+            &plain,
+            json!({"state": "pending", "tool": "http_request", "credential": "api",
+                "summary": "GET /", "hash": "ab"}),
+        );
+        same(
+            &CallRejected {
+                code: -32602,
+                reason: "bad".into(),
+                fingerprint: "ff".into(),
+                tool: None,
+            },
+            json!({"code": -32602, "reason": "bad", "fingerprint": "ff", "tool": null}),
+        );
+        same(
+            &SessionStart {
+                client: ClientLabel {
+                    name: "c".into(),
+                    version: "1".into(),
+                },
+                peer: Process {
+                    pid: Some(7),
+                    exe: None,
+                },
+                parent: Process::default(),
+                profile: "default".into(),
+                protocol_version: "2025-11-25".into(),
+            },
+            json!({"client": {"name": "c", "version": "1"}, "peer": {"pid": 7, "exe": null},
+                "parent": {"pid": null, "exe": null}, "profile": "default",
+                "protocol_version": "2025-11-25"}),
+        );
+        same(
+            &SessionEnd {
+                reason: "eof".into(),
+                withdrawn: 2,
+                suppressed_rejections: 0,
+            },
+            json!({"reason": "eof", "withdrawn": 2, "suppressed_rejections": 0}),
+        );
+        let target: Target = serde_json::from_value(json!({"kind": "ssh",
+            "host": "h", "port": 22, "user": "u", "host_key": "SHA256:x", "allow_commands": [],
+            "auth": {"type": "password"}}))
+        .unwrap();
+        let cred = CredentialBody {
+            id: "cred_1".into(),
+            profile: "default".into(),
+            name: "web".into(),
+            kind: "ssh".into(),
+            version: 2,
+            approval: Approval::Each,
+            target: "u@h:22".into(),
+            binding: target.clone(),
+            changed: None,
+        };
+        let old = json!({"id": "cred_1", "profile": "default", "name": "web", "kind": "ssh",
+            "version": 2, "approval": "each", "target": "u@h:22",
+            "binding": serde_json::to_value(&target).unwrap()});
+        same(&CredentialAdded(cred.clone()), old.clone());
+        let mut edited = old;
+        edited["changed"] = json!(["host_key"]);
+        same(
+            &CredentialEdited(CredentialBody {
+                changed: Some(vec!["host_key".into()]),
+                ..cred
+            }),
+            edited,
+        );
     }
 }
