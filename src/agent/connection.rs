@@ -408,13 +408,20 @@ impl Conn {
             }
             other => {
                 let (trust, paths) = (agent.env.trust.clone(), agent.env.paths.clone());
+                // A decision needs no fsync of its own: nothing runs on it before the claim's
+                // intent row, whose synced commit puts the decision on disk first (services/db.rs).
+                let synced = !matches!(other, Request::Decide { .. });
                 self.tasks.spawn(async move {
-                    let reply = agent
-                        .env
-                        .db
-                        .run(move |s| ops::handle(s, &trust, &paths, other))
-                        .await
-                        .unwrap_or_else(|e| ops::error(ErrorCode::Internal, e.to_string()));
+                    let job =
+                        move |s: &mut crate::store::Store| ops::handle(s, &trust, &paths, other);
+                    let db = &agent.env.db;
+                    let done = if synced {
+                        db.run(job).await
+                    } else {
+                        db.run_unsynced(job).await
+                    };
+                    let reply =
+                        done.unwrap_or_else(|e| ops::error(ErrorCode::Internal, e.to_string()));
                     writer.reply(id, reply).await;
                 });
             }

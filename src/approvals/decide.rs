@@ -189,16 +189,19 @@ fn random_hex() -> String {
 /// Whether the vault is paused, and why: the last `vault.pause` / `vault.resume` row of the
 /// journal decides (the `meta` copy is only for people reading the table). An error means the
 /// state cannot be read; callers refuse then.
+/// The condition of the partial index `audit_pause` (schema/0006), written exactly as there so
+/// SQLite uses it (`store::tests` checks the plans).
+pub(crate) const PAUSE_ROWS: &str = "kind IN ('vault.pause', 'vault.resume')";
+
 pub fn paused(conn: &Connection) -> Result<Option<String>, StoreError> {
     use rusqlite::OptionalExtension;
+    // The kinds are written into the SQL, not bound: SQLite re-plans a statement at every new
+    // binding of a value a partial index's condition is compared with (`kind`), and this runs
+    // twice per call.
+    let sql = format!("SELECT kind, body FROM audit WHERE {PAUSE_ROWS} ORDER BY seq DESC LIMIT 1");
     let last: Option<(String, String)> = conn
-        .prepare_cached(
-            "SELECT kind, body FROM audit WHERE kind IN (?1, ?2) ORDER BY seq DESC LIMIT 1",
-        )?
-        .query_row(
-            [Kind::VaultPause.as_str(), Kind::VaultResume.as_str()],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
+        .prepare_cached(&sql)?
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?;
     Ok(match last {
         Some((kind, body)) if Kind::parse(&kind) == Some(Kind::VaultPause) => {
@@ -263,9 +266,14 @@ pub fn resume(store: &mut Store, trust: &Trust, signed: &Signed) -> Result<bool,
         ));
     }
     let tx = store.write()?;
-    let used: bool = tx.prepare_cached("SELECT EXISTS (SELECT 1 FROM audit WHERE kind = ?2 AND json_extract(body, '$.nonce') = ?1)")?.query_row([v.nonce.as_str(), Kind::VaultResume.as_str()],
-        |r| r.get(0),
-    )?;
+    // `kind IN (…)` is the condition of the partial index `audit_pause` (schema/0006).
+    let sql = format!(
+        "SELECT EXISTS (SELECT 1 FROM audit WHERE {PAUSE_ROWS} AND kind = '{}' AND json_extract(body, '$.nonce') = ?1)",
+        Kind::VaultResume.as_str()
+    );
+    let used: bool = tx
+        .prepare_cached(&sql)?
+        .query_row([v.nonce.as_str()], |r| r.get(0))?;
     if used {
         return Err(refuse("this resume request was already used"));
     }

@@ -245,7 +245,7 @@ fn valid_decision(
 ) -> Result<(String, String), String> {
     let now = Timestamp::now();
     let mut stmt = tx
-        .prepare("SELECT id, payload, signature FROM decisions WHERE action_id = ?1 AND decision = 'approve' AND used_at IS NULL")
+        .prepare_cached("SELECT id, payload, signature FROM decisions WHERE action_id = ?1 AND decision = 'approve' AND used_at IS NULL")
         .map_err(|e| e.to_string())?;
     let rows: Vec<(String, String, String)> = stmt
         .query_map([&action.id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
@@ -270,10 +270,13 @@ fn valid_decision(
 
 /// Whether an `action.dispatched` row of the journal already names this decision nonce.
 fn nonce_spent(tx: &Connection, nonce: &str) -> rusqlite::Result<bool> {
-    let kind = Kind::Action(State::Dispatched).as_str();
-    tx.prepare_cached("SELECT EXISTS (SELECT 1 FROM audit WHERE kind = ?2 AND json_extract(body, '$.basis.nonce') = ?1)")?.query_row([nonce, kind],
-        |r| r.get(0),
-    )
+    // The kind is written into the SQL (a literal the partial index `audit_dispatch_nonce`
+    // matches at prepare time); a bound kind re-plans the statement at every call.
+    let sql = format!(
+        "SELECT EXISTS (SELECT 1 FROM audit WHERE kind = '{}' AND json_extract(body, '$.basis.nonce') = ?1)",
+        Kind::Action(State::Dispatched).as_str()
+    );
+    tx.prepare_cached(&sql)?.query_row([nonce], |r| r.get(0))
 }
 
 /// Turns the stored normalized action back into a validated request, through the same policy

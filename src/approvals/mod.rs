@@ -10,6 +10,8 @@ pub mod signing;
 mod state;
 
 pub use authorized::AuthorizedAction;
+#[cfg(test)]
+pub(crate) use decide::PAUSE_ROWS;
 pub use decide::{
     decide, pause, paused, resume, sign_decision, sign_resume, SignedDecision, Verdict,
 };
@@ -124,10 +126,7 @@ pub fn submit(
     let now = jiff::Timestamp::now();
     let tx = store.write()?;
     let previous = tx
-        .query_row(
-            &format!("SELECT {COLUMNS} FROM actions WHERE fingerprint = ?1 AND session_id = ?2 ORDER BY created_at DESC LIMIT 1"),
-            [&fingerprint, s.session_id],
-            from_row,
+        .prepare_cached(&format!("SELECT {COLUMNS} FROM actions WHERE fingerprint = ?1 AND session_id = ?2 ORDER BY created_at DESC LIMIT 1"))?.query_row([&fingerprint, s.session_id], from_row,
         )
         .optional()?;
     if let Some(prev) = previous {
@@ -170,13 +169,10 @@ pub fn submit(
 }
 
 pub(crate) fn load(conn: &Connection, id: &str) -> Result<Action, ApprovalError> {
-    conn.query_row(
-        &format!("SELECT {COLUMNS} FROM actions WHERE id = ?1"),
-        [id],
-        from_row,
-    )
-    .optional()?
-    .ok_or_else(|| ApprovalError::NotFound(id.to_owned()))
+    conn.prepare_cached(&format!("SELECT {COLUMNS} FROM actions WHERE id = ?1"))?
+        .query_row([id], from_row)
+        .optional()?
+        .ok_or_else(|| ApprovalError::NotFound(id.to_owned()))
 }
 
 /// One `action.<state>` journal row for the action's current state; `basis` (dispatch only) names
@@ -264,11 +260,10 @@ fn transition_one(
 pub fn get(store: &mut Store, session_id: &str, id: &str) -> Result<Action, ApprovalError> {
     let action = store
         .conn()
-        .query_row(
-            &format!("SELECT {COLUMNS} FROM actions WHERE id = ?1 AND session_id = ?2"),
-            [id, session_id],
-            from_row,
-        )
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM actions WHERE id = ?1 AND session_id = ?2"
+        ))?
+        .query_row([id, session_id], from_row)
         .optional()?
         .ok_or_else(|| ApprovalError::NotFound(id.to_owned()))?;
     if action.state == State::Pending && is_past(&action.expires_at) {

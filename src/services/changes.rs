@@ -10,6 +10,10 @@ use crate::wire::protocol::{CredentialChange, FieldChange};
 use rusqlite::{Connection, OptionalExtension};
 use serde_json::Value;
 
+/// The condition of the partial index `audit_credential_changes` (schema/0006), written exactly
+/// as there so SQLite uses it (`store::tests` checks the plans).
+pub(crate) const CREDENTIAL_CHANGE_ROWS: &str = "kind IN ('credential.add', 'credential.edit')";
+
 /// The changes of `cred` since the version of its last approved action; `None` when it never had
 /// one approved, or has not changed since.
 pub(crate) fn since_approved(
@@ -19,34 +23,27 @@ pub(crate) fn since_approved(
     // The newest version of this credential that an approved action was for (versions only go
     // up): this credential's actions by index, each checked for its `action.approved` row.
     let approved: Option<i64> = conn
-        .prepare_cached(
+        .prepare_cached(&format!(
             "SELECT max(a.credential_version) FROM actions a WHERE a.credential_id = ?1
-               AND EXISTS (SELECT 1 FROM audit j WHERE j.action_id = a.id AND j.kind = ?2)",
-        )?
-        .query_row(
-            [
-                cred.id.as_str(),
-                Kind::Action(crate::wire::State::Approved).as_str(),
-            ],
-            |r| r.get(0),
-        )
+               AND EXISTS (SELECT 1 FROM audit j WHERE j.action_id = a.id AND j.kind = '{}')",
+            Kind::Action(crate::wire::State::Approved).as_str()
+        ))?
+        .query_row([cred.id.as_str()], |r| r.get(0))
         .optional()?
         .flatten();
     let Some(approved) = approved.filter(|&v| v < cred.version) else {
         return Ok(None);
     };
     // Every add/edit row of this credential from the approved version on, oldest first.
-    let mut stmt = conn.prepare_cached(
-        "SELECT body FROM audit WHERE kind IN (?3, ?4)
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT body FROM audit WHERE {CREDENTIAL_CHANGE_ROWS}
            AND json_extract(body, '$.id') = ?1 AND json_extract(body, '$.version') >= ?2
-         ORDER BY seq",
-    )?;
-    let kinds = (Kind::CredentialAdd.as_str(), Kind::CredentialEdit.as_str());
+         ORDER BY seq"
+    ))?;
     let rows: Vec<CredentialBody> = stmt
-        .query_map(
-            rusqlite::params![cred.id, approved, kinds.0, kinds.1],
-            |r| r.get::<_, String>(0),
-        )?
+        .query_map(rusqlite::params![cred.id, approved], |r| {
+            r.get::<_, String>(0)
+        })?
         .filter_map(|b| b.ok().and_then(|b| serde_json::from_str(&b).ok()))
         .collect();
     let old = rows.iter().find(|r| r.version == approved);
@@ -123,4 +120,56 @@ fn diff(path: &str, old: &Value, new: &Value, out: &mut Vec<FieldChange>) {
         old: show(old),
         new: show(new),
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CREDENTIAL_CHANGE_ROWS;
+    use crate::approvals::PAUSE_ROWS;
+    use crate::wire::journal::Kind;
+
+    /// The partial indexes of schema/0006 serve their queries only while each query repeats the
+    /// index's condition exactly: ask SQLite for the plans, and keep the conditions equal to the
+    /// kinds they name.
+    #[test]
+    fn the_kind_queries_use_their_partial_indexes() {
+        let pause = format!(
+            "kind IN ('{}', '{}')",
+            Kind::VaultPause.as_str(),
+            Kind::VaultResume.as_str()
+        );
+        assert_eq!(PAUSE_ROWS, pause);
+        let changes = format!(
+            "kind IN ('{}', '{}')",
+            Kind::CredentialAdd.as_str(),
+            Kind::CredentialEdit.as_str()
+        );
+        assert_eq!(CREDENTIAL_CHANGE_ROWS, changes);
+        let store = crate::store::test_store("plans", "vlt_test");
+        let plan = |sql: &str| -> String {
+            let mut st = store
+                .conn()
+                .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+                .unwrap();
+            let unbound = vec![rusqlite::types::Null; st.parameter_count()];
+            let rows = st
+                .query_map(rusqlite::params_from_iter(unbound), |r| {
+                    r.get::<_, String>(3)
+                })
+                .unwrap();
+            rows.map(Result::unwrap).collect::<Vec<_>>().join("; ")
+        };
+        let p = plan(&format!(
+            "SELECT kind, body FROM audit WHERE {PAUSE_ROWS} ORDER BY seq DESC LIMIT 1"
+        ));
+        assert!(p.contains("audit_pause"), "{p}");
+        let p = plan(&format!(
+            "SELECT EXISTS (SELECT 1 FROM audit WHERE {PAUSE_ROWS} AND kind = 'vault.resume' AND json_extract(body, '$.nonce') = ?1)"
+        ));
+        assert!(p.contains("audit_pause"), "{p}");
+        let p = plan(&format!(
+            "SELECT body FROM audit WHERE {CREDENTIAL_CHANGE_ROWS} AND json_extract(body, '$.id') = ?1 ORDER BY seq"
+        ));
+        assert!(p.contains("audit_credential_changes"), "{p}");
+    }
 }

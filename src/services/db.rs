@@ -5,6 +5,15 @@
 //! result only after that commit. After each commit the actions whose journal rows it added are
 //! published on the `Hub` (nobody polls), and the head goes to `anchors.jsonl` every
 //! `ANCHOR_EVERY` rows.
+//!
+//! Durability per job: `run` answers after the commit is on disk (`synchronous = FULL`: the WAL
+//! is fsynced). `run_unsynced` (an action's outcome) answers once the commit is in the WAL in the
+//! OS page cache, which a crash of the agent does not lose; the disk gets it with the next synced
+//! commit (one fsync covers every earlier frame of the WAL) or after `FLUSH_AFTER` without one,
+//! whichever comes first. A batch is synced when any of its jobs asks for it. So an auto-approved
+//! call costs one fsync (its intent row, which must be on disk before its first byte is sent), and
+//! a power loss before the flush can only leave an action `dispatched`, which the next agent
+//! records as `indeterminate` (the target may have acted): never a request without its intent.
 use super::hub::Hub;
 use crate::approvals;
 use crate::paths::VaultPaths;
@@ -17,12 +26,17 @@ use tokio::sync::oneshot;
 /// Most jobs in one transaction.
 const MAX_BATCH: usize = 512;
 
+/// How long unsynced commits may wait for a synced one before the writer fsyncs the WAL itself.
+const FLUSH_AFTER: std::time::Duration = std::time::Duration::from_millis(20);
+
 type Output = Box<dyn Any + Send>;
 type JobFn = Box<dyn FnOnce(&mut Store) -> Output + Send>;
 
 struct Job {
     run: JobFn,
     done: oneshot::Sender<Result<Output, String>>,
+    /// Whether its caller must hear back only once the commit is on disk.
+    synced: bool,
 }
 
 /// Why a job produced no result.
@@ -56,15 +70,36 @@ impl Db {
         (Self { jobs }, thread)
     }
 
-    /// Runs `f` on the store in the next batch and returns its result once the batch committed.
+    /// Runs `f` on the store in the next batch and returns its result once the batch committed
+    /// and is on disk.
     pub(crate) async fn run<T: Send + 'static>(
         &self,
         f: impl FnOnce(&mut Store) -> T + Send + 'static,
+    ) -> Result<T, DbError> {
+        self.submit(f, true).await
+    }
+
+    /// Like `run`, but answers once the commit is in the WAL (safe from a crash of the agent, not
+    /// yet from a power loss): the next synced commit, or the writer within `FLUSH_AFTER`, puts it
+    /// on disk. Only for rows whose loss in a power cut the vault already reads correctly (an
+    /// action's outcome: a `dispatched` action with no outcome is reaped as `indeterminate`).
+    pub(crate) async fn run_unsynced<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Store) -> T + Send + 'static,
+    ) -> Result<T, DbError> {
+        self.submit(f, false).await
+    }
+
+    async fn submit<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Store) -> T + Send + 'static,
+        synced: bool,
     ) -> Result<T, DbError> {
         let (done, rx) = oneshot::channel();
         let job = Job {
             run: Box::new(move |s| Box::new(f(s)) as Output),
             done,
+            synced,
         };
         self.jobs.send(job).map_err(|_| DbError::Stopped)?;
         let out = rx.await.map_err(|_| DbError::Stopped)?;
@@ -76,14 +111,31 @@ impl Db {
 fn head_seq(store: &Store) -> i64 {
     store
         .conn()
-        .query_row("SELECT coalesce(max(seq), 0) FROM audit", [], |r| r.get(0))
+        .prepare_cached("SELECT coalesce(max(seq), 0) FROM audit")
+        .and_then(|mut s| s.query_row([], |r| r.get(0)))
         .unwrap_or(0)
 }
 
 fn writer(mut store: Store, rx: mpsc::Receiver<Job>, hub: &Hub, paths: &VaultPaths) {
     let mut head = head_seq(&store);
     let mut anchored = crate::audit::last_anchored_seq(paths).unwrap_or(0);
-    while let Ok(first) = rx.recv() {
+    let mut sync = Sync::new(&store);
+    loop {
+        let first = if sync.behind {
+            match rx.recv_timeout(FLUSH_AFTER) {
+                Ok(j) => j,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    sync.flush();
+                    continue;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        } else {
+            match rx.recv() {
+                Ok(j) => j,
+                Err(_) => break,
+            }
+        };
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
             match rx.try_recv() {
@@ -91,7 +143,11 @@ fn writer(mut store: Store, rx: mpsc::Receiver<Job>, hub: &Hub, paths: &VaultPat
                 Err(_) => break,
             }
         }
-        if let Err(e) = store.begin_batch() {
+        let synced = batch.iter().any(|j| j.synced);
+        let begun = sync
+            .set(&mut store, synced)
+            .and_then(|()| store.begin_batch());
+        if let Err(e) = begun {
             let msg = e.to_string();
             for job in batch {
                 let _ = job.done.send(Err(msg.clone()));
@@ -111,8 +167,10 @@ fn writer(mut store: Store, rx: mpsc::Receiver<Job>, hub: &Hub, paths: &VaultPat
                 if new_head != head {
                     publish(&store, hub, head, new_head);
                     head = new_head;
+                    sync.committed(synced);
                 }
-                if head - anchored >= crate::audit::ANCHOR_EVERY {
+                // An anchor names only rows on disk: it waits for a synced commit or a flush.
+                if head - anchored >= crate::audit::ANCHOR_EVERY && !sync.behind {
                     match crate::audit::maybe_anchor(paths, store.conn()) {
                         Ok(_) => anchored = head,
                         Err(e) => tracing::warn!("could not write the anchor: {e}"),
@@ -130,6 +188,53 @@ fn writer(mut store: Store, rx: mpsc::Receiver<Job>, hub: &Hub, paths: &VaultPat
                 }
             }
         }
+    }
+    if sync.behind {
+        sync.flush();
+    }
+}
+
+/// The connection's `synchronous` setting and whether commits since the last fsync of the WAL
+/// are still only in the page cache.
+struct Sync {
+    full: bool,
+    behind: bool,
+    wal: std::path::PathBuf,
+}
+
+impl Sync {
+    fn new(store: &Store) -> Self {
+        let mut wal = store.path().as_os_str().to_owned();
+        wal.push("-wal");
+        Self {
+            full: true,
+            behind: false,
+            wal: wal.into(),
+        }
+    }
+
+    /// `synchronous = FULL` for a batch a caller waits on the disk for, `NORMAL` otherwise (the
+    /// setting cannot change inside a transaction, so it is set before `BEGIN`).
+    fn set(&mut self, store: &mut Store, full: bool) -> Result<(), StoreError> {
+        if self.full != full {
+            store.set_synchronous(full)?;
+            self.full = full;
+        }
+        Ok(())
+    }
+
+    /// A commit that wrote rows: a synced one put every earlier frame on disk too.
+    fn committed(&mut self, synced: bool) {
+        self.behind = !synced;
+    }
+
+    /// fsyncs the WAL file (its inode: any descriptor flushes it), putting every unsynced commit
+    /// on disk. On failure (logged once) the next synced commit still does.
+    fn flush(&mut self) {
+        if let Err(e) = std::fs::File::open(&self.wal).and_then(|f| f.sync_data()) {
+            tracing::warn!("could not flush {}: {e}", self.wal.display());
+        }
+        self.behind = false;
     }
 }
 

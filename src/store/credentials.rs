@@ -76,22 +76,18 @@ impl CredentialRow {
     /// The credential named `name` in `profile`.
     pub fn find(conn: &Connection, profile: &str, name: &str) -> Result<Option<Self>, StoreError> {
         Ok(conn
-            .query_row(
-                &format!("SELECT {COLUMNS} FROM credentials WHERE profile = ?1 AND name = ?2"),
-                [profile, name],
-                from_row,
-            )
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM credentials WHERE profile = ?1 AND name = ?2"
+            ))?
+            .query_row([profile, name], from_row)
             .optional()?)
     }
 
     /// The credential with this id.
     pub fn find_by_id(conn: &Connection, id: &str) -> Result<Option<Self>, StoreError> {
         Ok(conn
-            .query_row(
-                &format!("SELECT {COLUMNS} FROM credentials WHERE id = ?1"),
-                [id],
-                from_row,
-            )
+            .prepare_cached(&format!("SELECT {COLUMNS} FROM credentials WHERE id = ?1"))?
+            .query_row([id], from_row)
             .optional()?)
     }
 

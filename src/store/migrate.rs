@@ -25,6 +25,11 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
         "0005_actions_by_credential",
         include_str!("../../schema/0005_actions_by_credential.sql"),
     ),
+    (
+        6,
+        "0006_narrower_writes",
+        include_str!("../../schema/0006_narrower_writes.sql"),
+    ),
 ];
 
 /// The schema version this binary writes.

@@ -48,6 +48,9 @@ impl StoreError {
 pub struct Store {
     conn: Connection,
     path: PathBuf,
+    /// The key this connection was opened with (SQLCipher holds it for the connection's lifetime
+    /// anyway), for the extra read-only connections of `reader`.
+    key: MasterKey,
     /// Inside `begin_batch` … `commit_batch`: `write` hands out savepoints of the batch's one
     /// transaction (group commit: one fsync for the rows of many callers).
     in_batch: bool,
@@ -129,11 +132,34 @@ impl Store {
             "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;",
         )
         .map_err(|e| StoreError::from_sql(e, path))?;
+        // Every statement of a call's path stays prepared (rusqlite keeps 16 by default; the
+        // agent's hot path alone uses more, and parsing SQL was a tenth of its writer's time).
+        conn.set_prepared_statement_cache_capacity(64);
         Ok(Self {
             conn,
             path: path.to_owned(),
+            key: key.clone(),
             in_batch: false,
         })
+    }
+
+    /// Another connection to the same database, read-only (for readers on other threads, such as
+    /// the verifier's workers). Its schema is this one's: no migration runs.
+    pub fn reader(&self) -> Result<Connection, StoreError> {
+        let path = &self.path;
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn =
+            Connection::open_with_flags(path, flags).map_err(|e| StoreError::from_sql(e, path))?;
+        let _ = conn.execute_batch("PRAGMA cipher_log_level = NONE;");
+        let pragma = zeroize::Zeroizing::new(format!(
+            "PRAGMA key = \"x'{}'\";",
+            self.key.to_hex().as_str()
+        ));
+        conn.execute_batch(&pragma)
+            .map_err(|e| StoreError::from_sql(e, path))?;
+        conn.busy_timeout(BUSY_TIMEOUT)
+            .map_err(|e| StoreError::from_sql(e, path))?;
+        Ok(conn)
     }
 
     /// A write transaction that takes the write lock up front (`BEGIN IMMEDIATE`), so concurrent
@@ -148,6 +174,19 @@ impl Store {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map(Tx::Top)
             .map_err(|e| StoreError::from_sql(e, &path))
+    }
+
+    /// `synchronous = FULL` (each commit fsyncs the WAL) or `NORMAL` (commits reach the OS page
+    /// cache; the WAL is fsynced at checkpoints). Only between transactions.
+    pub fn set_synchronous(&mut self, full: bool) -> Result<(), StoreError> {
+        let sql = if full {
+            "PRAGMA synchronous = FULL"
+        } else {
+            "PRAGMA synchronous = NORMAL"
+        };
+        self.conn
+            .execute_batch(sql)
+            .map_err(|e| StoreError::from_sql(e, &self.path))
     }
 
     /// Starts a group-commit batch: until `commit_batch` or `rollback_batch`, every `write` is a

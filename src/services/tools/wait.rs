@@ -75,7 +75,7 @@ pub(super) async fn run_claimed(
         tracing::trace!(action_id = %action.id, result = %outcome.result, "scrubbed result");
         let id = action.id.clone();
         env2.db
-            .run(move |s| approvals::finish(s, &id, &outcome).unwrap_or(action))
+            .run_unsynced(move |s| approvals::finish(s, &id, &outcome).unwrap_or(action))
             .await
     });
     match run.await {
