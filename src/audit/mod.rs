@@ -30,7 +30,8 @@ pub use anchor::{
 };
 pub use export::{export, export_to, ExportError, Exported};
 pub use verify::{
-    verify_file, verify_store, Failure, Head, Reason, Report, RowRef, Verifier, VerifyError,
+    verify_file, verify_file_with, verify_store, verify_store_parallel, verify_store_with, Failure,
+    Head, Reason, Report, RowRef, Verifier, VerifyError,
 };
 
 use crate::canonical;

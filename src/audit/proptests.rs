@@ -109,7 +109,27 @@ fn verify_rows(rows: &[Owned], anchors: &[Anchor]) -> Report {
             break;
         }
     }
-    v.finish().0
+    let one = v.finish().0;
+    // The same rows through the parallel pipeline, in chunks of 3 on 2 workers: same verdict.
+    let mut v = Verifier::new(Some("vlt_test"), anchors);
+    let workers = (0..2)
+        .map(|_| {
+            let mut scratch = String::new();
+            move |chunk: &[Owned], out: &mut verify::parallel::Chunk| {
+                chunk
+                    .iter()
+                    .for_each(|r| out.push(&r.as_ref(), &mut scratch));
+                Ok::<(), ()>(())
+            }
+        })
+        .collect();
+    verify::parallel::run(&mut v, rows.chunks(3), workers).unwrap();
+    assert_eq!(
+        v.finish().0,
+        one,
+        "the parallel pipeline gave another verdict"
+    );
+    one
 }
 
 #[test]
@@ -143,7 +163,7 @@ fn append_then_verify_always_passes() {
     for round in 0..6 {
         let n = 1 + rng.below(60);
         let s = chain(&format!("pass{round}"), n, &mut rng);
-        let report = verify_store(s.conn(), "vlt_test", &[]).unwrap();
+        let report = super::tests::verify_both(&s, "vlt_test", &[]).unwrap();
         assert!(report.ok(), "round {round}, {n} rows: {report:?}");
         assert_eq!(report.rows, n as u64);
         let rows = read_rows(&s);
@@ -158,7 +178,9 @@ fn append_then_verify_always_passes() {
                 hash: r.hash.clone().try_into().unwrap(),
             })
             .collect();
-        assert!(verify_store(s.conn(), "vlt_test", &anchors).unwrap().ok());
+        assert!(super::tests::verify_both(&s, "vlt_test", &anchors)
+            .unwrap()
+            .ok());
     }
 }
 
@@ -279,13 +301,13 @@ fn a_rewritten_history_is_caught_by_an_anchor_even_with_recomputed_hashes() {
 fn a_journal_of_another_vault_or_without_init_fails_at_the_genesis() {
     let mut rng = Rng(4);
     let s = chain("genesis", 3, &mut rng);
-    let f = verify_store(s.conn(), "vlt_other", &[])
+    let f = super::tests::verify_both(&s, "vlt_other", &[])
         .unwrap()
         .failure
         .unwrap();
     assert_eq!((f.seq, f.reason), (Some(1), Reason::BadGenesis));
     let empty = store("empty");
-    let f = verify_store(empty.conn(), "vlt_test", &[])
+    let f = super::tests::verify_both(&empty, "vlt_test", &[])
         .unwrap()
         .failure
         .unwrap();

@@ -4,6 +4,24 @@ use super::proptests::{chain, read_rows, Rng};
 use super::*;
 use crate::store::Store;
 
+/// `verify_store` and the parallel verifier (two readers, two rows per chunk, so every boundary
+/// case occurs) on the same store: the verdicts must be equal. Returns it.
+pub(super) fn verify_both(
+    s: &Store,
+    vault_id: &str,
+    anchors: &[Anchor],
+) -> Result<Report, VerifyError> {
+    let one = verify_store(s.conn(), vault_id, anchors)?;
+    for chunk in [1, 2, 5] {
+        let many = verify_store_with(s, vault_id, anchors, 2, chunk)?;
+        assert_eq!(
+            many, one,
+            "the parallel verdict (chunks of {chunk}) differs"
+        );
+    }
+    Ok(one)
+}
+
 pub(super) fn store(tag: &str) -> Store {
     crate::store::test_store(&format!("audit-{tag}"), "vlt_test")
 }
@@ -113,7 +131,7 @@ fn action_states_must_equal_their_last_journal_transition() {
     insert(&tx, "act_a", "approved");
     insert(&tx, "act_b", "denied");
     tx.commit().unwrap();
-    assert!(verify_store(s.conn(), "vlt_test", &[]).unwrap().ok());
+    assert!(verify_both(&s, "vlt_test", &[]).unwrap().ok());
 
     s.conn()
         .execute(
@@ -121,10 +139,7 @@ fn action_states_must_equal_their_last_journal_transition() {
             [],
         )
         .unwrap();
-    let f = verify_store(s.conn(), "vlt_test", &[])
-        .unwrap()
-        .failure
-        .unwrap();
+    let f = verify_both(&s, "vlt_test", &[]).unwrap().failure.unwrap();
     assert_eq!((f.seq, f.reason), (Some(4), Reason::ActionStateMismatch));
     assert!(f.detail.contains("act_a"), "{f:?}");
 
@@ -135,10 +150,7 @@ fn action_states_must_equal_their_last_journal_transition() {
         )
         .unwrap();
     insert(s.conn(), "act_ghost", "completed");
-    let f = verify_store(s.conn(), "vlt_test", &[])
-        .unwrap()
-        .failure
-        .unwrap();
+    let f = verify_both(&s, "vlt_test", &[]).unwrap().failure.unwrap();
     assert_eq!((f.seq, f.reason), (None, Reason::ActionStateMismatch));
     assert!(f.detail.contains("act_ghost"), "{f:?}");
 }
@@ -179,7 +191,7 @@ fn a_rejection_keeps_the_fingerprint_never_the_request() {
         (Some(-32602), Some("http_request"))
     );
     assert!(!r.body.contains("REQUEST_BYTES_MARKER"));
-    assert!(verify_store(s.conn(), "vlt_test", &[]).unwrap().ok());
+    assert!(verify_both(&s, "vlt_test", &[]).unwrap().ok());
 }
 
 #[test]
@@ -336,7 +348,7 @@ fn anchors_are_written_0600_every_n_rows_and_parsed_back() {
     );
     assert_eq!(parse_anchor(&a.to_string()).unwrap(), a);
     assert!(parse_anchor("12").is_err() && parse_anchor("0:00").is_err());
-    let f = verify_store(s.conn(), "vlt_test", &read_anchors(&paths).unwrap())
+    let f = verify_both(&s, "vlt_test", &read_anchors(&paths).unwrap())
         .unwrap()
         .failure
         .unwrap();
@@ -405,7 +417,7 @@ fn verdict_of(tag: &str, rows: &[(&str, Option<&str>, Value)]) -> Report {
         append_row(&tx, kind, Some("ses_1"), *action, &full).unwrap();
     }
     tx.commit().unwrap();
-    verify_store(s.conn(), "vlt_test", &[]).unwrap()
+    verify_both(&s, "vlt_test", &[]).unwrap()
 }
 
 #[test]
@@ -484,13 +496,10 @@ fn a_pause_lifted_outside_the_vault_fails_verification() {
     )
     .unwrap();
     tx.commit().unwrap();
-    assert!(verify_store(s.conn(), "vlt_test", &[]).unwrap().ok());
+    assert!(verify_both(&s, "vlt_test", &[]).unwrap().ok());
     s.conn()
         .execute("DELETE FROM meta WHERE key = 'paused'", [])
         .unwrap();
-    let f = verify_store(s.conn(), "vlt_test", &[])
-        .unwrap()
-        .failure
-        .unwrap();
+    let f = verify_both(&s, "vlt_test", &[]).unwrap().failure.unwrap();
     assert_eq!(f.reason, Reason::PauseStateMismatch, "{}", f.detail);
 }

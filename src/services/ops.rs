@@ -118,11 +118,11 @@ pub(crate) fn view(store: &Store, a: &Action) -> Result<ApprovalView, ApprovalEr
     let (normalized, body) = approvals::stored_request(store, &a.id)?;
     let session: Option<Box<SessionStart>> = store
         .conn()
-        .query_row(
-            "SELECT body FROM audit WHERE kind = ?2 AND session_id = ?1 ORDER BY seq LIMIT 1",
-            [a.session_id.as_str(), Kind::SessionStart.as_str()],
-            |r| r.get::<_, String>(0),
-        )
+        .prepare_cached(&format!(
+            "SELECT body FROM audit WHERE kind = '{}' AND session_id = ?1 ORDER BY seq LIMIT 1",
+            Kind::SessionStart.as_str()
+        ))?
+        .query_row([a.session_id.as_str()], |r| r.get::<_, String>(0))
         .ok()
         .and_then(|b| serde_json::from_str(&b).ok());
     let changed = match credentials::get_by_id(store.conn(), &a.credential_id) {
@@ -162,11 +162,10 @@ pub(crate) fn empty_profile(store: &Store, profile: &str) -> Result<Option<Strin
 pub(crate) fn store_status(
     store: &Store,
 ) -> Result<crate::wire::protocol::StoreStatus, StoreError> {
-    let (journal_rows, journal_head): (i64, i64) = store.conn().query_row(
-        "SELECT count(*), coalesce(max(seq), 0) FROM audit",
-        [],
-        |r| Ok((r.get(0)?, r.get(1)?)),
-    )?;
+    let (journal_rows, journal_head): (i64, i64) = store
+        .conn()
+        .prepare_cached("SELECT count(*), coalesce(max(seq), 0) FROM audit")?
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
     Ok(crate::wire::protocol::StoreStatus {
         schema_version: store.schema_version()?,
         cipher_version: store.cipher_version()?,
@@ -216,7 +215,7 @@ fn verify(store: &Store, trust: &Trust, paths: &VaultPaths, given: Vec<(i64, Str
     };
     let n = from_file.len();
     anchors.extend(from_file);
-    match audit::verify_store(store.conn(), &trust.vault_id, &anchors) {
+    match audit::verify_store_parallel(store, &trust.vault_id, &anchors) {
         Ok(report) => Reply::Verify {
             report: report.to_json_line(),
             from_file: n,

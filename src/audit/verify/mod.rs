@@ -1,9 +1,12 @@
 //! Verifying the chain: recomputing every row's hash from the genesis, naming the first row that
 //! was changed, removed, inserted, reordered or cut off, checking anchors, and (when an `actions`
 //! table exists) that each action's state equals its last journal transition.
+pub(crate) mod parallel;
 mod sources;
 
-pub use sources::{verify_file, verify_store};
+pub use sources::{
+    verify_file, verify_file_with, verify_store, verify_store_parallel, verify_store_with,
+};
 
 use super::anchor::Anchor;
 use super::{genesis, write_canonical_row};
@@ -144,6 +147,16 @@ pub struct RowRef<'a> {
     pub hash: &'a [u8],
 }
 
+/// blake3(prev ‖ canonical row) of a row as read (`buf` is scratch space): what its stored `hash`
+/// must be.
+pub(super) fn computed_hash(buf: &mut String, row: &RowRef<'_>) -> [u8; 32] {
+    write_canonical_row(buf, row);
+    let mut h = blake3::Hasher::new();
+    h.update(row.prev);
+    h.update(buf.as_bytes());
+    *h.finalize().as_bytes()
+}
+
 /// A streaming verifier: feed rows in order with `push` until it returns false, then `finish`.
 #[derive(Debug)]
 pub struct Verifier {
@@ -157,7 +170,7 @@ pub struct Verifier {
     vault_id: Option<String>,
     anchors: BTreeMap<i64, Vec<[u8; 32]>>,
     /// Last transition (seq, state) per action.
-    transitions: HashMap<String, (i64, String)>,
+    transitions: HashMap<Box<str>, (i64, State)>,
     /// Decision nonces already spent by an `action.dispatched` row.
     spent: std::collections::HashSet<String>,
     /// Whether the last `vault.pause` / `vault.resume` row was a pause.
@@ -212,17 +225,15 @@ impl Verifier {
             None => return Ok(()),
         };
         let state = to.as_str();
-        match self.transitions.get(action) {
+        let known = self.transitions.get(action).copied();
+        match known {
             None if !to.is_initial() => {
                 return Err(format!("action {action} first appears at seq {exp} as {state}, but an action starts pending or received"));
             }
-            Some((seq, last)) => {
-                let from = State::parse(last).unwrap_or(State::Indeterminate);
-                if !from.can_go(to) {
-                    return Err(format!("action {action} went from {last} (seq {seq}) to {state} (seq {exp}), which the lifecycle does not allow"));
-                }
+            Some((seq, from)) if !from.can_go(to) => {
+                return Err(format!("action {action} went from {from} (seq {seq}) to {state} (seq {exp}), which the lifecycle does not allow"));
             }
-            None => {}
+            _ => {}
         }
         if to == State::Dispatched {
             let row: ActionRow = serde_json::from_str(body)
@@ -233,8 +244,13 @@ impl Verifier {
                 }
             }
         }
-        self.transitions
-            .insert(action.to_owned(), (exp, state.to_owned()));
+        // The key is allocated once per action, not once per row.
+        match self.transitions.get_mut(action) {
+            Some(last) => *last = (exp, to),
+            None => {
+                self.transitions.insert(action.into(), (exp, to));
+            }
+        }
         Ok(())
     }
 
@@ -258,6 +274,13 @@ impl Verifier {
 
     /// Checks the next row. Returns false once the chain is known to be broken (stop feeding).
     pub fn push(&mut self, row: &RowRef<'_>) -> bool {
+        let computed = computed_hash(&mut self.buf, row);
+        self.push_hashed(row, computed)
+    }
+
+    /// `push` for a row whose `computed_hash` was already taken (by a worker thread: the hashing
+    /// is per row, only the checks below need the order).
+    pub fn push_hashed(&mut self, row: &RowRef<'_>, computed: [u8; 32]) -> bool {
         if self.failure.is_some() {
             return false;
         }
@@ -268,7 +291,7 @@ impl Verifier {
             Err((seq, reason, detail)) => return self.fail(Some(seq), reason, detail),
         }
         let exp = self.expected;
-        match self.check_row(exp, row) {
+        match self.check_row(exp, row, computed) {
             Err((reason, detail)) => self.fail(Some(exp), reason, detail),
             Ok(hash) => {
                 match Kind::parse(row.kind) {
@@ -327,7 +350,12 @@ impl Verifier {
 
     /// The row at its place: linked to the previous one (or a genesis), hashing to its `hash`,
     /// agreeing with any anchor at its seq, and a legal lifecycle step. Returns its hash.
-    fn check_row(&mut self, exp: i64, row: &RowRef<'_>) -> Result<[u8; 32], (Reason, String)> {
+    fn check_row(
+        &mut self,
+        exp: i64,
+        row: &RowRef<'_>,
+        hash: [u8; 32],
+    ) -> Result<[u8; 32], (Reason, String)> {
         if row.prev.len() != 32 || row.hash.len() != 32 {
             return Err((
                 Reason::Malformed,
@@ -340,11 +368,6 @@ impl Verifier {
         } else if row.prev != self.prev {
             return Err((Reason::PrevMismatch, format!("row {exp}'s prev is not the hash of row {}: the history before it was rewritten", exp - 1)));
         }
-        write_canonical_row(&mut self.buf, row);
-        let mut h = blake3::Hasher::new();
-        h.update(row.prev);
-        h.update(self.buf.as_bytes());
-        let hash = *h.finalize().as_bytes();
         if row.hash != hash {
             return Err((
                 Reason::HashMismatch,
@@ -396,7 +419,7 @@ impl Verifier {
     }
 
     /// The verdict, each action's last transition, and whether the journal ends paused.
-    pub fn finish(mut self) -> (Report, HashMap<String, (i64, String)>, bool) {
+    pub fn finish(mut self) -> (Report, HashMap<Box<str>, (i64, State)>, bool) {
         if self.failure.is_none() {
             if let Some((e, found)) = self.pending_gap.take() {
                 self.fail(

@@ -1,6 +1,7 @@
 //! What the verifier reads: the journal of a vault database (one read snapshot, then the
 //! actions table and the pause switch against it) and an `export-audit` file (JSON lines).
-use super::{Anchor, Failure, Reason, Report, RowRef, Verifier, VerifyError};
+use super::{parallel, Anchor, Failure, Reason, Report, RowRef, Verifier, VerifyError};
+use crate::wire::State;
 use rusqlite::types::ValueRef;
 use rusqlite::Connection;
 use std::collections::HashMap;
@@ -47,20 +48,14 @@ fn db_row<'a>(r: &'a rusqlite::Row<'_>) -> Result<RowRef<'a>, String> {
 }
 
 /// Verifies the journal in a vault database (one read snapshot), its anchors, and, when an
-/// `actions` table exists, that each action's state is its last journal transition.
+/// `actions` table exists, that each action's state is its last journal transition. One thread;
+/// `verify_store_parallel` reads and hashes on every core.
 pub fn verify_store(
     conn: &Connection,
     vault_id: &str,
     anchors: &[Anchor],
 ) -> Result<Report, VerifyError> {
-    let snapshot = conn.unchecked_transaction()?;
-    let has_actions: bool = snapshot.query_row(
-        "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'actions'",
-        [],
-        |r| r.get(0),
-    )?;
-    let mut v = Verifier::new(Some(vault_id), anchors);
-    {
+    verify_snapshot(conn, vault_id, anchors, |snapshot, v, _| {
         let mut stmt = snapshot.prepare(crate::audit::journal_select!("ORDER BY seq"))?;
         let mut rows = stmt.query([])?;
         while let Some(r) = rows.next()? {
@@ -72,7 +67,85 @@ pub fn verify_store(
                 break;
             }
         }
-    }
+        Ok(())
+    })
+}
+
+/// `verify_store` on every core: each worker opens its own reader of `store` and reads and hashes
+/// ranges of `CHUNK_ROWS` seqs up to the snapshot's last row (rows up to it never change: the
+/// journal only grows), and this thread checks them in order. Same verdict.
+pub fn verify_store_parallel(
+    store: &crate::store::Store,
+    vault_id: &str,
+    anchors: &[Anchor],
+) -> Result<Report, VerifyError> {
+    verify_store_with(
+        store,
+        vault_id,
+        anchors,
+        parallel::workers(),
+        parallel::CHUNK_ROWS,
+    )
+}
+
+/// `verify_store_parallel` with `workers` threads reading `chunk_rows` rows at a time (benches
+/// and tests; the vault uses one worker per core).
+pub fn verify_store_with(
+    store: &crate::store::Store,
+    vault_id: &str,
+    anchors: &[Anchor],
+    workers: usize,
+    chunk_rows: i64,
+) -> Result<Report, VerifyError> {
+    let chunk_rows = chunk_rows.max(1);
+    verify_snapshot(store.conn(), vault_id, anchors, |_, v, last| {
+        let chunks = (last + chunk_rows - 1) / chunk_rows;
+        let ranges = (0..chunks).map(|k| (k * chunk_rows + 1, ((k + 1) * chunk_rows).min(last)));
+        let mut readers = Vec::new();
+        for _ in 0..workers.max(1) {
+            let conn = store.reader().map_err(|e| {
+                VerifyError::Sql(rusqlite::Error::InvalidParameterName(e.to_string()))
+            })?;
+            let mut scratch = String::with_capacity(512);
+            readers.push(move |(lo, hi): (i64, i64), chunk: &mut parallel::Chunk| {
+                let mut stmt = conn.prepare_cached(crate::audit::journal_select!(
+                    "WHERE seq BETWEEN ?1 AND ?2 ORDER BY seq"
+                ))?;
+                let mut rows = stmt.query([lo, hi])?;
+                while let Some(r) = rows.next()? {
+                    match db_row(r) {
+                        Ok(row) => chunk.push(&row, &mut scratch),
+                        Err(detail) => {
+                            chunk.malformed(detail);
+                            break;
+                        }
+                    }
+                }
+                Ok::<(), VerifyError>(())
+            });
+        }
+        parallel::run(v, ranges, readers)
+    })
+}
+
+/// The checks around the rows: one read snapshot, the rows fed to a `Verifier` by `feed` (given
+/// the snapshot's last seq), then the actions table and the pause switch against the verdict.
+fn verify_snapshot(
+    conn: &Connection,
+    vault_id: &str,
+    anchors: &[Anchor],
+    feed: impl FnOnce(&Connection, &mut Verifier, i64) -> Result<(), VerifyError>,
+) -> Result<Report, VerifyError> {
+    let snapshot = conn.unchecked_transaction()?;
+    let has_actions: bool = snapshot.query_row(
+        "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'actions'",
+        [],
+        |r| r.get(0),
+    )?;
+    let last: i64 =
+        snapshot.query_row("SELECT coalesce(max(seq), 0) FROM audit", [], |r| r.get(0))?;
+    let mut v = Verifier::new(Some(vault_id), anchors);
+    feed(&snapshot, &mut v, last)?;
     let (mut report, transitions, paused) = v.finish();
     if report.ok() && has_actions {
         report.failure = check_actions(&snapshot, &transitions)?;
@@ -98,19 +171,19 @@ pub fn verify_store(
 
 fn check_actions(
     conn: &Connection,
-    transitions: &HashMap<String, (i64, String)>,
+    transitions: &HashMap<Box<str>, (i64, State)>,
 ) -> Result<Option<Failure>, VerifyError> {
     let mut stmt = conn.prepare("SELECT id, state FROM actions ORDER BY id")?;
     let mut rows = stmt.query([])?;
     let mut worst: Option<Failure> = None;
     while let Some(r) = rows.next()? {
         let (id, state): (String, String) = (r.get(0)?, r.get(1)?);
-        let found = match transitions.get(&id) {
-            Some((seq, s)) if *s == state => continue,
+        let found = match transitions.get(id.as_str()) {
+            Some((_, s)) if s.as_str() == state => continue,
             Some((seq, s)) => Failure {
                 seq: Some(*seq),
                 reason: Reason::ActionStateMismatch,
-                detail: format!("action {id} is {state:?} in the actions table, but its last journal transition (seq {seq}) is {s:?}"),
+                detail: format!("action {id} is {state:?} in the actions table, but its last journal transition (seq {seq}) is {:?}", s.as_str()),
             },
             None => Failure {
                 seq: None,
@@ -155,8 +228,18 @@ fn hex32(s: &str, field: &str) -> Result<[u8; 32], String> {
 }
 
 /// Verifies an export (`vault export-audit`) with no key, keyring or vault: the genesis comes
-/// from row 1's `vault_id`; `anchors` are heads the person kept elsewhere.
+/// from row 1's `vault_id`; `anchors` are heads the person kept elsewhere. This thread reads the
+/// file in blocks of whole lines; workers (one per core) parse and hash them (`parallel`).
 pub fn verify_file(path: &Path, anchors: &[Anchor]) -> Result<Report, VerifyError> {
+    verify_file_with(path, anchors, parallel::workers())
+}
+
+/// `verify_file` with `workers` threads.
+pub fn verify_file_with(
+    path: &Path,
+    anchors: &[Anchor],
+    workers: usize,
+) -> Result<Report, VerifyError> {
     let read_err = |source| VerifyError::Read {
         path: path.to_owned(),
         source,
@@ -164,34 +247,64 @@ pub fn verify_file(path: &Path, anchors: &[Anchor]) -> Result<Report, VerifyErro
     let file = std::fs::File::open(path).map_err(read_err)?;
     let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
     let mut v = Verifier::new(None, anchors);
-    let mut line = Vec::with_capacity(1024);
+    let mut io_error = None;
     let mut number = 0u64;
-    loop {
-        line.clear();
-        if reader.read_until(b'\n', &mut line).map_err(read_err)? == 0 {
-            break;
+    let blocks = std::iter::from_fn(|| {
+        let mut block = Vec::with_capacity(BLOCK + 4096);
+        let first = number + 1;
+        while block.len() < BLOCK {
+            match reader.read_until(b'\n', &mut block) {
+                Ok(0) => break,
+                Ok(_) => number += 1,
+                Err(e) => {
+                    io_error = Some(e);
+                    break;
+                }
+            }
         }
-        number += 1;
-        let text = line.strip_suffix(b"\n").unwrap_or(&line);
-        let more = match serde_json::from_slice::<ExportLine<'_>>(text) {
-            Err(e) => v.push_malformed(format!("line {number} is not a journal row: {e}")),
-            Ok(l) => match (hex32(l.prev, "prev"), hex32(l.hash, "hash")) {
-                (Ok(prev), Ok(hash)) => v.push(&RowRef {
-                    seq: l.seq,
-                    ts: &l.ts,
-                    kind: &l.kind,
-                    session: l.session.as_deref(),
-                    action: l.action.as_deref(),
-                    body: l.body.get(),
-                    prev: &prev,
-                    hash: &hash,
-                }),
-                (Err(e), _) | (_, Err(e)) => v.push_malformed(format!("line {number}: {e}")),
-            },
-        };
-        if !more {
-            break;
-        }
+        (!block.is_empty()).then_some((first, block))
+    });
+    let parsers = (0..workers.max(1))
+        .map(|_| {
+            let mut scratch = String::with_capacity(512);
+            move |(first, block): (u64, Vec<u8>), chunk: &mut parallel::Chunk| {
+                let lines = block.strip_suffix(b"\n").unwrap_or(&block);
+                for (number, text) in (first..).zip(lines.split(|&b| b == b'\n')) {
+                    let pushed = parse_line(number, text, |row| chunk.push(row, &mut scratch));
+                    if let Err(detail) = pushed {
+                        chunk.malformed(detail);
+                        break;
+                    }
+                }
+                Ok::<(), VerifyError>(())
+            }
+        })
+        .collect();
+    parallel::run(&mut v, blocks, parsers)?;
+    if let Some(e) = io_error {
+        return Err(read_err(e));
     }
     Ok(v.finish().0)
+}
+
+/// Lines of an export per block handed to a worker (about 1 MiB).
+const BLOCK: usize = 1 << 20;
+
+/// One export line as a row, given to `push`; `Err` says why it is not one.
+fn parse_line(number: u64, text: &[u8], push: impl FnOnce(&RowRef<'_>)) -> Result<(), String> {
+    let l = serde_json::from_slice::<ExportLine<'_>>(text)
+        .map_err(|e| format!("line {number} is not a journal row: {e}"))?;
+    let prev = hex32(l.prev, "prev").map_err(|e| format!("line {number}: {e}"))?;
+    let hash = hex32(l.hash, "hash").map_err(|e| format!("line {number}: {e}"))?;
+    push(&RowRef {
+        seq: l.seq,
+        ts: &l.ts,
+        kind: &l.kind,
+        session: l.session.as_deref(),
+        action: l.action.as_deref(),
+        body: l.body.get(),
+        prev: &prev,
+        hash: &hash,
+    });
+    Ok(())
 }

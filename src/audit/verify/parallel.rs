@@ -1,0 +1,176 @@
+//! Verifying on every core: worker threads read (decrypt or parse) and hash chunks of rows, each
+//! row's hash depending only on the row (its stored `prev` is in it), and the calling thread checks
+//! the chunks in order: seq, links, anchors, lifecycle. The verdict is the sequential one.
+use super::{computed_hash, RowRef, Verifier};
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Mutex};
+
+/// Rows per chunk: large enough that handing a chunk over costs nothing next to reading it, small
+/// enough that a failure early in the journal stops the workers soon.
+pub(crate) const CHUNK_ROWS: i64 = 8192;
+
+/// Worker threads: one per core, at most 8.
+pub(crate) fn workers() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
+}
+
+/// Rows read and hashed by a worker, owned: one text arena, one byte arena, each row's spans.
+#[derive(Default)]
+pub(crate) struct Chunk {
+    text: String,
+    bytes: Vec<u8>,
+    rows: Vec<Spans>,
+    hashes: Vec<[u8; 32]>,
+    /// Why the row after the last one could not be read (the chunk ends there).
+    malformed: Option<String>,
+}
+
+struct Spans {
+    seq: i64,
+    ts: Range<usize>,
+    kind: Range<usize>,
+    session: Option<Range<usize>>,
+    action: Option<Range<usize>>,
+    body: Range<usize>,
+    prev: Range<usize>,
+    hash: Range<usize>,
+}
+
+impl Chunk {
+    /// Hashes `row` and keeps a copy of it.
+    pub(crate) fn push(&mut self, row: &RowRef<'_>, scratch: &mut String) {
+        self.hashes.push(computed_hash(scratch, row));
+        let text = &mut self.text;
+        let mut t = |s: &str| {
+            let at = text.len();
+            text.push_str(s);
+            at..text.len()
+        };
+        let (ts, kind) = (t(row.ts), t(row.kind));
+        let (session, action) = (row.session.map(&mut t), row.action.map(&mut t));
+        let body = t(row.body);
+        let bytes = &mut self.bytes;
+        let mut b = |s: &[u8]| {
+            let at = bytes.len();
+            bytes.extend_from_slice(s);
+            at..bytes.len()
+        };
+        let (prev, hash) = (b(row.prev), b(row.hash));
+        self.rows.push(Spans {
+            seq: row.seq,
+            ts,
+            kind,
+            session,
+            action,
+            body,
+            prev,
+            hash,
+        });
+    }
+
+    /// The row after the last one pushed cannot be read; nothing follows it in this chunk.
+    pub(crate) fn malformed(&mut self, detail: String) {
+        self.malformed = Some(detail);
+    }
+
+    fn row(&self, s: &Spans) -> RowRef<'_> {
+        let t = |r: &Range<usize>| &self.text[r.clone()];
+        RowRef {
+            seq: s.seq,
+            ts: t(&s.ts),
+            kind: t(&s.kind),
+            session: s.session.as_ref().map(t),
+            action: s.action.as_ref().map(t),
+            body: t(&s.body),
+            prev: &self.bytes[s.prev.clone()],
+            hash: &self.bytes[s.hash.clone()],
+        }
+    }
+
+    /// Feeds every row to `v` in order; false once `v` has found the chain broken.
+    fn feed(&self, v: &mut Verifier) -> bool {
+        for (s, h) in self.rows.iter().zip(&self.hashes) {
+            if !v.push_hashed(&self.row(s), *h) {
+                return false;
+            }
+        }
+        match &self.malformed {
+            Some(detail) => v.push_malformed(detail.clone()),
+            None => true,
+        }
+    }
+}
+
+/// Runs each of `workers` on a thread of its own over `inputs`, and feeds the chunks to `v` in the
+/// order of `inputs`. At most two chunks per worker are in flight; once `v` finds the chain
+/// broken, no further input is handed out. A worker's error stops the run.
+pub(crate) fn run<I, E, W>(
+    v: &mut Verifier,
+    inputs: impl Iterator<Item = I>,
+    workers: Vec<W>,
+) -> Result<(), E>
+where
+    I: Send,
+    E: Send,
+    W: FnMut(I, &mut Chunk) -> Result<(), E> + Send,
+{
+    let n = workers.len().max(1);
+    let (job_tx, job_rx) = mpsc::channel::<(usize, I)>();
+    let job_rx = Mutex::new(job_rx);
+    let stop = AtomicBool::new(false);
+    let (out_tx, out_rx) = mpsc::channel::<(usize, Result<Chunk, E>)>();
+    std::thread::scope(|scope| {
+        for mut work in workers {
+            let (out_tx, job_rx, stop) = (out_tx.clone(), &job_rx, &stop);
+            scope.spawn(move || loop {
+                let job = job_rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
+                let Ok((i, input)) = job else { break };
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let mut chunk = Chunk::default();
+                let done = work(input, &mut chunk).map(|()| chunk);
+                if out_tx.send((i, done)).is_err() {
+                    break;
+                }
+            });
+        }
+        drop(out_tx);
+        let mut inputs = inputs.enumerate();
+        let (mut sent, mut next, mut exhausted) = (0usize, 0usize, false);
+        let mut ready: BTreeMap<usize, Chunk> = BTreeMap::new();
+        let mut result = Ok(());
+        'run: loop {
+            while !exhausted && sent < next + 2 * n {
+                match inputs.next().map(|job| job_tx.send(job)) {
+                    Some(Ok(())) => sent += 1,
+                    _ => exhausted = true,
+                }
+            }
+            if exhausted && next == sent {
+                break;
+            }
+            let Ok((i, done)) = out_rx.recv() else { break };
+            match done {
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+                Ok(chunk) => {
+                    ready.insert(i, chunk);
+                }
+            }
+            while let Some(chunk) = ready.remove(&next) {
+                next += 1;
+                if !chunk.feed(v) {
+                    break 'run;
+                }
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        drop(job_tx);
+        result
+    })
+}
