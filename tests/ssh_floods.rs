@@ -442,11 +442,13 @@ fn a_wrapper_that_exits_while_its_child_holds_stderr_is_closed_after_the_grace()
 #[test]
 fn eight_calls_that_flood_then_sleep_hold_at_most_the_process_budget() {
     // The issue's case: 16 KiB per call, 32 KiB for the process, eight concurrent calls each
-    // writing 2 MB to stderr and then sleeping 3 s before they exit. Their results' figures can
-    // add up to more than 32 KiB (47,126 here once, as in the issue): each is what its call kept
-    // when it ended, and a call that ends gives its bytes back to those still running (whose
-    // scrubbers then flush their held-back tail into it). The bound is on what the process holds
-    // at once, which the agent measures (Budget::peak, logged after each call): never above it.
+    // writing 2 MB to stderr and then sleeping 3 s before they exit. The bound is on what the
+    // process holds at once, which the agent measures (Budget::peak, logged after each call):
+    // never above it. It counts each scrubber's held-back tail (2,393 bytes for this key), which
+    // a stream reserves before it keeps anything; before that, eight such tails sat outside the
+    // budget and the results' figures added up to 47,126 bytes. Figures of calls that end at
+    // different times may still add up to more than the bound (a call that ends gives its bytes
+    // back to those still running); each is true of its call.
     let Setup {
         v,
         _sshd,

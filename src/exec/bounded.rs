@@ -40,6 +40,16 @@ impl Scrubber {
         data
     }
 
+    /// Bytes the scrubbers hold back now.
+    pub fn pending(&self) -> usize {
+        self.0.iter().map(Redactor::held).sum()
+    }
+
+    /// The most bytes the scrubbers can hold back between chunks.
+    pub fn max_held(&self) -> usize {
+        self.0.iter().map(Redactor::max_held).sum()
+    }
+
     /// Flushes what every scrubber still holds, in order.
     pub fn finish(&mut self) -> Vec<u8> {
         let mut data = Vec::new();
@@ -77,11 +87,19 @@ pub struct Capture {
     seen: u64,
     dropped: bool,
     budget_short: bool,
-    scrub: Scrubber,
+    /// The scrubbers' most held-back bytes, reserved from the budget before any byte is kept.
+    hold: usize,
+    /// The budget could not cover `hold`: the stream is counted and drained, and nothing of it is
+    /// scrubbed or kept (a tail kept later, after bytes the scrubbers never saw, could begin with
+    /// the rest of a secret split across that point).
+    counting_only: bool,
+    pub(crate) scrub: Scrubber,
 }
 
 impl Capture {
     /// Captures `name` keeping `keep` up to `per_call` bytes, taken from `budget` as it grows.
+    /// What the scrubbers may hold back is reserved first: everything the capture holds at once
+    /// is inside its reservation, so the budget's peak is the most the process held.
     pub fn new(
         name: &'static str,
         keep: Keep,
@@ -89,16 +107,24 @@ impl Capture {
         budget: &Arc<Budget>,
         scrub: Scrubber,
     ) -> Self {
+        let hold = scrub.max_held();
+        let mut reservation = budget.reserve(hold);
+        let counting_only = reservation.bytes() < hold;
+        if counting_only {
+            reservation = budget.reserve(0);
+        }
         Self {
             name,
             keep,
             per_call,
-            reservation: budget.reserve(0),
+            reservation,
             tail: VecDeque::new(),
             head: Vec::new(),
             seen: 0,
             dropped: false,
-            budget_short: false,
+            budget_short: counting_only,
+            hold: if counting_only { 0 } else { hold },
+            counting_only,
             scrub,
         }
     }
@@ -117,25 +143,30 @@ impl Capture {
     /// stream is drained to its end whatever its size.
     pub fn push(&mut self, chunk: &[u8]) {
         self.seen += chunk.len() as u64;
+        if self.counting_only {
+            self.dropped |= !chunk.is_empty();
+            return;
+        }
         let clean = self.scrub.push(chunk);
         self.store(&clean);
     }
 
-    fn held(&self) -> usize {
+    pub(crate) fn held(&self) -> usize {
         self.tail.len() + self.head.len()
     }
 
-    /// How many bytes may be held, growing the reservation towards `want` first.
+    /// How many bytes may be retained, growing the reservation towards `want` first (beyond the
+    /// scrubbers' `hold`, which stays reserved).
     fn room_for(&mut self, want: usize) -> usize {
         let want = want.min(self.per_call);
-        let have = self.reservation.bytes();
+        let have = self.reservation.bytes() - self.hold;
         if want > have {
             let step = (want - have).max(GROW_STEP).min(self.per_call - have);
             if self.reservation.grow(step) < step {
                 self.budget_short = true;
             }
         }
-        self.reservation.bytes().min(self.per_call)
+        (self.reservation.bytes() - self.hold).min(self.per_call)
     }
 
     fn store(&mut self, data: &[u8]) {
@@ -168,8 +199,10 @@ impl Capture {
 
     /// Flushes the scrubbers and decodes what was retained.
     pub fn finish(mut self) -> Captured {
-        let rest = self.scrub.finish();
-        self.store(&rest);
+        if !self.counting_only {
+            let rest = self.scrub.finish();
+            self.store(&rest);
+        }
         let bytes: Vec<u8> = match self.keep {
             Keep::Head => std::mem::take(&mut self.head),
             Keep::Tail => std::mem::take(&mut self.tail).into(),

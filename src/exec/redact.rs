@@ -310,6 +310,16 @@ impl Redactor {
         out
     }
 
+    /// Bytes held back now (a possible start of a match), waiting for the next chunk.
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
+
+    /// The most bytes `push` can leave held back: one less than the longest match.
+    pub fn max_held(&self) -> usize {
+        self.longest.saturating_sub(1)
+    }
+
     /// Ends the stream: what is held, scrubbed; a tail that could begin a match is dropped.
     pub fn finish(&mut self) -> Vec<u8> {
         let rest = std::mem::take(&mut self.held);

@@ -181,3 +181,43 @@ fn secrets_are_scrubbed_before_the_ring_can_cut_them() {
     }
     assert_eq!(c.finish().text, "1 [REDACTED:a] 2 [REDACTED:b] 3");
 }
+
+/// What a capture holds at once — its retained bytes and the scrubber's held-back tail (kept so a
+/// secret split across chunks is still found) — is always inside its reservation from the process
+/// budget, however short the budget is: the budget's `peak` is then the true most held at once.
+#[test]
+fn the_scrubbers_held_back_bytes_count_against_the_budget() {
+    // A 400-byte secret: its longest encoding (\uXXXX per byte) is 2,400 bytes, all of which a
+    // scrubber may hold back between chunks.
+    let secret = vec![b'k'; 400];
+    let scrubber = || Scrubber::new(vec![Redactor::new(&secret, None, "box")]);
+    for total in [0, 1000, 2399, 2400, 5000, 20_000] {
+        let budget = Budget::new(total);
+        let mut c = Capture::new("stderr", Keep::Tail, 16384, &budget, scrubber());
+        for i in 0..2000u32 {
+            // Lines that end in a prefix of the secret, so the scrubber holds back a tail.
+            let chunk = format!("line {i} ").into_bytes();
+            c.push(&chunk);
+            // Now and then the whole secret, split across two chunks.
+            let cut = (i as usize % 399) + 1;
+            c.push(&secret[..cut]);
+            if i % 97 == 0 {
+                c.push(&secret[cut..]);
+            }
+            let held = c.held() + c.scrub.pending();
+            let reserved = total - budget.free();
+            assert!(
+                held <= reserved,
+                "budget {total}: holds {held} bytes with {reserved} reserved (chunk {i})"
+            );
+        }
+        let done = c.finish();
+        assert!(done.bytes_retained <= total, "budget {total}: {done:?}");
+        let whole = String::from_utf8(secret.clone()).unwrap();
+        assert!(
+            !done.text.contains(&whole),
+            "budget {total}: the secret was kept"
+        );
+        assert!(budget.peak() <= total);
+    }
+}
