@@ -10,8 +10,6 @@ pub mod signing;
 mod state;
 
 pub use authorized::AuthorizedAction;
-#[cfg(test)]
-pub(crate) use decide::PAUSE_ROWS;
 pub use decide::{
     decide, pause, paused, resume, sign_decision, sign_resume, SignedDecision, Verdict,
 };
@@ -409,5 +407,7 @@ pub fn next_expiry(store: &Store) -> Result<Option<String>, ApprovalError> {
         .query_row([], |r| r.get(0))?)
 }
 
+#[cfg(test)]
+pub(crate) use decide::PAUSE_ROWS;
 #[cfg(test)]
 mod tests;
