@@ -88,10 +88,116 @@ fn crash() {
         .collect();
     let arrived = |kind: Kind, tag: &str| per_tag[&kind].get(tag).copied().unwrap_or(0);
     let anywhere = |tag: &str| arrived(Kind::Http, tag) + arrived(Kind::Ssh, tag);
+    let cut: Vec<Arrival> = [Kind::Http, Kind::Ssh]
+        .iter()
+        .flat_map(|k| rig.target(*k).cut())
+        .collect();
+    let cut_tags: HashSet<&str> = cut.iter().filter_map(|a| a.tag.as_deref()).collect();
+
+    // The figures first (a failure below still shows them), and what each kill did to the
+    // action of its step.
+    let mut finals: HashMap<(Kind, String), usize> = HashMap::new();
+    for id in acts.by_id.keys() {
+        let key = (acts.kind_of[id], acts.last(id).unwrap().to_owned());
+        *finals.entry(key).or_default() += 1;
+    }
+    let landed = |w: Who| c.killed.get(&w).copied().unwrap_or(0);
+    let planned = |w: Who| {
+        steps
+            .iter()
+            .filter(|s| s.kill.is_some_and(|k| k.0 == w))
+            .count()
+    };
+    let cards = steps.iter().filter(|s| s.card).count();
+    let http = steps.iter().filter(|s| s.kind == Kind::Http).count();
+    let told: HashSet<&String> = c.told.iter().filter_map(|t| t.action.as_ref()).collect();
+    let mut phases: Vec<_> = c.phases.iter().collect();
+    phases.sort();
+    eprintln!(
+        "crash: {n} actions ({http} HTTP, {} SSH, {cards} with a card) in {:.1} s, setup {:.1} s",
+        n - http,
+        ran.as_secs_f64(),
+        setup.as_secs_f64(),
+    );
+    eprintln!(
+        "crash: SIGKILLs landed: agent {} of {} planned ({} unlocks, {} agents started by vault \
+         approve), vault mcp {} of {} ({} sessions), vault approve {} of {} ({} approvals \
+         refused after a kill); where: {phases:?}",
+        landed(Who::Agent),
+        planned(Who::Agent),
+        c.unlocks,
+        c.adopted,
+        landed(Who::Mcp),
+        planned(Who::Mcp),
+        c.mcps,
+        landed(Who::Approve),
+        planned(Who::Approve),
+        c.refused_approvals,
+    );
+    eprintln!(
+        "crash: journal {} rows, {} actions ({} told to a client); {} heads checked across {} \
+         agent restarts; usual durations: HTTP {:.0} ms, SSH {:.0} ms, vault approve {:.0} ms \
+         KDF + {:.0} ms with the agent",
+        rows.len(),
+        acts.by_id.len(),
+        told.len(),
+        heads.len(),
+        c.unlocks + c.adopted,
+        c.est.http,
+        c.est.ssh,
+        c.est.kdf,
+        c.est.talk,
+    );
+    for kind in [Kind::Http, Kind::Ssh] {
+        let of = |state: &str| finals.get(&(kind, state.to_owned())).copied().unwrap_or(0);
+        let indeterminate_arrived = acts
+            .tag_of
+            .iter()
+            .filter(|(id, _)| acts.kind_of[*id] == kind && acts.last(id) == Some("indeterminate"))
+            .map(|(_, tag)| arrived(kind, tag))
+            .sum::<usize>();
+        eprintln!(
+            "crash: {kind:?} target: {} requests = {} completed + {indeterminate_arrived} of {} \
+             indeterminate (+ {} heads cut short by a kill); {} failed_before_send, {} withdrawn",
+            rig.target(kind).requests(),
+            of("completed"),
+            of("indeterminate"),
+            rig.target(kind).cut().len(),
+            of("failed_before_send"),
+            of("withdrawn"),
+        );
+    }
+    let mut odd: Vec<_> = acts
+        .tag_of
+        .iter()
+        .filter(|(id, _)| acts.last(id) != Some("completed"))
+        .map(|(id, tag)| (step_of(tag), id, tag))
+        .collect();
+    odd.sort();
+    for (step, id, tag) in odd {
+        let s = steps[step];
+        eprintln!(
+            "  step {step} {:?}{} kill {:?}: {}, arrived {}x{} ({:?})",
+            s.kind,
+            if s.card { " card" } else { "" },
+            s.kill.map(|k| k.0),
+            acts.path(id),
+            anywhere(tag),
+            if cut_tags.contains(tag.as_str()) {
+                " + cut"
+            } else {
+                ""
+            },
+            acts.reason_of.get(id).map_or("", String::as_str),
+        );
+    }
+    for a in &cut {
+        eprintln!("  cut short: {:?} (tag {:?})", a.cut, a.tag);
+    }
 
     // Every action id a client was told about is in the journal, and what it was told holds at
     // the target: `completed` arrived once; "nothing was sent" (failed_before_send, withdrawn,
-    // locked) never arrived.
+    // locked) never arrived, not even in part.
     for t in &c.told {
         let ctx = format!("step {} ({}): {}", t.step, t.tag, t.said);
         if let Some(id) = &t.action {
@@ -107,7 +213,11 @@ fn crash() {
             }
             (Some("failed_before_send" | "withdrawn" | "denied" | "expired"), _)
             | (None, Some("locked")) => {
-                assert_eq!(n, 0, "told nothing was sent, arrived {n} times: {ctx}")
+                assert_eq!(n, 0, "told nothing was sent, arrived {n} times: {ctx}");
+                assert!(
+                    !cut_tags.contains(t.tag.as_str()),
+                    "told nothing was sent, part arrived: {ctx}"
+                );
             }
             (Some("indeterminate"), _) => {
                 let id = t.action.as_deref().unwrap();
@@ -148,116 +258,58 @@ fn crash() {
     // Each target's count is what the journal says. Exact equality holds only per tag: an
     // action killed after its intent row but before its first byte is `indeterminate` and never
     // arrived, so a target's count is its completed actions plus the indeterminate ones whose
-    // tag did arrive, and at most completed + indeterminate.
-    let mut figures = Vec::new();
-    let mut finals: HashMap<String, usize> = HashMap::new();
+    // tag did arrive, and at most completed + indeterminate. A head cut short by the kill is
+    // no request (no server acts on half a head), and only an indeterminate action leaves one.
     for kind in [Kind::Http, Kind::Ssh] {
         let (mut completed, mut indeterminate, mut indeterminate_arrived) = (0, 0, 0);
+        let mut cut_room = 0;
         for (id, tag) in acts
             .tag_of
             .iter()
             .filter(|(id, _)| acts.kind_of[*id] == kind)
         {
             let last = acts.last(id).unwrap();
-            *finals.entry(last.to_owned()).or_default() += 1;
             let here = arrived(kind, tag);
             assert_eq!(anywhere(tag), here, "{tag} ({id}) reached the other target");
+            let part = cut_tags.contains(tag.as_str());
             match last {
                 "completed" => {
                     completed += 1;
-                    assert_eq!(here, 1, "{tag} ({id}) completed, arrived {here} times");
+                    assert_eq!(
+                        (here, part),
+                        (1, false),
+                        "{tag} ({id}) completed: (requests, a head cut short)"
+                    );
                 }
                 "indeterminate" => {
                     indeterminate += 1;
-                    assert!(here <= 1, "{tag} ({id}) arrived {here} times");
+                    assert!(
+                        here + usize::from(part) <= 1,
+                        "{tag} ({id}) arrived {here} times"
+                    );
                     indeterminate_arrived += here;
+                    cut_room += usize::from(here == 0 && !part);
                 }
                 _ => assert_eq!(
-                    here, 0,
-                    "{tag} ({id}) ended {last}, yet arrived {here} times"
+                    (here, part),
+                    (0, false),
+                    "{tag} ({id}) ended {last}, yet arrived"
                 ),
             }
         }
         let requests = rig.target(kind).requests();
         assert_eq!(requests, completed + indeterminate_arrived, "{kind:?}");
         assert!(requests <= completed + indeterminate, "{kind:?}");
-        figures.push(format!(
-            "{kind:?} target {requests} requests = {completed} completed + \
-             {indeterminate_arrived} of {indeterminate} indeterminate"
-        ));
-    }
-
-    // The figures, and what each kill did to the action of its step.
-    let landed = |w: Who| c.killed.get(&w).copied().unwrap_or(0);
-    let planned = |w: Who| {
-        steps
+        let untagged = rig
+            .target(kind)
+            .cut()
             .iter()
-            .filter(|s| s.kill.is_some_and(|k| k.0 == w))
-            .count()
-    };
-    let cards = steps.iter().filter(|s| s.card).count();
-    let http = steps.iter().filter(|s| s.kind == Kind::Http).count();
-    let told: HashSet<&String> = c.told.iter().filter_map(|t| t.action.as_ref()).collect();
-    let mut finals: Vec<_> = finals.into_iter().collect();
-    finals.sort();
-    let mut phases: Vec<_> = c.phases.iter().collect();
-    phases.sort();
-    eprintln!(
-        "crash: {n} actions ({http} HTTP, {} SSH, {cards} with a card) in {:.1} s, setup {:.1} s",
-        n - http,
-        ran.as_secs_f64(),
-        setup.as_secs_f64(),
-    );
-    eprintln!(
-        "crash: SIGKILLs landed: agent {} of {} planned ({} unlocks, {} agents started by vault \
-         approve), vault mcp {} of {} ({} sessions), vault approve {} of {} ({} approvals \
-         refused after a kill); where: {phases:?}",
-        landed(Who::Agent),
-        planned(Who::Agent),
-        c.unlocks,
-        c.adopted,
-        landed(Who::Mcp),
-        planned(Who::Mcp),
-        c.mcps,
-        landed(Who::Approve),
-        planned(Who::Approve),
-        c.refused_approvals,
-    );
-    eprintln!(
-        "crash: journal {} rows, {} actions ({} told to a client), final states {finals:?}; \
-         {} heads checked across {} agent restarts",
-        rows.len(),
-        acts.by_id.len(),
-        told.len(),
-        heads.len(),
-        c.unlocks + c.adopted,
-    );
-    eprintln!(
-        "crash: {}; usual durations: HTTP {:.0} ms, SSH {:.0} ms, vault approve {:.0} ms KDF + \
-         {:.0} ms with the agent",
-        figures.join("; "),
-        c.est.http,
-        c.est.ssh,
-        c.est.kdf,
-        c.est.talk,
-    );
-    let mut odd: Vec<_> = acts
-        .tag_of
-        .iter()
-        .filter(|(id, _)| acts.last(id) != Some("completed"))
-        .map(|(id, tag)| (step_of(tag), id, tag))
-        .collect();
-    odd.sort();
-    for (step, id, tag) in odd {
-        let s = steps[step];
-        eprintln!(
-            "  step {step} {:?}{} kill {:?}: {}, arrived {}x ({:?})",
-            s.kind,
-            if s.card { " card" } else { "" },
-            s.kill.map(|k| k.0),
-            acts.path(id),
-            anywhere(tag),
-            acts.reason_of.get(id).map_or("", String::as_str),
+            .filter(|a| a.tag.is_none())
+            .count();
+        assert!(
+            untagged <= cut_room,
+            "{kind:?}: {untagged} heads cut short without a tag, but only {cut_room} \
+             indeterminate actions that could have sent them"
         );
     }
     run(&rig.v, &["lock"], None).ok();
@@ -284,11 +336,12 @@ fn soak() {
     let soak = Soak {
         rig: &rig,
         seed,
+        sessions,
         per,
         card_ratio,
         agent: agent.pid,
         done: AtomicUsize::new(0),
-        rss_at_100: Mutex::new(None),
+        rss: Mutex::new(Vec::new()),
         abort: AtomicBool::new(false),
     };
     let started = Instant::now();
@@ -302,7 +355,7 @@ fn soak() {
             })
             .collect();
         let results: Vec<_> = handles.into_iter().map(|h| h.join()).collect();
-        let rss_end = vm_rss_kib(agent.pid);
+        let rss_end = Rss::of(agent.pid);
         stop.store(true, Ordering::SeqCst);
         let approvals = approver.join();
         let mut done = Vec::new();
@@ -351,6 +404,10 @@ fn soak() {
             );
         }
         assert_eq!(rig.target(kind).requests(), mine.len(), "{kind:?}");
+        assert!(
+            rig.target(kind).cut().is_empty(),
+            "{kind:?}: a head cut short"
+        );
         figures.push(format!("{kind:?} target {} requests", mine.len()));
     }
 
@@ -406,11 +463,11 @@ fn soak() {
     }
 
     // Memory flat: the agent's RSS at the end within 10% of its RSS after the first 100.
-    let rss_100 = soak.rss_at_100.lock().unwrap().expect("100 actions ran");
+    let series = soak.rss.lock().unwrap().clone();
+    let rss_100 = series.first().expect("100 actions ran").1;
     eprintln!(
         "soak: {} actions ({}) in {:.1} s ({:.0}/s), {approved} approved on a card ({:.1} s in \
          vault approve); journal {} rows, vault log --follow printed {} lines up to seq {prev}; \
-         agent VmRSS {rss_100} KiB after 100 actions, {rss_end} KiB at the end ({:+.1}%); \
          total wall {:.1} s",
         done.len(),
         figures.join(", "),
@@ -419,12 +476,21 @@ fn soak() {
         approving.as_secs_f64(),
         rows.len(),
         lines.len(),
-        (rss_end as f64 / rss_100 as f64 - 1.0) * 100.0,
         t0.elapsed().as_secs_f64(),
     );
+    let along: Vec<String> = series
+        .iter()
+        .map(|(n, m)| format!("{n}: {}", m.total))
+        .collect();
+    eprintln!(
+        "soak: agent VmRSS after 100 actions {rss_100}, at the end {rss_end} ({:+.1}%); along \
+         the run (actions: KiB) {}",
+        (rss_end.total as f64 / rss_100.total as f64 - 1.0) * 100.0,
+        along.join(", "),
+    );
     assert!(
-        rss_end as f64 <= rss_100 as f64 * 1.10,
-        "the agent grew from {rss_100} KiB after 100 actions to {rss_end} KiB at the end"
+        rss_end.total as f64 <= rss_100.total as f64 * 1.10,
+        "the agent grew from {rss_100} after 100 actions to {rss_end} at the end"
     );
     run(&rig.v, &["lock"], None).ok();
 }

@@ -147,8 +147,8 @@ impl Rig {
         let mut v = TestVault::init(tag);
         let journal = JournalReader::open(&v);
         Recorder::check_catches_a_request_without_intent(journal.clone());
-        let http = Recorder::start(journal.clone());
-        let ssh = Recorder::start(journal.clone());
+        let http = Recorder::start(journal.clone(), true);
+        let ssh = Recorder::start(journal.clone(), false);
         let key = crate::support::ssh::keygen(v.dir.path(), "id_scale", &["-t", "ed25519"], "");
         let sshd = Sshd::start_with(&key.public, "MaxSessions 100\nMaxStartups 100:30:200");
         let rec = write_rec_script(v.dir.path(), ssh.port);
@@ -203,7 +203,7 @@ impl Rig {
         let t0 = Instant::now();
         let mut last = (usize::MAX, Instant::now());
         loop {
-            let n = self.http.requests() + self.ssh.requests();
+            let n = self.http.arrivals().len() + self.ssh.arrivals().len();
             if n != last.0 {
                 last = (n, Instant::now());
             }

@@ -81,14 +81,41 @@ pub fn sigkill(pid: u32) -> bool {
     unsafe { libc::kill(pid as i32, libc::SIGKILL) == 0 }
 }
 
-/// VmRSS of `pid`, in KiB.
-pub fn vm_rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS in /proc/PID/status")
+/// A process's resident memory from /proc/PID/status, in KiB: all of it (VmRSS), and its
+/// anonymous (heap, stacks) and file-backed (the binary's pages) parts.
+#[derive(Debug, Clone, Copy)]
+pub struct Rss {
+    pub total: u64,
+    pub anon: u64,
+    pub file: u64,
+}
+
+impl Rss {
+    pub fn of(pid: u32) -> Self {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let field = |name: &str| -> u64 {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+                .unwrap_or_else(|| panic!("{name} in /proc/{pid}/status"))
+        };
+        Self {
+            total: field("VmRSS:"),
+            anon: field("RssAnon:"),
+            file: field("RssFile:"),
+        }
+    }
+}
+
+impl std::fmt::Display for Rss {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} KiB ({} anon + {} file)",
+            self.total, self.anon, self.file
+        )
+    }
 }
 
 /// A SIGKILL sent to `pid` after `after`, from a thread; `join` waits for it. The caller must

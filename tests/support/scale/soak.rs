@@ -1,6 +1,6 @@
 //! The soak suite's driver: sessions that each run their seeded actions one after another on
 //! their own `vault mcp`, and the person, scripted, approving every card that shows up.
-use super::{approve, run, tag, vm_rss_kib, Approval, Kind, Mcp, Reply, Rig, Rng};
+use super::{approve, run, tag, Approval, Kind, Mcp, Reply, Rig, Rng, Rss};
 use serde_json::Value;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -20,12 +20,14 @@ impl Drop for AbortOnPanic<'_> {
 pub struct Soak<'r> {
     pub rig: &'r Rig,
     pub seed: u64,
+    pub sessions: usize,
     pub per: usize,
     pub card_ratio: f64,
     pub agent: u32,
     pub done: AtomicUsize,
-    /// The agent's VmRSS (KiB) once the first 100 actions completed.
-    pub rss_at_100: Mutex<Option<u64>>,
+    /// The agent's memory once the first 100 actions completed, then after every eighth of
+    /// the run: (actions done, memory).
+    pub rss: Mutex<Vec<(usize, Rss)>>,
     pub abort: AtomicBool,
 }
 
@@ -96,8 +98,9 @@ impl Soak<'_> {
                 kind,
                 action: sc["action_id"].as_str().unwrap().to_owned(),
             });
-            if self.done.fetch_add(1, Ordering::SeqCst) + 1 == 100 {
-                *self.rss_at_100.lock().unwrap() = Some(vm_rss_kib(self.agent));
+            let n = self.done.fetch_add(1, Ordering::SeqCst) + 1;
+            if n == 100 || n.is_multiple_of((self.sessions * self.per / 8).max(1)) {
+                self.rss.lock().unwrap().push((n, Rss::of(self.agent)));
             }
         }
         mcp.finish(Duration::from_secs(30));
