@@ -224,7 +224,7 @@ impl<'r> Crash<'r> {
     ///   during the dispatch (the rest of `at` × the kind's round trip after `vault approve`
     ///   returned);
     /// - `vault approve`: in its first quarter, during the passphrase KDF; otherwise after it
-    ///   connected to the agent (the rest of `at` × its usual time from there to its exit).
+    ///   connected to the agent (the rest of `at` × 0.8 × its usual time from there to its exit).
     pub fn step(&mut self, i: usize, s: Step) {
         self.ensure_up();
         let tag = tag(0, i);
@@ -339,9 +339,9 @@ impl<'r> Crash<'r> {
             Some((Who::Approve, at)) if at < 0.25 => {
                 Some(ApproveKill::AfterStart(ms(at * 4.0 * self.est.kdf)))
             }
-            Some((Who::Approve, at)) => Some(ApproveKill::AfterConnect(ms(
-                (at - 0.25) / 0.75 * self.est.talk
-            ))),
+            Some((Who::Approve, at)) => Some(ApproveKill::AfterConnect(ms((at - 0.25) / 0.75
+                * 0.8
+                * self.est.talk))),
             _ => None,
         };
         let mut approved = false;
