@@ -320,7 +320,7 @@ fn soak() {
     let _one = serial();
     let full = full_size();
     let seed = seed();
-    let (sessions, per, card_ratio) = if full { (8, 500, 0.05) } else { (8, 60, 0.05) };
+    let (sessions, per, card_ratio) = if full { (8, 500, 0.05) } else { (8, 50, 0.04) };
     eprintln!(
         "soak: seed {seed:#x} (replay: VAULT_SCALE_SEED={seed:#x}), {} size, {sessions} sessions \
          x {per} actions, {}",
@@ -488,9 +488,14 @@ fn soak() {
         (rss_end.total as f64 / rss_100.total as f64 - 1.0) * 100.0,
         along.join(", "),
     );
+    // The message carries the series: a step early in the run that stays flat after it is
+    // warm-up (threads, and their allocator arenas, appearing as concurrency builds), steady
+    // growth along it a leak. The issue's bound holds either to 10% over the whole run.
     assert!(
         rss_end.total as f64 <= rss_100.total as f64 * 1.10,
-        "the agent grew from {rss_100} after 100 actions to {rss_end} at the end"
+        "the agent grew from {rss_100} after 100 actions to {rss_end} at the end; along the run: \
+         {}",
+        along.join(", ")
     );
     run(&rig.v, &["lock"], None).ok();
 }
