@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -119,18 +120,39 @@ impl std::fmt::Display for Rss {
 }
 
 /// A SIGKILL sent to `pid` after `after`, from a thread; `join` waits for it. The caller must
-/// not reap `pid` before `join` (a reaped pid can be reused).
-pub struct Killer(std::thread::JoinHandle<bool>);
+/// not reap `pid` before `join` (a reaped pid can be reused); dropped without `join` (a test
+/// failing on the way), it is called off, so a guard that reaps the process next is safe.
+pub struct Killer {
+    thread: Option<std::thread::JoinHandle<bool>>,
+    off: Arc<AtomicBool>,
+}
 
 impl Killer {
     pub fn arm(pid: u32, after: Duration) -> Self {
-        Self(std::thread::spawn(move || {
+        let off = Arc::new(AtomicBool::new(false));
+        let called_off = off.clone();
+        let thread = std::thread::spawn(move || {
             std::thread::sleep(after);
-            sigkill(pid)
-        }))
+            !called_off.load(Ordering::SeqCst) && sigkill(pid)
+        });
+        Self {
+            thread: Some(thread),
+            off,
+        }
     }
-    pub fn join(self) -> bool {
-        self.0.join().unwrap()
+
+    /// Waits for the signal; whether it was delivered.
+    pub fn join(mut self) -> bool {
+        self.thread.take().unwrap().join().unwrap()
+    }
+}
+
+impl Drop for Killer {
+    fn drop(&mut self) {
+        if let Some(t) = self.thread.take() {
+            self.off.store(true, Ordering::SeqCst);
+            let _ = t.join();
+        }
     }
 }
 
@@ -227,10 +249,11 @@ pub fn approve(v: &TestVault, id: &str, kill: Option<ApproveKill>) -> ApproveRun
         if due && !killed {
             killed = sigkill(child.id());
         }
-        assert!(
-            t0.elapsed() < Duration::from_secs(60),
-            "vault approve --id {id} still runs after 60 s"
-        );
+        if t0.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("vault approve --id {id} still ran after 60 s");
+        }
         std::thread::sleep(Duration::from_micros(500));
     };
     let took = t0.elapsed();
