@@ -194,6 +194,22 @@ fn crash() {
     for a in &cut {
         eprintln!("  cut short: {:?} (tag {:?})", a.cut, a.tag);
     }
+    // The answers the clients got, and those whose action the journal ends otherwise (an
+    // answer `vault mcp` gave from what it knew when the agent died, say).
+    let mut answers: HashMap<String, usize> = HashMap::new();
+    let mut differ = Vec::new();
+    for t in c.told.iter().filter(|t| t.said != PENDING_LISTED) {
+        let said = t.state.clone().or(t.code.clone()).unwrap_or_default();
+        *answers.entry(said.clone()).or_default() += 1;
+        if let Some(last) = t.action.as_deref().and_then(|id| acts.last(id)) {
+            if last != said {
+                differ.push(format!("step {} told {said}, journal {}", t.step, last));
+            }
+        }
+    }
+    let mut answers: Vec<_> = answers.into_iter().collect();
+    answers.sort();
+    eprintln!("crash: answers {answers:?}; differing from the journal's end: {differ:?}");
 
     // Every action id a client was told about is in the journal, and what it was told holds at
     // the target: `completed` arrived once; "nothing was sent" (failed_before_send, withdrawn,

@@ -69,6 +69,9 @@ pub struct Told {
     pub said: String,
 }
 
+/// `Told::said` of an id `vault pending` listed (not an answer).
+pub const PENDING_LISTED: &str = "vault pending --json";
+
 /// Running estimates (ms) of how long things take, to place a kill inside them.
 pub struct Estimates {
     pub http: f64,
@@ -368,7 +371,7 @@ impl<'r> Crash<'r> {
                 action: Some(action.clone()),
                 state: Some("pending".into()),
                 code: None,
-                said: "vault pending --json".into(),
+                said: PENDING_LISTED.into(),
             });
             let kill = kill_approver.take();
             let run = approve(&self.rig.v, &action, kill);
