@@ -244,7 +244,8 @@ fn crash() {
     }
 
     // Every action is final; one with a dispatched row is completed, failed_before_send or
-    // indeterminate (the reaper's word for one a killed agent left); one tag is one action,
+    // indeterminate (the reaper's word for one a killed agent left), one without ended before
+    // any dispatch (a claim refused is failed_before_send too); one tag is one action,
     // dispatched at most once.
     for (id, states) in &acts.by_id {
         let last = acts.last(id).unwrap();
@@ -256,7 +257,7 @@ fn crash() {
         let finals: &[&str] = if dispatched == 1 {
             &["completed", "failed_before_send", "indeterminate"]
         } else {
-            &["withdrawn", "denied", "expired"]
+            &["withdrawn", "denied", "expired", "failed_before_send"]
         };
         assert!(finals.contains(&last), "{id} ends {last}: {states:?}");
     }
