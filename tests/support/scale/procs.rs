@@ -156,17 +156,27 @@ impl Drop for Killer {
     }
 }
 
-/// The agent this test started or adopted, killed on drop if it still runs (after `vault lock`
-/// in `TestVault`'s drop, this finds nothing to do).
+/// The agent this test started or adopted, stopped on drop if it still runs (a test that
+/// fails on the way): SIGTERM, so it journals its lock and removes its socket as it does when
+/// `vault lock` stops it, then SIGKILL if it is still there after 5 s.
 pub struct AgentGuard {
     pub pid: u32,
 }
 
 impl Drop for AgentGuard {
     fn drop(&mut self) {
-        let is_vault = std::fs::read(format!("/proc/{}/cmdline", self.pid))
+        let is_agent = std::fs::read(format!("/proc/{}/cmdline", self.pid))
             .is_ok_and(|c| String::from_utf8_lossy(&c).contains("agent"));
-        if alive(self.pid) && is_vault {
+        if !(alive(self.pid) && is_agent) {
+            return;
+        }
+        // SAFETY: a signal to the agent this test started.
+        unsafe { libc::kill(self.pid as i32, libc::SIGTERM) };
+        let t0 = Instant::now();
+        while alive(self.pid) && t0.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if alive(self.pid) {
             sigkill(self.pid);
         }
     }
