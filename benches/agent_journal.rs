@@ -121,6 +121,20 @@ fn main() {
         "agent {agent_rate:.0} rows/s, goal >= {goal:.0}: {}",
         if agent_rate >= goal { "met" } else { "NOT met" }
     );
+    const TODAY: &str = "today: 8 connections, one transaction per row (peer)";
+    common::emit_figure(TODAY, "rows/s", common::Side::Peer, direct_rate);
+    common::emit_figure(
+        "agent: 8 sessions x 16 in flight, group commit",
+        "rows/s",
+        common::Side::Vs(TODAY),
+        agent_rate,
+    );
+    common::emit_goal(
+        &format!(">= {goal:.0} durable rows/s through the agent"),
+        agent_rate,
+        "rows/s",
+        agent_rate >= goal,
+    );
     let mut cli = Client::connect(&bv.paths, Role::Cli).unwrap().unwrap();
     let Reply::Verify { report, .. } = cli.call(Request::Verify { anchors: vec![] }).unwrap()
     else {

@@ -13,7 +13,7 @@ mod common;
 use agent_vault::agent::protocol::{Reply, Request};
 use agent_vault::approvals::Verdict;
 use agent_vault::credentials::Approval;
-use common::{stats, BenchVault, FastTarget, Mcp};
+use common::{stats, BenchVault, FastTarget, Mcp, Side};
 use std::time::{Duration, Instant};
 
 fn main() {
@@ -77,6 +77,14 @@ fn main() {
         latency.push(target.arrival(&tag) - committed);
     }
 
+    const DIRECT: &str = "direct ureq GET, start -> arrival (peer)";
+    common::emit_samples(DIRECT, Side::Peer, &direct);
+    common::emit_samples("tools/call sent -> pending seen", Side::Alone, &find);
+    common::emit_samples(
+        "signed decision sent -> request arrived",
+        Side::Vs(DIRECT),
+        &latency,
+    );
     let (d50, d95, dmean) = stats(direct);
     let (f50, f95, fmean) = stats(find);
     let (l50, l95, lmean) = stats(latency);
@@ -99,5 +107,11 @@ fn main() {
     println!(
         "p95 {l95:.3} ms, goal <= {goal} ms: {}",
         if l95 <= goal { "met" } else { "NOT met" }
+    );
+    common::emit_goal(
+        &format!("decision -> arrival p95 <= {goal} ms"),
+        l95,
+        "ms",
+        l95 <= goal,
     );
 }

@@ -424,5 +424,51 @@ fn main() {
         met(db_ratio >= 0.8),
         met(file_ratio >= 0.8),
     );
+    // The same figures and goals for the report (`cargo bench --bench report`).
+    use common::{emit_figure, emit_goal, Side};
+    const NORMAL: &str = "append, synchronous=NORMAL (comparison), 1 tx/row";
+    const B3: &str = "peer: blake3 per row of prev + canonical row";
+    for (row, side, rows_per_s) in [
+        (
+            "append, synchronous=FULL (vault setting), 1 tx/row",
+            Side::Vs(NORMAL),
+            full_rate,
+        ),
+        (NORMAL, Side::Peer, normal_rate),
+        ("verify in vault.db", Side::Vs(B3), rate(n, verify_db)),
+        ("export-audit to JSON lines", Side::Alone, rate(n, export)),
+        ("verify --file (export)", Side::Vs(B3), rate(n, verify_file)),
+        (B3, Side::Peer, rate(n, b3_rows)),
+    ] {
+        emit_figure(row, "rows/s", side, rows_per_s);
+    }
+    let whole = "peer: blake3 of the export, whole buffer";
+    emit_figure(whole, "MB/s", Side::Peer, mb(b3_whole));
+    let appends_met = full_rate >= 5000.0;
+    emit_goal(
+        ">= 5,000 appends/s at FULL",
+        full_rate,
+        "rows/s",
+        appends_met,
+    );
+    for (what, r, ratio) in [
+        ("vault.db", verify_db, db_ratio),
+        ("export", verify_file, file_ratio),
+    ] {
+        let r = rate(n, r);
+        emit_goal(
+            &format!(">= 1,000,000 rows/s verified ({what})"),
+            r,
+            "rows/s",
+            r >= 1e6,
+        );
+        let pct = ratio * 100.0;
+        emit_goal(
+            &format!(">= 80% of per-row blake3 ({what})"),
+            pct,
+            "%",
+            ratio >= 0.8,
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -8,7 +8,7 @@
 mod common;
 
 use agent_vault::credentials::Approval;
-use common::{stats, BenchVault, FastTarget, Mcp};
+use common::{stats, BenchVault, FastTarget, Mcp, Side};
 use std::time::{Duration, Instant};
 
 fn main() {
@@ -59,6 +59,13 @@ fn main() {
         "every request reached the target"
     );
 
+    const DIRECT: &str = "direct ureq GET (peer)";
+    common::emit_samples(DIRECT, Side::Peer, &direct);
+    common::emit_samples(
+        "vault mcp http_request, approval never",
+        Side::Vs(DIRECT),
+        &vault,
+    );
     let (d50, d95, dmean) = stats(direct);
     let (v50, v95, vmean) = stats(vault);
     println!("loopback GET, {n} requests each after {warmup} warm-up (ms)");
@@ -84,6 +91,12 @@ fn main() {
         "p50 overhead {:.3} ms, goal <= {goal} ms: {}",
         v50 - d50,
         if v50 - d50 <= goal { "met" } else { "NOT met" }
+    );
+    common::emit_goal(
+        &format!("p50 overhead (vault - direct) <= {goal} ms"),
+        v50 - d50,
+        "ms",
+        v50 - d50 <= goal,
     );
     drop(mcp);
     std::thread::sleep(Duration::from_millis(50));

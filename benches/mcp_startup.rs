@@ -13,7 +13,7 @@
 //! CI runs).
 mod common;
 
-use common::stats;
+use common::{stats, Side};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -111,7 +111,8 @@ struct Measured {
     warm: (f64, f64, f64),
 }
 
-fn measure(server: &Server, cold_runs: usize, warm_calls: usize) -> Measured {
+/// Also the report's rows: `peer` names the server the rows are compared with (None: this is it).
+fn measure(server: &Server, cold_runs: usize, warm_calls: usize, peer: Option<&str>) -> Measured {
     // One unmeasured start warms the page cache.
     let mut s = server.spawn();
     s.initialize();
@@ -147,6 +148,14 @@ fn measure(server: &Server, cold_runs: usize, warm_calls: usize) -> Measured {
         warm.push(t.elapsed());
     }
     s.close();
+    for (what, samples) in [
+        ("cold start -> initialize", &cold),
+        ("warm tools/list", &warm),
+    ] {
+        let vs = peer.map(|p| format!("{what}, {p}"));
+        let side = vs.as_deref().map_or(Side::Peer, Side::Vs);
+        common::emit_samples(&format!("{what}, {}", server.name), side, samples);
+    }
     Measured {
         cold: stats(cold),
         warm: stats(warm),
@@ -223,11 +232,12 @@ fn main() {
         args: vec!["mcp".into()],
         env: env.clone(),
     };
-    let ours = measure(&vault, cold_runs, warm_calls);
+    let peer_name = peer.as_ref().map_or("(no peer)", |p| p.name.as_str());
+    let ours = measure(&vault, cold_runs, warm_calls, Some(peer_name));
     let theirs = peer
         .as_ref()
         .ok()
-        .map(|p| measure(p, cold_runs, warm_calls));
+        .map(|p| measure(p, cold_runs, warm_calls, None));
 
     println!("MCP over stdio (ms)");
     println!("{:<52} {:>9} {:>9} {:>9}", "", "p50", "p95", "mean");
@@ -259,12 +269,19 @@ fn main() {
         "goal cold start p50 <= 10 ms: {}",
         if goal_cold { "met" } else { "MISSED" }
     );
+    common::emit_goal("cold start p50 <= 10 ms", ours.cold.0, "ms", goal_cold);
     if let Some(t) = &theirs {
         let cold_ratio = t.cold.0 / ours.cold.0;
         let warm_ratio = t.warm.0 / ours.warm.0;
         println!(
             "ratio server-everything / vault mcp at p50: cold start {cold_ratio:.1}x, warm tools/list {warm_ratio:.1}x; goal cold >= 30x: {}",
             if cold_ratio >= 30.0 { "met" } else { "MISSED" }
+        );
+        common::emit_goal(
+            "cold start >= 30x faster than server-everything",
+            cold_ratio,
+            "x",
+            cold_ratio >= 30.0,
         );
     }
 

@@ -19,7 +19,7 @@ use agent_vault::credentials::{self, Approval, NewCredential, SshTarget, Target}
 use agent_vault::keys::Passphrase;
 use agent_vault::paths::VaultPaths;
 use agent_vault::vault::Vault;
-use common::{stats, Mcp};
+use common::{stats, Mcp, Side};
 use serde_json::{json, Value};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -86,7 +86,8 @@ fn time_ssh(key: &std::path::Path, port: u16, extra: &[&str], command: &str) -> 
     took
 }
 
-fn row(what: &str, v: Vec<Duration>) -> f64 {
+fn row(what: &str, side: Side<'_>, v: Vec<Duration>) -> f64 {
+    common::emit_samples(what, side, &v);
     let (p50, p95, mean) = stats(v);
     println!("{what:<58} {p50:>9.2} {p95:>9.2} {mean:>9.2}");
     p50
@@ -181,19 +182,20 @@ fn main() {
 
     println!("`{COMMAND}-N` over SSH on loopback (ms)");
     println!("{:<58} {:>9} {:>9} {:>9}", "", "p50", "p95", "mean");
+    let new = format!("ssh, new connection (peer, n={plain_n})");
+    let master = format!("ssh -o ControlPath, reused master (peer, n={reused_n})");
     let f = row(
         &format!("vault ssh_exec, first of a session (n={firsts_n})"),
+        Side::Vs(&new),
         firsts,
     );
     let r = row(
         &format!("vault ssh_exec, reused connection (n={reused_n})"),
+        Side::Vs(&master),
         reused,
     );
-    let p = row(&format!("ssh, new connection (peer, n={plain_n})"), plain);
-    let c = row(
-        &format!("ssh -o ControlPath, reused master (peer, n={reused_n})"),
-        muxed,
-    );
+    let p = row(&new, Side::Peer, plain);
+    let c = row(&master, Side::Peer, muxed);
     println!(
         "sshd logins for the vault's {} commands: {logins} (one per session)",
         firsts_n + reused_n
@@ -211,6 +213,7 @@ fn main() {
         "goal reused <= ControlMaster: {}",
         if r <= c { "met" } else { "NOT met" }
     );
+    common::emit_goal("reused p50 <= ssh ControlMaster p50", r / c, "x", r <= c);
 
     // 1 GiB of stdout: drained, counted, 1 MiB kept, 64 KiB returned.
     let bytes = flood_bytes(quick);
@@ -242,6 +245,27 @@ fn main() {
     println!(
         "vault agent peak RSS (VmHWM, whole run) after the flood: {hwm} KiB, goal <= 65536 KiB: {}",
         if hwm <= 64 * 1024 { "met" } else { "NOT met" }
+    );
+    const FLOOD_PEER: &str = "stdout flood, ssh > /dev/null (peer)";
+    let mbs = |d: Duration| bytes as f64 / 1e6 / d.as_secs_f64();
+    common::emit_figure(FLOOD_PEER, "MB/s", Side::Peer, mbs(peer));
+    common::emit_figure(
+        "stdout flood, vault ssh_exec",
+        "MB/s",
+        Side::Vs(FLOOD_PEER),
+        mbs(took),
+    );
+    common::emit_figure(
+        "vault agent peak RSS after the flood",
+        "KiB",
+        Side::Alone,
+        hwm as f64,
+    );
+    common::emit_goal(
+        "agent peak RSS under the flood <= 64 MiB",
+        hwm as f64,
+        "KiB",
+        hwm <= 64 * 1024,
     );
     drop(m);
     let _ = ssh_cmd(&key.private, sshd.port, &["-o", &cm, "-O", "exit"])

@@ -39,6 +39,80 @@ pub fn size<T>(quick: bool, full: T, small: T) -> T {
 pub const SECRET: &str = "bench-token-not-a-secret";
 pub const PASSPHRASE: &str = "bench passphrase, not secret";
 
+/// How a measured row relates to the others of its bench, for the report's ratios.
+#[derive(Clone, Copy)]
+pub enum Side<'a> {
+    /// The peer measured in the same run (what the vault is compared with).
+    Peer,
+    /// Compared with the peer row of this label, from the same run.
+    Vs(&'a str),
+    /// Stands alone.
+    Alone,
+}
+
+/// The records `cargo bench --bench report` reads: with `BENCH_JSON=<file>` set, each call
+/// appends one JSON line to that file (the bench is this crate's name); unset, nothing happens.
+/// `kind` is `latency` (samples in ms, with their p50/p95/mean as `stats` computes them),
+/// `figure` (one value per run: a rate, a size) or `goal` (its text, the value it judged, met).
+/// The one writer; `emit_samples`, `emit_figure` and `emit_goal` shape its records.
+pub fn emit(kind: &str, row: &str, fields: Value) {
+    let Some(path) = std::env::var_os("BENCH_JSON") else {
+        return;
+    };
+    let mut record = json!({"bench": env!("CARGO_CRATE_NAME"), "kind": kind, "row": row});
+    if let (Value::Object(r), Value::Object(f)) = (&mut record, fields) {
+        r.extend(f);
+    }
+    let mut line = serde_json::to_vec(&record).unwrap();
+    line.push(b'\n');
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(&line))
+        .unwrap_or_else(|e| panic!("BENCH_JSON={}: {e}", path.to_string_lossy()));
+}
+
+fn side_fields(side: Side<'_>) -> (bool, Option<&str>) {
+    match side {
+        Side::Peer => (true, None),
+        Side::Vs(peer) => (false, Some(peer)),
+        Side::Alone => (false, None),
+    }
+}
+
+/// A latency row: every sample (ms) and its p50/p95/mean as `stats` gives them.
+pub fn emit_samples(row: &str, side: Side<'_>, samples: &[Duration]) {
+    let (peer, vs) = side_fields(side);
+    let (p50, p95, mean) = stats(samples.to_vec());
+    let ms: Vec<f64> = samples.iter().map(|d| d.as_secs_f64() * 1e3).collect();
+    emit(
+        "latency",
+        row,
+        json!({"unit": "ms", "p50": p50, "p95": p95, "mean": mean, "n": ms.len(),
+               "peer": peer, "vs": vs, "samples": ms}),
+    );
+}
+
+/// A figure measured once per run (`unit`: `rows/s`, `MB/s`, `KiB`, …).
+pub fn emit_figure(row: &str, unit: &str, side: Side<'_>, value: f64) {
+    let (peer, vs) = side_fields(side);
+    emit(
+        "figure",
+        row,
+        json!({"unit": unit, "value": value, "peer": peer, "vs": vs}),
+    );
+}
+
+/// A goal as the bench judges it: its text, the value judged (in `unit`) and whether it was met.
+pub fn emit_goal(goal: &str, value: f64, unit: &str, met: bool) {
+    emit(
+        "goal",
+        goal,
+        json!({"unit": unit, "value": value, "met": met}),
+    );
+}
+
 pub fn stats(mut v: Vec<Duration>) -> (f64, f64, f64) {
     v.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
