@@ -3,7 +3,8 @@
 //! validation, the action row and its journal rows, the dispatch claim, the guarded request, the
 //! scrubbed result — against a direct ureq GET to the same loopback target in the same run.
 //!
-//! Run: `cargo bench --bench http_overhead` (prints a table; the goal is a p50 overhead ≤ 2 ms).
+//! Run: `cargo bench --bench http_overhead` (prints a table; the goal is the product's, a p50
+//! overhead ≤ 1 ms; it was ≤ 2 ms while a call committed twice).
 //! `-- --quick`: a few requests, checks only that every one completed (what CI runs).
 mod common;
 
@@ -86,7 +87,7 @@ fn main() {
         vmean - dmean
     );
     println!("ratio vault / direct at p50: {:.1}x", v50 / d50);
-    let goal = 2.0;
+    let goal = 1.0;
     println!(
         "p50 overhead {:.3} ms, goal <= {goal} ms: {}",
         v50 - d50,
