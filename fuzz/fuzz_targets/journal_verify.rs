@@ -56,12 +56,15 @@
 //!   anchor is wrong or past the cut, and at least one line is kept.
 //!
 //! Accepted as the same journal (no assertion either way beyond the above): JSON whitespace
-//! around the fields, key order, a string escape that decodes to the same text (`\u0061` for
-//! `a`) in `ts`, `kind`, `session` or `action`, `"session"`/`"action"` absent for null, and no
-//! final newline. The body is compared as the text hashed, so it admits no such variant.
+//! between a line's fields (around the body too: its text runs from its first to its last
+//! brace), key order, a string escape that decodes to the same text (`\u0061` for `a`) in `ts`,
+//! `kind`, `session` or `action`, `"session"`/`"action"` absent for null, `\r` before a newline,
+//! and no final newline. The body is compared as the text hashed, so inside it nothing may
+//! differ.
 //!
 //! On a failed assertion the mutated journal and its anchors are written to
-//! `journal_verify-failure-<pid>.jsonl` / `.anchors` (run `vault verify --file F --anchor …`).
+//! `journal_verify-failure-<pid>.jsonl` / `.anchors`, to replay with
+//! `vault verify --file F --anchor SEQ:HASH …`.
 #![no_main]
 
 use agent_vault::audit::{self, Anchor, Head, Report};
