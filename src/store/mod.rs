@@ -56,6 +56,21 @@ pub struct Store {
     in_batch: bool,
 }
 
+/// A connection to `path` keyed with `key` (raw, no KDF) and the busy timeout set; a wrong key
+/// shows only at the first read.
+fn keyed(path: &Path, flags: OpenFlags, key: &MasterKey) -> Result<Connection, StoreError> {
+    let conn =
+        Connection::open_with_flags(path, flags).map_err(|e| StoreError::from_sql(e, path))?;
+    // SQLCipher logs to stderr on a bad key; we report errors ourselves.
+    let _ = conn.execute_batch("PRAGMA cipher_log_level = NONE;");
+    let pragma = zeroize::Zeroizing::new(format!("PRAGMA key = \"x'{}'\";", key.to_hex().as_str()));
+    conn.execute_batch(&pragma)
+        .map_err(|e| StoreError::from_sql(e, path))?;
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .map_err(|e| StoreError::from_sql(e, path))?;
+    Ok(conn)
+}
+
 /// A write transaction: a real `BEGIN IMMEDIATE` transaction, or, inside a group-commit batch, a
 /// savepoint of the batch's transaction (its `commit` releases the savepoint; the batch's
 /// commit makes it durable). Dropped without `commit`, either rolls back.
@@ -107,14 +122,7 @@ impl Store {
         if create {
             flags |= OpenFlags::SQLITE_OPEN_CREATE;
         }
-        let conn =
-            Connection::open_with_flags(path, flags).map_err(|e| StoreError::from_sql(e, path))?;
-        // SQLCipher logs to stderr on a bad key; we report errors ourselves.
-        let _ = conn.execute_batch("PRAGMA cipher_log_level = NONE;");
-        let pragma =
-            zeroize::Zeroizing::new(format!("PRAGMA key = \"x'{}'\";", key.to_hex().as_str()));
-        conn.execute_batch(&pragma)
-            .map_err(|e| StoreError::from_sql(e, path))?;
+        let conn = keyed(path, flags, key)?;
         // A wrong key only shows at the first read.
         if let Err(e) = conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| {
             r.get::<_, i64>(0)
@@ -124,8 +132,6 @@ impl Store {
             }
             return Err(StoreError::from_sql(e, path));
         }
-        conn.busy_timeout(BUSY_TIMEOUT)
-            .map_err(|e| StoreError::from_sql(e, path))?;
         // WAL: readers never block the writer. synchronous=FULL: a committed row (an intent row in
         // particular) is on disk before the caller goes on.
         conn.execute_batch(
@@ -146,20 +152,8 @@ impl Store {
     /// Another connection to the same database, read-only (for readers on other threads, such as
     /// the verifier's workers). Its schema is this one's: no migration runs.
     pub fn reader(&self) -> Result<Connection, StoreError> {
-        let path = &self.path;
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn =
-            Connection::open_with_flags(path, flags).map_err(|e| StoreError::from_sql(e, path))?;
-        let _ = conn.execute_batch("PRAGMA cipher_log_level = NONE;");
-        let pragma = zeroize::Zeroizing::new(format!(
-            "PRAGMA key = \"x'{}'\";",
-            self.key.to_hex().as_str()
-        ));
-        conn.execute_batch(&pragma)
-            .map_err(|e| StoreError::from_sql(e, path))?;
-        conn.busy_timeout(BUSY_TIMEOUT)
-            .map_err(|e| StoreError::from_sql(e, path))?;
-        Ok(conn)
+        keyed(&self.path, flags, &self.key)
     }
 
     /// A write transaction that takes the write lock up front (`BEGIN IMMEDIATE`), so concurrent
