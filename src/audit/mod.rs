@@ -30,8 +30,8 @@ pub use anchor::{
 };
 pub use export::{export, export_to, ExportError, Exported};
 pub use verify::{
-    verify_file, verify_file_with, verify_store, verify_store_parallel, verify_store_with, Failure,
-    Head, Reason, Report, RowRef, Verifier, VerifyError,
+    verify_file, verify_file_with, verify_store, verify_store_parallel, verify_store_with, Facts,
+    Failure, Head, Reason, Report, RowRef, Transitions, Verifier, VerifyError,
 };
 
 use crate::canonical;
@@ -171,10 +171,30 @@ pub(crate) fn head(conn: &Connection) -> rusqlite::Result<Option<(i64, Vec<u8>)>
 }
 
 /// Exactly 64 lowercase hex digits (as the journal, exports and anchors write a hash), decoded.
+/// One pass over a table: `vault verify --file` decodes two per row.
 pub(crate) fn hex32(s: &str) -> Option<[u8; 32]> {
-    let lower = s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    /// The value of each lowercase hex digit; 0xff for every other byte.
+    const DIGIT: [u8; 256] = {
+        let mut t = [0xff; 256];
+        let mut i = 0;
+        while i < 16 {
+            t[b"0123456789abcdef"[i] as usize] = i as u8;
+            i += 1;
+        }
+        t
+    };
+    let pairs = s.as_bytes().as_chunks::<2>();
+    if s.len() != 64 || !pairs.1.is_empty() {
+        return None;
+    }
     let mut out = [0u8; 32];
-    (lower && hex::decode_to_slice(s, &mut out).is_ok()).then_some(out)
+    let mut bad = 0u8;
+    for (o, [hi, lo]) in out.iter_mut().zip(pairs.0) {
+        let (hi, lo) = (DIGIT[*hi as usize], DIGIT[*lo as usize]);
+        bad |= (hi | lo) & 0xf0;
+        *o = hi << 4 | lo;
+    }
+    (bad == 0).then_some(out)
 }
 
 /// Appends one row inside `tx` (which must be a write transaction, e.g. `Store::write`), so the

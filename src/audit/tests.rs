@@ -503,3 +503,28 @@ fn a_pause_lifted_outside_the_vault_fails_verification() {
     let f = verify_both(&s, "vlt_test", &[]).unwrap().failure.unwrap();
     assert_eq!(f.reason, Reason::PauseStateMismatch, "{}", f.detail);
 }
+
+#[test]
+fn hex32_decodes_exactly_64_lowercase_hex_digits() {
+    let mut rng = Rng(0x5eed_4e32);
+    let digits = b"0123456789abcdefABCDEFgz/:@` \xc3";
+    for _ in 0..20_000 {
+        let len = [63, 64, 64, 64, 65][rng.below(5)];
+        let mut s: Vec<u8> = (0..len)
+            .map(|_| b"0123456789abcdef"[rng.below(16)])
+            .collect();
+        if rng.below(2) == 0 {
+            let at = rng.below(len);
+            s[at] = digits[rng.below(digits.len())];
+        }
+        let Ok(s) = String::from_utf8(s) else {
+            continue;
+        };
+        let mut want = [0u8; 32];
+        let lower = s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        let want = (lower && hex::decode_to_slice(&s, &mut want).is_ok()).then_some(want);
+        assert_eq!(hex32(&s), want, "{s}");
+    }
+    assert_eq!(hex32(&"ab".repeat(32)), Some([0xab; 32]));
+    assert_eq!(hex32(&"AB".repeat(32)), None);
+}

@@ -1,7 +1,7 @@
 //! Verifying on every core: worker threads read (decrypt or parse) and hash chunks of rows, each
 //! row's hash depending only on the row (its stored `prev` is in it), and the calling thread checks
 //! the chunks in order: seq, links, anchors, lifecycle. The verdict is the sequential one.
-use super::{computed_hash, RowRef, Verifier};
+use super::{Facts, RowRef, Verifier};
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,9 +22,16 @@ pub(crate) struct Chunk {
     text: String,
     bytes: Vec<u8>,
     rows: Vec<Spans>,
-    hashes: Vec<[u8; 32]>,
+    facts: Vec<Facts>,
     /// Why the row after the last one could not be read (the chunk ends there).
-    malformed: Option<String>,
+    malformed: Option<Malformed>,
+}
+
+enum Malformed {
+    /// The whole message.
+    Row(String),
+    /// What follows `line N` in it, N being the line's number in the file (rows before it + 1).
+    Line(String),
 }
 
 struct Spans {
@@ -39,9 +46,9 @@ struct Spans {
 }
 
 impl Chunk {
-    /// Hashes `row` and keeps a copy of it.
+    /// Takes the facts of `row` (its hash, kind and spent decision) and keeps a copy of it.
     pub(crate) fn push(&mut self, row: &RowRef<'_>, scratch: &mut String) {
-        self.hashes.push(computed_hash(scratch, row));
+        self.facts.push(Facts::of(scratch, row));
         let text = &mut self.text;
         let mut t = |s: &str| {
             let at = text.len();
@@ -70,9 +77,23 @@ impl Chunk {
         });
     }
 
+    /// Empty, its buffers kept for the next chunk (so the checking thread frees nothing).
+    fn clear(&mut self) {
+        self.text.clear();
+        self.bytes.clear();
+        self.rows.clear();
+        self.facts.clear();
+        self.malformed = None;
+    }
+
     /// The row after the last one pushed cannot be read; nothing follows it in this chunk.
     pub(crate) fn malformed(&mut self, detail: String) {
-        self.malformed = Some(detail);
+        self.malformed = Some(Malformed::Row(detail));
+    }
+
+    /// `malformed` for a line of a file, one row per line: `rest` follows `line N`.
+    pub(crate) fn malformed_line(&mut self, rest: String) {
+        self.malformed = Some(Malformed::Line(rest));
     }
 
     fn row(&self, s: &Spans) -> RowRef<'_> {
@@ -89,15 +110,20 @@ impl Chunk {
         }
     }
 
-    /// Feeds every row to `v` in order; false once `v` has found the chain broken.
-    fn feed(&self, v: &mut Verifier) -> bool {
-        for (s, h) in self.rows.iter().zip(&self.hashes) {
-            if !v.push_hashed(&self.row(s), *h) {
+    /// Feeds every row to `v` in order (`before`: rows in the chunks before it); false once `v`
+    /// has found the chain broken.
+    fn feed(&self, v: &mut Verifier, before: u64) -> bool {
+        for (s, f) in self.rows.iter().zip(&self.facts) {
+            if !v.push_facts(&self.row(s), f) {
                 return false;
             }
         }
         match &self.malformed {
-            Some(detail) => v.push_malformed(detail.clone()),
+            Some(Malformed::Row(detail)) => v.push_malformed(detail.clone()),
+            Some(Malformed::Line(rest)) => {
+                let number = before + self.rows.len() as u64 + 1;
+                v.push_malformed(format!("line {number}{rest}"))
+            }
             None => true,
         }
     }
@@ -121,16 +147,19 @@ where
     let job_rx = Mutex::new(job_rx);
     let stop = AtomicBool::new(false);
     let (out_tx, out_rx) = mpsc::channel::<(usize, Result<Chunk, E>)>();
+    // Chunks already checked, emptied, for the workers to fill again.
+    let spare: Mutex<Vec<Chunk>> = Mutex::new(Vec::new());
     std::thread::scope(|scope| {
         for mut work in workers {
-            let (out_tx, job_rx, stop) = (out_tx.clone(), &job_rx, &stop);
+            let (out_tx, job_rx, stop, spare) = (out_tx.clone(), &job_rx, &stop, &spare);
             scope.spawn(move || loop {
                 let job = job_rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
                 let Ok((i, input)) = job else { break };
                 if stop.load(Ordering::Relaxed) {
                     break;
                 }
-                let mut chunk = Chunk::default();
+                let spare = spare.lock().unwrap_or_else(|p| p.into_inner()).pop();
+                let mut chunk = spare.unwrap_or_default();
                 let done = work(input, &mut chunk).map(|()| chunk);
                 if out_tx.send((i, done)).is_err() {
                     break;
@@ -141,6 +170,7 @@ where
         let mut inputs = inputs.enumerate();
         let (mut sent, mut next, mut exhausted) = (0usize, 0usize, false);
         let mut ready: BTreeMap<usize, Chunk> = BTreeMap::new();
+        let mut fed = 0u64;
         let mut result = Ok(());
         'run: loop {
             while !exhausted && sent < next + 2 * n {
@@ -162,11 +192,14 @@ where
                     ready.insert(i, chunk);
                 }
             }
-            while let Some(chunk) = ready.remove(&next) {
+            while let Some(mut chunk) = ready.remove(&next) {
                 next += 1;
-                if !chunk.feed(v) {
+                if !chunk.feed(v, fed) {
                     break 'run;
                 }
+                fed += chunk.rows.len() as u64;
+                chunk.clear();
+                spare.lock().unwrap_or_else(|p| p.into_inner()).push(chunk);
             }
         }
         stop.store(true, Ordering::Relaxed);

@@ -1,11 +1,8 @@
 //! What the verifier reads: the journal of a vault database (one read snapshot, then the
 //! actions table and the pause switch against it) and an `export-audit` file (JSON lines).
 use super::{parallel, Anchor, Failure, Reason, Report, RowRef, Verifier, VerifyError};
-use crate::wire::State;
 use rusqlite::types::ValueRef;
 use rusqlite::Connection;
-use std::collections::HashMap;
-use std::io::BufRead;
 use std::path::Path;
 
 fn text<'a>(v: ValueRef<'a>, col: &str) -> Result<&'a str, String> {
@@ -171,7 +168,7 @@ fn verify_snapshot(
 
 fn check_actions(
     conn: &Connection,
-    transitions: &HashMap<Box<str>, (i64, State)>,
+    transitions: &super::Transitions,
 ) -> Result<Option<Failure>, VerifyError> {
     let mut stmt = conn.prepare("SELECT id, state FROM actions ORDER BY id")?;
     let mut rows = stmt.query([])?;
@@ -204,32 +201,9 @@ fn check_actions(
     Ok(worst)
 }
 
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ExportLine<'a> {
-    seq: i64,
-    #[serde(borrow)]
-    ts: std::borrow::Cow<'a, str>,
-    #[serde(borrow)]
-    kind: std::borrow::Cow<'a, str>,
-    #[serde(borrow)]
-    session: Option<std::borrow::Cow<'a, str>>,
-    #[serde(borrow)]
-    action: Option<std::borrow::Cow<'a, str>>,
-    #[serde(borrow)]
-    body: &'a serde_json::value::RawValue,
-    prev: &'a str,
-    hash: &'a str,
-}
-
-/// Lowercase hex of exactly 32 bytes (as `export-audit` writes it), nothing else.
-fn hex32(s: &str, field: &str) -> Result<[u8; 32], String> {
-    crate::audit::hex32(s).ok_or_else(|| format!("{field} is not 64 lowercase hex digits"))
-}
-
 /// Verifies an export (`vault export-audit`) with no key, keyring or vault: the genesis comes
-/// from row 1's `vault_id`; `anchors` are heads the person kept elsewhere. This thread reads the
-/// file in blocks of whole lines; workers (one per core) parse and hash them (`parallel`).
+/// from row 1's `vault_id`; `anchors` are heads the person kept elsewhere. Workers (one per core)
+/// each read, parse and hash the lines that start in a block of the file (`parallel`).
 pub fn verify_file(path: &Path, anchors: &[Anchor]) -> Result<Report, VerifyError> {
     verify_file_with(path, anchors, parallel::workers())
 }
@@ -240,39 +214,34 @@ pub fn verify_file_with(
     anchors: &[Anchor],
     workers: usize,
 ) -> Result<Report, VerifyError> {
+    verify_file_blocks(path, anchors, workers, BLOCK)
+}
+
+/// `verify_file_with` in blocks of `block` bytes (tests put block edges everywhere).
+pub(super) fn verify_file_blocks(
+    path: &Path,
+    anchors: &[Anchor],
+    workers: usize,
+    block: u64,
+) -> Result<Report, VerifyError> {
+    let block = block.max(1);
     let read_err = |source| VerifyError::Read {
         path: path.to_owned(),
         source,
     };
     let file = std::fs::File::open(path).map_err(read_err)?;
-    let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
+    let len = file.metadata().map_err(read_err)?.len();
     let mut v = Verifier::new(None, anchors);
-    let mut io_error = None;
-    let mut number = 0u64;
-    let blocks = std::iter::from_fn(|| {
-        let mut block = Vec::with_capacity(BLOCK + 4096);
-        let first = number + 1;
-        while block.len() < BLOCK {
-            match reader.read_until(b'\n', &mut block) {
-                Ok(0) => break,
-                Ok(_) => number += 1,
-                Err(e) => {
-                    io_error = Some(e);
-                    break;
-                }
-            }
-        }
-        (!block.is_empty()).then_some((first, block))
-    });
+    let blocks = (0..len.div_ceil(block)).map(|k| (k * block, ((k + 1) * block).min(len)));
     let parsers = (0..workers.max(1))
         .map(|_| {
-            let mut scratch = String::with_capacity(512);
-            move |(first, block): (u64, Vec<u8>), chunk: &mut parallel::Chunk| {
-                let lines = block.strip_suffix(b"\n").unwrap_or(&block);
-                for (number, text) in (first..).zip(lines.split(|&b| b == b'\n')) {
-                    let pushed = parse_line(number, text, |row| chunk.push(row, &mut scratch));
+            let (file, mut buf, mut scratch) = (&file, Vec::new(), String::with_capacity(512));
+            move |(from, to): (u64, u64), chunk: &mut parallel::Chunk| {
+                let lines = lines_starting_in(file, from, to, len, &mut buf).map_err(read_err)?;
+                for text in lines {
+                    let pushed = super::line::parse_line(text, |row| chunk.push(row, &mut scratch));
                     if let Err(detail) = pushed {
-                        chunk.malformed(detail);
+                        chunk.malformed_line(detail);
                         break;
                     }
                 }
@@ -281,30 +250,75 @@ pub fn verify_file_with(
         })
         .collect();
     parallel::run(&mut v, blocks, parsers)?;
-    if let Some(e) = io_error {
-        return Err(read_err(e));
-    }
     Ok(v.finish().0)
 }
 
-/// Lines of an export per block handed to a worker (about 1 MiB).
-const BLOCK: usize = 1 << 20;
+/// Bytes of an export per block handed to a worker.
+const BLOCK: u64 = 1 << 20;
 
-/// One export line as a row, given to `push`; `Err` says why it is not one.
-fn parse_line(number: u64, text: &[u8], push: impl FnOnce(&RowRef<'_>)) -> Result<(), String> {
-    let l = serde_json::from_slice::<ExportLine<'_>>(text)
-        .map_err(|e| format!("line {number} is not a journal row: {e}"))?;
-    let prev = hex32(l.prev, "prev").map_err(|e| format!("line {number}: {e}"))?;
-    let hash = hex32(l.hash, "hash").map_err(|e| format!("line {number}: {e}"))?;
-    push(&RowRef {
-        seq: l.seq,
-        ts: &l.ts,
-        kind: &l.kind,
-        session: l.session.as_deref(),
-        action: l.action.as_deref(),
-        body: l.body.get(),
-        prev: &prev,
-        hash: &hash,
-    });
-    Ok(())
+/// The lines of `file` (of `len` bytes) that start at an offset in `from..to`, without their
+/// newlines, read into `buf`: a line starts at 0 and after each newline; the last one may run past
+/// `to` and ends at its newline or at the end of the file. Together the blocks of a file give each
+/// of its lines exactly once, as `BufRead::split(b'\n')` would.
+fn lines_starting_in<'b>(
+    file: &std::fs::File,
+    from: u64,
+    to: u64,
+    len: u64,
+    buf: &'b mut Vec<u8>,
+) -> std::io::Result<impl Iterator<Item = &'b [u8]>> {
+    use std::os::unix::fs::FileExt;
+    // One byte before the block says whether a line starts at `from`.
+    let start = from.saturating_sub(1);
+    let read = |buf: &mut Vec<u8>, at: u64, n: u64| {
+        let old = buf.len();
+        buf.resize(old + n as usize, 0);
+        file.read_exact_at(&mut buf[old..], at)
+    };
+    buf.clear();
+    read(buf, start, to - start)?;
+    // The last line that starts in the block runs to its newline, past `to` if need be.
+    let mut end = buf.len();
+    if buf.last() != Some(&b'\n') {
+        let mut at = to;
+        loop {
+            let scanned = buf.len();
+            if at == len {
+                end = buf.len();
+                break;
+            }
+            let n = (len - at).min(64 << 10);
+            read(buf, at, n)?;
+            at += n;
+            if let Some(nl) = memchr::memchr(b'\n', &buf[scanned..]) {
+                end = scanned + nl + 1;
+                break;
+            }
+        }
+    }
+    let first = if from == 0 {
+        0
+    } else {
+        // After the first newline at or after `from - 1`; none before `to`: no line starts here.
+        match memchr::memchr(b'\n', &buf[..(to - start) as usize]) {
+            Some(nl) => nl + 1,
+            None => end,
+        }
+    };
+    let text = &buf[first.min(end)..end];
+    let text = text.strip_suffix(b"\n").unwrap_or(text);
+    let mut rest = (!text.is_empty() || first < end).then_some(text);
+    Ok(std::iter::from_fn(move || {
+        let t = rest?;
+        match memchr::memchr(b'\n', t) {
+            Some(nl) => {
+                rest = Some(&t[nl + 1..]);
+                Some(&t[..nl])
+            }
+            None => {
+                rest = None;
+                Some(t)
+            }
+        }
+    }))
 }
