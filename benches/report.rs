@@ -14,8 +14,10 @@
 //! by a full run of every bench in which none failed; otherwise the report goes to a temp dir and
 //! the command fails.
 //!
-//! How: one `cargo bench --benches --no-run --message-format=json` (the cargo, profile and target
-//! dir of this run) builds every bench and names its executable; each run executes it as `cargo
+//! How: one `cargo bench --benches --no-run --message-format=json` (the cargo and target dir of
+//! this run) builds every bench and names its executable: in the bench profile (the shipped
+//! release build) for figures, in the dev profile for `--quick`, whose checks need no speed and
+//! whose build reuses `cargo test`'s (one fat-LTO link per bench was five minutes of CI); each run executes it as `cargo
 //! bench` would (`<exe> --bench [--quick]`, from the package root) with `BENCH_JSON` naming a
 //! fresh file, to which the bench appends one JSON record per measured row and goal
 //! (`benches/common`: `emit_samples`, `emit_figure`, `emit_goal`).
@@ -93,10 +95,15 @@ fn declared_benches() -> Vec<String> {
         .collect()
 }
 
-/// Builds every bench (the same cargo, profile and target dir) and returns each one's executable.
-fn build_benches() -> BTreeMap<String, PathBuf> {
+/// Builds every bench (the same cargo and target dir; the dev profile when `quick`) and returns
+/// each one's executable.
+fn build_benches(quick: bool) -> BTreeMap<String, PathBuf> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    println!("report: building every bench (cargo bench --benches --no-run)");
+    let profile: &[&str] = if quick { &["--profile", "dev"] } else { &[] };
+    println!(
+        "report: building every bench (cargo bench --benches --no-run {})",
+        profile.join(" ")
+    );
     let mut build = Command::new(&cargo);
     // What cargo set for this process only (the package's CARGO_PKG_*, …): build scripts track
     // some of them (ring: CARGO_PKG_VERSION_MAJOR), so the build would differ from the
@@ -127,6 +134,7 @@ fn build_benches() -> BTreeMap<String, PathBuf> {
             "--no-run",
             "--message-format=json-render-diagnostics",
         ])
+        .args(profile)
         .current_dir(ROOT)
         .stderr(Stdio::inherit())
         .output()
@@ -223,7 +231,7 @@ fn main() {
         }
         None => declared.clone(),
     };
-    let exes = build_benches();
+    let exes = build_benches(o.quick);
     let build = started.elapsed();
     let work =
         std::env::temp_dir().join(format!("agent-vault-bench-report-{}", std::process::id()));
