@@ -1,0 +1,165 @@
+//! The export line reader's fast path against serde: same rows, and never a line serde refuses.
+use super::*;
+use crate::audit::proptests::{chain, Rng};
+
+/// What serde reads from a line, or its error.
+fn by_serde(text: &[u8]) -> Result<Fast<'static>, String> {
+    let mut out = None;
+    parse_with_serde(text, |r| {
+        let leak = |s: &str| &*Box::leak(s.to_owned().into_boxed_str());
+        out = Some(Fast {
+            seq: r.seq,
+            ts: leak(r.ts),
+            kind: leak(r.kind),
+            session: r.session.map(leak),
+            action: r.action.map(leak),
+            body: leak(r.body),
+            prev: r.prev.try_into().unwrap(),
+            hash: r.hash.try_into().unwrap(),
+        })
+    })?;
+    Ok(out.unwrap())
+}
+
+fn exported(s: &crate::store::Store) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    crate::audit::export_to(s.conn(), &mut out, std::path::Path::new("x")).unwrap();
+    out.split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(<[u8]>::to_vec)
+        .collect()
+}
+
+/// Only JSON-significant and awkward bytes, so a mutation usually changes the structure.
+const NOISE: &[u8] = b"{}[]\",:\\ \t\n0123456789-+.eEtrufalsn\x01\xc3\xa9\xff";
+
+fn mutate(line: &[u8], rng: &mut Rng) -> Vec<u8> {
+    let mut m = line.to_vec();
+    for _ in 0..=rng.below(3) {
+        let at = rng.below(m.len() + 1);
+        let c = NOISE[rng.below(NOISE.len())];
+        match rng.below(4) {
+            0 if at < m.len() => m[at] = c,
+            1 => m.insert(at, c),
+            2 if at < m.len() => {
+                m.remove(at);
+            }
+            _ => {
+                let end = (at + rng.below(16)).min(m.len());
+                let piece = m[at..end].to_vec();
+                m.splice(at..at, piece);
+            }
+        }
+    }
+    m
+}
+
+#[test]
+fn the_fast_path_reads_what_serde_reads_or_leaves_the_line_to_it() {
+    for seed in 1..=20u64 {
+        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let s = chain(&format!("line-{seed}"), 60, &mut rng);
+        let (mut fast_lines, mut fast_mutants, mut mutants) = (0, 0, 0);
+        for line in exported(&s) {
+            let want = by_serde(&line).expect("an export line is a row");
+            if let Some(got) = fast(&line) {
+                assert_eq!(got, want, "{}", String::from_utf8_lossy(&line));
+                fast_lines += 1;
+            }
+            for _ in 0..200 {
+                let m = mutate(&line, &mut rng);
+                mutants += 1;
+                if let Some(got) = fast(&m) {
+                    fast_mutants += 1;
+                    let show = String::from_utf8_lossy(&m);
+                    let want = by_serde(&m)
+                        .unwrap_or_else(|e| panic!("fast read a line serde refuses ({e}): {show}"));
+                    assert_eq!(got, want, "{show}");
+                }
+            }
+        }
+        // Most random texts hold a quote, backslash or control character (serde's lines).
+        assert!(fast_lines >= 1, "seed {seed}: no line read fast");
+        assert!(
+            fast_mutants > 0 && fast_mutants < mutants,
+            "seed {seed}: {fast_mutants} of {mutants}"
+        );
+    }
+}
+
+#[test]
+fn every_line_of_a_journal_with_plain_texts_takes_the_fast_path() {
+    let mut s = crate::audit::tests::store("line-plain");
+    let tx = s.write().unwrap();
+    let init = serde_json::json!({"vault_id": "vlt_test"});
+    crate::audit::append_row(&tx, "vault.init", None, None, &init).unwrap();
+    for i in 0..40i64 {
+        let body = serde_json::json!({
+            "n": i, "neg": -i, "f": i as f64 / 3.0, "big": 1e300, "t": true, "z": null,
+            "s": format!("é→ /{i}"), "a": [[], {}, [i, {"k": "v"}]],
+        });
+        let (session, action) = (format!("ses_{i}"), format!("act_{i}"));
+        let action = (i % 2 == 0).then_some(action.as_str());
+        crate::audit::append_row(&tx, "action.pending", Some(&session), action, &body).unwrap();
+    }
+    tx.commit().unwrap();
+    for line in exported(&s) {
+        let got = fast(&line).unwrap_or_else(|| panic!("{}", String::from_utf8_lossy(&line)));
+        assert_eq!(got, by_serde(&line).unwrap());
+    }
+}
+
+#[test]
+fn plain_json_accepts_only_what_serde_accepts() {
+    let accepted = [
+        "{}",
+        "[]",
+        "0",
+        "-0",
+        "1.5e+3",
+        "-12E-1",
+        "true",
+        "null",
+        "\"é→\"",
+        r#"{"a":[1,{"b":null}],"c":"d"}"#,
+        "[[],[{}]]",
+    ];
+    let refused = [
+        "",
+        "{",
+        "}",
+        "[1,]",
+        "{\"a\":1,}",
+        "01",
+        "1.",
+        ".5",
+        "1e",
+        "-",
+        "+1",
+        "tru",
+        "nul",
+        "{\"a\" :1}",
+        "[1, 2]",
+        " 1",
+        "1 ",
+        "\"a\\n\"",
+        "\"\u{1}\"",
+        "{1:2}",
+        "{\"a\"}",
+        "[1]]",
+        "{}{}",
+        "\"a",
+        "[\"a\",]",
+    ];
+    for s in accepted {
+        assert!(plain_json(s), "{s}");
+        serde_json::from_str::<&serde_json::value::RawValue>(s).unwrap();
+    }
+    for s in refused {
+        assert!(!plain_json(s), "{s}");
+    }
+    let deep = "[".repeat(MAX_DEPTH) + &"]".repeat(MAX_DEPTH);
+    assert!(plain_json(&deep));
+    let deeper = "[".repeat(MAX_DEPTH + 1) + &"]".repeat(MAX_DEPTH + 1);
+    assert!(!plain_json(&deeper), "past the depth limit serde decides");
+}
