@@ -31,18 +31,10 @@ fn hex32(s: &str, field: &str) -> Result<[u8; 32], String> {
 /// One export line as a row, given to `push`; `Err` says why it is not one, in words that follow
 /// `line N` (the caller knows N).
 pub(super) fn parse_line(text: &[u8], push: impl FnOnce(&RowRef<'_>)) -> Result<(), String> {
-    match fast(text) {
-        Some(l) => {
-            push(&RowRef {
-                seq: l.seq,
-                ts: l.ts,
-                kind: l.kind,
-                session: l.session,
-                action: l.action,
-                body: l.body,
-                prev: &l.prev,
-                hash: &l.hash,
-            });
+    let (mut prev, mut hash) = ([0u8; 32], [0u8; 32]);
+    match fast(text, &mut prev, &mut hash) {
+        Some(row) => {
+            push(&row);
             Ok(())
         }
         None => parse_with_serde(text, push),
@@ -68,19 +60,6 @@ pub(super) fn parse_with_serde(text: &[u8], push: impl FnOnce(&RowRef<'_>)) -> R
     Ok(())
 }
 
-/// A line read by the fast path.
-#[derive(Debug, PartialEq, Eq)]
-pub(super) struct Fast<'a> {
-    seq: i64,
-    ts: &'a str,
-    kind: &'a str,
-    session: Option<&'a str>,
-    action: Option<&'a str>,
-    body: &'a str,
-    prev: [u8; 32],
-    hash: [u8; 32],
-}
-
 /// What follows the body: `,"prev":"<64 hex>","hash":"<64 hex>"}`.
 const TAIL: usize = r#","prev":""#.len() + 64 + r#"","hash":""#.len() + 64 + r#""}"#.len();
 
@@ -88,14 +67,22 @@ const TAIL: usize = r#","prev":""#.len() + 64 + r#"","hash":""#.len() + 64 + r#"
 /// hex>","hash":"<64 hex>"}` exactly as `export` writes it, with no escape or control character
 /// in a string field and a body `plain_json` accepts; `None` for anything else (serde reads
 /// those, and says what is wrong with a line that is not a row).
-pub(super) fn fast(text: &[u8]) -> Option<Fast<'_>> {
+/// `prev` and `hash` receive the decoded hashes the row borrows.
+pub(super) fn fast<'a>(
+    text: &'a [u8],
+    prev: &'a mut [u8; 32],
+    hash: &'a mut [u8; 32],
+) -> Option<RowRef<'a>> {
     let s = std::str::from_utf8(text).ok()?;
     let tail_at = s.len().checked_sub(TAIL)?;
     let tail = s.get(tail_at..)?;
-    let prev = tail.strip_prefix(r#","prev":""#)?;
-    let (prev, hash) = (prev.get(..64)?, prev.get(64..)?);
-    let hash = hash.strip_prefix(r#"","hash":""#)?.strip_suffix(r#""}"#)?;
-    let (prev, hash) = (crate::audit::hex32(prev)?, crate::audit::hex32(hash)?);
+    let hexes = tail.strip_prefix(r#","prev":""#)?;
+    let (prev_hex, hash_hex) = (hexes.get(..64)?, hexes.get(64..)?);
+    let hash_hex = hash_hex
+        .strip_prefix(r#"","hash":""#)?
+        .strip_suffix(r#""}"#)?;
+    *prev = crate::audit::hex32(prev_hex)?;
+    *hash = crate::audit::hex32(hash_hex)?;
     let mut c = Cursor {
         s: &s[..tail_at],
         at: 0,
@@ -112,7 +99,7 @@ pub(super) fn fast(text: &[u8]) -> Option<Fast<'_>> {
     let action = c.opt_str()?;
     c.eat(r#","body":"#)?;
     let body = &c.s[c.at..];
-    plain_json(body).then_some(Fast {
+    plain_json(body).then_some(RowRef {
         seq,
         ts,
         kind,
