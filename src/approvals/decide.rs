@@ -186,13 +186,13 @@ fn random_hex() -> String {
     hex::encode(b)
 }
 
+/// The condition of the partial index `audit_pause` (schema/0006), written exactly as there so
+/// SQLite uses it (`services::changes::tests` checks the plans).
+pub(crate) const PAUSE_ROWS: &str = "kind IN ('vault.pause', 'vault.resume')";
+
 /// Whether the vault is paused, and why: the last `vault.pause` / `vault.resume` row of the
 /// journal decides (the `meta` copy is only for people reading the table). An error means the
 /// state cannot be read; callers refuse then.
-/// The condition of the partial index `audit_pause` (schema/0006), written exactly as there so
-/// SQLite uses it (`store::tests` checks the plans).
-pub(crate) const PAUSE_ROWS: &str = "kind IN ('vault.pause', 'vault.resume')";
-
 pub fn paused(conn: &Connection) -> Result<Option<String>, StoreError> {
     use rusqlite::OptionalExtension;
     // The kinds are written into the SQL, not bound: SQLite re-plans a statement at every new

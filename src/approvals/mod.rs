@@ -124,8 +124,10 @@ pub fn submit(
     let now = jiff::Timestamp::now();
     let tx = store.write()?;
     let previous = tx
-        .prepare_cached(&format!("SELECT {COLUMNS} FROM actions WHERE fingerprint = ?1 AND session_id = ?2 ORDER BY created_at DESC LIMIT 1"))?.query_row([&fingerprint, s.session_id], from_row,
-        )
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM actions WHERE fingerprint = ?1 AND session_id = ?2 ORDER BY created_at DESC LIMIT 1"
+        ))?
+        .query_row([&fingerprint, s.session_id], from_row)
         .optional()?;
     if let Some(prev) = previous {
         if !prev.state.is_terminal() {

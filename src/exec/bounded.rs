@@ -41,7 +41,8 @@ impl Scrubber {
     }
 
     /// Bytes the scrubbers hold back now.
-    pub fn pending(&self) -> usize {
+    #[cfg(test)]
+    fn pending(&self) -> usize {
         self.0.iter().map(Redactor::held).sum()
     }
 
@@ -93,7 +94,7 @@ pub struct Capture {
     /// scrubbed or kept (a tail kept later, after bytes the scrubbers never saw, could begin with
     /// the rest of a secret split across that point).
     counting_only: bool,
-    pub(crate) scrub: Scrubber,
+    scrub: Scrubber,
 }
 
 impl Capture {
@@ -151,7 +152,7 @@ impl Capture {
         self.store(&clean);
     }
 
-    pub(crate) fn held(&self) -> usize {
+    fn held(&self) -> usize {
         self.tail.len() + self.head.len()
     }
 

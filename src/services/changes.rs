@@ -11,7 +11,7 @@ use rusqlite::{Connection, OptionalExtension};
 use serde_json::Value;
 
 /// The condition of the partial index `audit_credential_changes` (schema/0006), written exactly
-/// as there so SQLite uses it (`store::tests` checks the plans).
+/// as there so SQLite uses it (`tests` below checks the plans).
 pub(crate) const CREDENTIAL_CHANGE_ROWS: &str = "kind IN ('credential.add', 'credential.edit')";
 
 /// The changes of `cred` since the version of its last approved action; `None` when it never had

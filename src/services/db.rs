@@ -7,13 +7,14 @@
 //! `ANCHOR_EVERY` rows.
 //!
 //! Durability per job: `run` answers after the commit is on disk (`synchronous = FULL`: the WAL
-//! is fsynced). `run_unsynced` (an action's outcome) answers once the commit is in the WAL in the
-//! OS page cache, which a crash of the agent does not lose; the disk gets it with the next synced
-//! commit (one fsync covers every earlier frame of the WAL) or after `FLUSH_AFTER` without one,
-//! whichever comes first. A batch is synced when any of its jobs asks for it. So an auto-approved
-//! call costs one fsync (its intent row, which must be on disk before its first byte is sent), and
-//! a power loss before the flush can only leave an action `dispatched`, which the next agent
-//! records as `indeterminate` (the target may have acted): never a request without its intent.
+//! is fsynced). `run_unsynced` (an action's outcome, a person's decision) answers once the commit
+//! is in the WAL in the OS page cache, which a crash of the agent does not lose; the disk gets it
+//! with the next synced commit (one fsync covers every earlier frame of the WAL) or after
+//! `FLUSH_AFTER` without one, whichever comes first. A batch is synced when any of its jobs asks
+//! for it. So an auto-approved call costs one fsync (its intent row, which must be on disk before
+//! its first byte is sent), and a power loss before the flush can only leave an action
+//! `dispatched` (recorded as `indeterminate` by the next agent: the target may have acted) or
+//! `pending` (reaped as `withdrawn`): never a request without its intent.
 use super::hub::Hub;
 use crate::approvals;
 use crate::paths::VaultPaths;
@@ -81,8 +82,10 @@ impl Db {
 
     /// Like `run`, but answers once the commit is in the WAL (safe from a crash of the agent, not
     /// yet from a power loss): the next synced commit, or the writer within `FLUSH_AFTER`, puts it
-    /// on disk. Only for rows whose loss in a power cut the vault already reads correctly (an
-    /// action's outcome: a `dispatched` action with no outcome is reaped as `indeterminate`).
+    /// on disk. Only for rows whose loss in a power cut the vault already reads correctly: an
+    /// action's outcome (a `dispatched` action with no outcome is reaped as `indeterminate`) and a
+    /// person's decision (nothing runs on it before the claim's synced commit; a `pending` action
+    /// whose decision was lost is reaped as `withdrawn`).
     pub(crate) async fn run_unsynced<T: Send + 'static>(
         &self,
         f: impl FnOnce(&mut Store) -> T + Send + 'static,

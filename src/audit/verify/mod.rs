@@ -28,6 +28,9 @@ pub enum VerifyError {
     },
     #[error("database error reading the journal: {0}; run `vault doctor`")]
     Sql(#[from] rusqlite::Error),
+    /// Opening a reader or reading the `meta` table.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
 }
 
 /// Why the chain is not intact.

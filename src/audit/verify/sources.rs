@@ -100,9 +100,7 @@ pub fn verify_store_with(
         let ranges = (0..chunks).map(|k| (k * chunk_rows + 1, ((k + 1) * chunk_rows).min(last)));
         let mut readers = Vec::new();
         for _ in 0..workers.max(1) {
-            let conn = store.reader().map_err(|e| {
-                VerifyError::Sql(rusqlite::Error::InvalidParameterName(e.to_string()))
-            })?;
+            let conn = store.reader()?;
             let mut scratch = String::with_capacity(512);
             readers.push(move |(lo, hi): (i64, i64), chunk: &mut parallel::Chunk| {
                 let mut stmt = conn.prepare_cached(crate::audit::journal_select!(
@@ -148,9 +146,7 @@ fn verify_snapshot(
         report.failure = check_actions(&snapshot, &transitions)?;
     }
     if report.ok() {
-        let meta_paused = crate::store::get_meta(&snapshot, "paused")
-            .map_err(|e| VerifyError::Sql(rusqlite::Error::InvalidParameterName(e.to_string())))?
-            .is_some();
+        let meta_paused = crate::store::get_meta(&snapshot, "paused")?.is_some();
         if meta_paused != paused {
             report.failure = Some(Failure {
                 seq: None,
