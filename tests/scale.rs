@@ -349,7 +349,6 @@ fn soak() {
     let agent = AgentGuard {
         pid: running_agent(&rig.v).expect("init started an agent"),
     };
-    let mut follower = Follower::start(&rig.v);
     let soak = Soak {
         rig: &rig,
         seed,
@@ -361,6 +360,14 @@ fn soak() {
         rss: Mutex::new(Vec::new()),
         abort: AtomicBool::new(false),
     };
+    // The follower takes its snapshot before any session starts. `vault log` lists a snapshot
+    // in the order the actions were created, each at its latest seq, so a snapshot taken
+    // mid-run may go back in seq; what it prints after the snapshot comes in journal order.
+    // One action, finished before the follower starts, is the whole snapshot, and its line is
+    // the sign that the snapshot was taken.
+    let marker = soak.marker();
+    let mut follower = Follower::start(&rig.v);
+    follower.wait_lines(1, Duration::from_secs(30));
     let started = Instant::now();
     let stop = AtomicBool::new(false);
     let (done, rss_end, (approved, approving)) = std::thread::scope(|s| {
@@ -392,8 +399,9 @@ fn soak() {
     let acts = Actions::of(&rows);
 
     // Every action completed, dispatched exactly once; the journal holds exactly the actions
-    // the sessions were told of.
+    // the sessions (and the marker's session) were told of.
     assert_eq!(done.len(), sessions * per);
+    let done: Vec<Done> = done.into_iter().chain([marker]).collect();
     let told: HashSet<&str> = done.iter().map(|d| d.action.as_str()).collect();
     let journal: HashSet<&str> = acts.by_id.keys().map(String::as_str).collect();
     assert_eq!(
@@ -487,13 +495,13 @@ fn soak() {
         .expect("100 actions ran")
         .1;
     eprintln!(
-        "soak: {} actions ({}) in {:.1} s ({:.0}/s), {approved} approved on a card ({:.1} s in \
-         vault approve); journal {} rows, vault log --follow printed {} lines up to seq {prev}; \
-         total wall {:.1} s",
-        done.len(),
+        "soak: {} actions and a marker ({}) in {:.1} s ({:.0}/s), {approved} approved on a card \
+         ({:.1} s in vault approve); journal {} rows, vault log --follow printed {} lines up to \
+         seq {prev}; total wall {:.1} s",
+        sessions * per,
         figures.join(", "),
         ran.as_secs_f64(),
-        done.len() as f64 / ran.as_secs_f64(),
+        (sessions * per) as f64 / ran.as_secs_f64(),
         approving.as_secs_f64(),
         rows.len(),
         lines.len(),

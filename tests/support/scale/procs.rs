@@ -463,6 +463,20 @@ impl Follower {
         self.child.id()
     }
 
+    /// Waits until it has printed `n` lines (panics after `limit`, or if it exits).
+    pub fn wait_lines(&mut self, n: usize, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        while self.lines.lock().unwrap().len() < n {
+            assert!(self.running(), "vault log --follow exited");
+            assert!(
+                Instant::now() < deadline,
+                "vault log --follow printed {} lines of {n} in {limit:?}",
+                self.lines.lock().unwrap().len()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub fn lines(&self) -> Vec<Value> {
         self.lines.lock().unwrap().clone()
     }

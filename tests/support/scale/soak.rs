@@ -63,6 +63,28 @@ impl Soak<'_> {
         (n, busy)
     }
 
+    /// One auto-approved HTTP action in a session of its own, answered `completed`, counted
+    /// nowhere else: the action the follower's snapshot holds before the sessions start.
+    pub fn marker(&self) -> Done {
+        let tag = tag(self.sessions, 0);
+        let log = self.rig.v.dir.path().join("soak-mcp-marker.log");
+        let mut mcp = Mcp::start(&self.rig.v, log);
+        let (tool, args) = self.rig.call(Kind::Http, false, &tag);
+        assert!(mcp.call(1, tool, &args), "marker: {}", mcp.stderr());
+        let r = match mcp.reply(1, Duration::from_secs(60)) {
+            Reply::Answer(r) => r,
+            other => panic!("marker ({tag}): {other:?}; {}", mcp.stderr()),
+        };
+        let sc = &r["result"]["structuredContent"];
+        assert_eq!(sc["state"], "completed", "marker ({tag}): {r}");
+        mcp.finish(Duration::from_secs(30));
+        Done {
+            tag,
+            kind: Kind::Http,
+            action: sc["action_id"].as_str().unwrap().to_owned(),
+        }
+    }
+
     /// Session `k`: its actions, each answered `completed`.
     pub fn session(&self, k: usize) -> Vec<Done> {
         let _flag = AbortOnPanic(&self.abort);
