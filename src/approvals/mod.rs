@@ -101,6 +101,18 @@ pub enum Submitted {
     Replayed(Action),
 }
 
+/// The latest action of a session with a given fingerprint (idempotency and replay). The
+/// fingerprint names the session already; `+session_id` keeps that column a filter, so that the
+/// lookup goes by `actions_fingerprint` (a few rows at most) and never walks the session's
+/// actions newest first through `actions_session_created`, which the planner otherwise takes
+/// for its order and which costs a row per earlier call of the session.
+fn previous_call_sql() -> String {
+    format!(
+        "SELECT {COLUMNS} FROM actions WHERE fingerprint = ?1 AND +session_id = ?2 \
+         ORDER BY created_at DESC LIMIT 1"
+    )
+}
+
 /// Queues a validated request as a pending action, unless the same session already asked for the
 /// same thing (same tool, canonical arguments and idempotency key). Idempotency is per session:
 /// another session, whatever name its client gives, never sees or replays this one's actions.
@@ -124,9 +136,7 @@ pub fn submit(
     let now = jiff::Timestamp::now();
     let tx = store.write()?;
     let previous = tx
-        .prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM actions WHERE fingerprint = ?1 AND session_id = ?2 ORDER BY created_at DESC LIMIT 1"
-        ))?
+        .prepare_cached(&previous_call_sql())?
         .query_row([&fingerprint, s.session_id], from_row)
         .optional()?;
     if let Some(prev) = previous {

@@ -7,6 +7,7 @@ pub use credentials::CredentialRow;
 pub use migrate::{LATEST_SCHEMA, MIGRATIONS};
 
 use crate::keys::MasterKey;
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, ErrorCode, OpenFlags, Savepoint, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -67,6 +68,12 @@ fn keyed(path: &Path, flags: OpenFlags, key: &MasterKey) -> Result<Connection, S
     conn.execute_batch(&pragma)
         .map_err(|e| StoreError::from_sql(e, path))?;
     conn.busy_timeout(BUSY_TIMEOUT)
+        .map_err(|e| StoreError::from_sql(e, path))?;
+    // Plans that do not depend on the values bound. Without this, SQLite marks a statement to
+    // be re-prepared when a value bound to a filter term changes, and rusqlite's statement cache
+    // clears the bindings of every statement it takes back: every statement with such a term was
+    // parsed and planned again on every run.
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
         .map_err(|e| StoreError::from_sql(e, path))?;
     Ok(conn)
 }

@@ -324,3 +324,47 @@ fn a_signed_approval_authorizes_exactly_once() {
 }
 
 mod refusals;
+
+/// The idempotency lookup of `submit` costs the same in a session's 200th call as in its 10th:
+/// it finds earlier calls by fingerprint, not by walking the session's actions. It is prepared
+/// once (no re-prepare on every new binding).
+#[test]
+fn the_idempotency_lookup_does_not_grow_with_the_session() {
+    let (mut s, _, key) = setup_keyed("lookup");
+    set_approval(&mut s, Approval::Never);
+    let c = sign_api(&mut s, &key);
+    let lookup = previous_call_sql();
+    let mut steps = Vec::new();
+    for i in 0..200 {
+        s.conn()
+            .prepare_cached(&lookup)
+            .unwrap()
+            .reset_status(rusqlite::StatementStatus::VmStep);
+        let url = format!("https://api.example.com/x{i}");
+        let a = created(submit_get(&mut s, &c, &url, None, HOUR));
+        let st = s.conn().prepare_cached(&lookup).unwrap();
+        steps.push(st.get_status(rusqlite::StatementStatus::VmStep));
+        drop(st);
+        let Claim::Go(_) = claim_now(&mut s, &a.id) else {
+            panic!("a signed `never` policy runs without a card")
+        };
+        let done = crate::exec::Outcome {
+            state: State::Completed,
+            result: serde_json::json!({}),
+            reason: None,
+        };
+        finish(&mut s, &a.id, &done).unwrap();
+    }
+    let st = s.conn().prepare_cached(&lookup).unwrap();
+    assert_eq!(
+        st.get_status(rusqlite::StatementStatus::Run),
+        200,
+        "submit ran this lookup once per call"
+    );
+    assert!(steps[199] > 0, "{steps:?}");
+    assert_eq!(
+        steps[199], steps[9],
+        "steps per lookup along the session: {steps:?}"
+    );
+    assert_eq!(st.get_status(rusqlite::StatementStatus::RePrepare), 0);
+}
