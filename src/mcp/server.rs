@@ -1,7 +1,8 @@
-//! One MCP session over stdio: the read loop (frames → classification → lifecycle → a request to
-//! the custody agent), the single writer task that owns stdout, concurrent tool calls with
-//! cancellation, and an orderly shutdown on EOF or SIGTERM (in-flight calls cancelled within the
-//! grace period; the agent withdraws what waits and journals `session.end`).
+//! One MCP session over stdio: the read loop (a thread reading stdin, frames → classification →
+//! lifecycle → a request to the custody agent), the single writer thread that owns stdout,
+//! concurrent tool calls with cancellation, and an orderly shutdown on EOF or SIGTERM (in-flight
+//! calls cancelled within the grace period; the agent withdraws what waits and journals
+//! `session.end`).
 use super::framing::{Frame, LineSplitter};
 use super::jsonrpc::{
     classify, error_response, response, Message, RpcError, INVALID_PARAMS, INVALID_REQUEST,
@@ -13,9 +14,9 @@ use super::tools;
 use crate::paths::VaultPaths;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
+use std::io::{Read, Write};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
@@ -53,7 +54,7 @@ pub fn serve(opts: ServeOptions) -> Result<(), ServeError> {
         .enable_all()
         .build()?;
     let result = rt.block_on(run(opts, config));
-    // A blocking stdin read may still be parked; do not wait for it.
+    // Do not wait for a blocking task still parked (stdin has a thread of its own).
     rt.shutdown_timeout(Duration::from_millis(50));
     Ok(result?)
 }
@@ -69,7 +70,10 @@ pub enum ServeError {
 
 async fn run(opts: ServeOptions, config: crate::config::Config) -> std::io::Result<()> {
     let (out, rx) = mpsc::channel::<String>(256);
-    let writer = tokio::spawn(write_lines(rx));
+    let writer = std::thread::Builder::new()
+        .name("mcp-stdout".into())
+        .spawn(move || write_lines(rx))?;
+    let mut stdin = read_stdin()?;
     let link = Arc::new(Link::new(opts.paths, opts.profile.clone()));
     tracing::info!(profile = %opts.profile, "mcp session started");
     let mut session = Session {
@@ -81,21 +85,19 @@ async fn run(opts: ServeOptions, config: crate::config::Config) -> std::io::Resu
         grace: config.shutdown_grace(),
     };
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    let mut stdin = tokio::io::stdin();
     let mut splitter = LineSplitter::new();
-    let mut buf = vec![0u8; 64 * 1024];
     let reason = loop {
         tokio::select! {
-            read = stdin.read(&mut buf) => match read {
-                Ok(0) => {
+            read = stdin.recv() => match read.unwrap_or(Ok(Vec::new())) {
+                Ok(buf) if buf.is_empty() => {
                     if let Some(frame) = std::mem::take(&mut splitter).finish() {
                         session.handle(frame).await;
                     }
                     break "eof";
                 }
-                Ok(n) => {
+                Ok(buf) => {
                     let mut frames = Vec::new();
-                    splitter.push(&buf[..n], &mut frames);
+                    splitter.push(&buf, &mut frames);
                     let mut closed = false;
                     for frame in frames {
                         if session.handle(frame).await == Flow::Close {
@@ -121,15 +123,44 @@ async fn run(opts: ServeOptions, config: crate::config::Config) -> std::io::Resu
     // The agent may still be giving an SSH command its grace after our calls were cancelled.
     link.end(reason, session.grace + END_MARGIN).await;
     drop(session);
-    let _ = writer.await;
+    // Every sender is gone: the writer ends once the lines queued before are out.
+    let _ = tokio::task::spawn_blocking(move || writer.join()).await;
     Ok(())
 }
 
-/// The only writer of stdout: one complete line at a time, flushed.
-async fn write_lines(mut rx: mpsc::Receiver<String>) {
-    let mut stdout = tokio::io::stdout();
-    while let Some(line) = rx.recv().await {
-        if stdout.write_all(line.as_bytes()).await.is_err() || stdout.flush().await.is_err() {
+/// Reads stdin on a thread of its own, in chunks as they come (an empty chunk at EOF). A
+/// blocking read on a plain thread, rather than tokio's stdin (a blocking-pool task per read),
+/// costs one wake-up per message instead of two; the thread may stay parked in its read when the
+/// session ends, which does not hold the process.
+fn read_stdin() -> std::io::Result<mpsc::Receiver<std::io::Result<Vec<u8>>>> {
+    let (tx, rx) = mpsc::channel(4);
+    std::thread::Builder::new()
+        .name("mcp-stdin".into())
+        .spawn(move || {
+            let mut stdin = std::io::stdin().lock();
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                let chunk = match stdin.read(&mut buf) {
+                    Ok(n) => Ok(buf[..n].to_vec()),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => Err(e),
+                };
+                let last = !matches!(&chunk, Ok(c) if !c.is_empty());
+                if tx.blocking_send(chunk).is_err() || last {
+                    break;
+                }
+            }
+        })?;
+    Ok(rx)
+}
+
+/// The only writer of stdout, on a thread of its own: one complete line at a time, flushed. (A
+/// plain thread, rather than tokio's stdout, which hands every write and flush to the blocking
+/// pool and waits for it: the runtime only queues the line.)
+fn write_lines(mut rx: mpsc::Receiver<String>) {
+    let mut stdout = std::io::stdout().lock();
+    while let Some(line) = rx.blocking_recv() {
+        if stdout.write_all(line.as_bytes()).is_err() || stdout.flush().is_err() {
             break;
         }
     }
