@@ -18,7 +18,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::UnixStream;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
 /// Sends `notifications/progress` for one call, when the client asked for it.
 pub(super) struct Progress {
@@ -111,6 +111,15 @@ impl Link {
     /// The open connection, connecting (and saying hello, which journals `session.start`) if
     /// there is none or the last one closed.
     async fn conn(&self) -> Result<Arc<AgentConn>, Missing> {
+        self.conn_telling(None).await
+    }
+
+    /// `conn`, telling `connected` as soon as the socket is connected (before the hello), or
+    /// dropping it when it cannot be.
+    async fn conn_telling(
+        &self,
+        connected: Option<oneshot::Sender<()>>,
+    ) -> Result<Arc<AgentConn>, Missing> {
         let mut guard = self.conn.lock().await;
         if let Some(c) = guard.as_ref() {
             if !*c.closed.borrow() {
@@ -127,6 +136,9 @@ impl Link {
         let stream = UnixStream::connect(&socket)
             .await
             .map_err(|_| Missing::Locked)?;
+        if let Some(tx) = connected {
+            let _ = tx.send(());
+        }
         let (read, write) = stream.into_split();
         let waiters: Waiters = Arc::default();
         let (closed_tx, closed) = watch::channel(false);
@@ -164,11 +176,12 @@ impl Link {
     }
 
     /// Opens the agent connection early (at `initialize`), so `session.start` is journaled when
-    /// the session starts; without an agent nothing happens until a tool call.
-    pub(super) async fn connect_early(&self) {
+    /// the session starts; without an agent nothing happens until a tool call. `connected` is
+    /// told once the socket is connected (dropped if it cannot be).
+    pub(super) async fn connect_early(&self, connected: oneshot::Sender<()>) {
         // A client shows the server as connected either way; its log (our stderr) says why every
         // tool will answer `locked`.
-        match self.conn().await {
+        match self.conn_telling(Some(connected)).await {
             Ok(_) => {}
             Err(Missing::Locked) => tracing::warn!(
                 "the vault is locked: every tool answers `locked` until the person runs `vault unlock`"

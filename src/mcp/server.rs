@@ -315,16 +315,19 @@ impl Session {
     ) -> bool {
         match method {
             "initialize" => {
+                let first = self.era == Era::Unset;
                 let answer = match self.era {
                     Era::Unset => protocol::initialize(params).map(|(result, info)| {
                         self.era = Era::Legacy { initialized: false };
                         self.link.set_client(info);
-                        self.open_session_journal();
                         result
                     }),
                     Era::Legacy { .. } => Err(protocol::already_initialized()),
                     Era::Modern => Err(protocol::unsupported(protocol::LATEST_HANDSHAKE)),
                 };
+                if first && answer.is_ok() {
+                    self.open_session_journal().await;
+                }
                 self.answer(id, answer).await;
                 true
             }
@@ -356,7 +359,7 @@ impl Session {
                     if self.era == Era::Unset {
                         self.era = Era::Modern;
                         self.link.set_client(info);
-                        self.open_session_journal();
+                        self.open_session_journal().await;
                     }
                     true
                 }
@@ -477,10 +480,17 @@ impl Session {
         });
     }
 
-    /// Connects to the agent, which journals `session.start` (not at all while locked).
-    fn open_session_journal(&self) {
+    /// Connects to the agent, which journals `session.start` (not at all while locked). The
+    /// handshake's answer waits until the socket is connected (at most a second; the hello goes
+    /// on in its own task): a session its client saw start is bound to the agent it reached, and
+    /// a process that renames or replaces the socket path afterwards cannot take it over.
+    async fn open_session_journal(&self) {
         let link = self.link.clone();
-        drop(tokio::spawn(async move { link.connect_early().await }));
+        let (connected, socket) = tokio::sync::oneshot::channel();
+        drop(tokio::spawn(
+            async move { link.connect_early(connected).await },
+        ));
+        let _ = tokio::time::timeout(Duration::from_secs(1), socket).await;
     }
 
     /// A rejected request: journaled (`call.rejected`) with a fingerprint of its bytes, never the
