@@ -195,9 +195,9 @@ pub(crate) const PAUSE_ROWS: &str = "kind IN ('vault.pause', 'vault.resume')";
 /// state cannot be read; callers refuse then.
 pub fn paused(conn: &Connection) -> Result<Option<String>, StoreError> {
     use rusqlite::OptionalExtension;
-    // The kinds are written into the SQL, not bound: SQLite re-plans a statement at every new
-    // binding of a value a partial index's condition is compared with (`kind`), and this runs
-    // twice per call.
+    // The kinds are written into the SQL, not bound: SQLite uses a partial index only when the
+    // query's condition matches it when the statement is planned, and plans do not look at bound
+    // values (QPSG, `store::keyed`). This runs twice per call.
     let sql = format!("SELECT kind, body FROM audit WHERE {PAUSE_ROWS} ORDER BY seq DESC LIMIT 1");
     let last: Option<(String, String)> = conn
         .prepare_cached(&sql)?

@@ -271,7 +271,8 @@ fn valid_decision(
 /// Whether an `action.dispatched` row of the journal already names this decision nonce.
 fn nonce_spent(tx: &Connection, nonce: &str) -> rusqlite::Result<bool> {
     // The kind is written into the SQL (a literal the partial index `audit_dispatch_nonce`
-    // matches at prepare time); a bound kind re-plans the statement at every call.
+    // matches when the statement is planned); plans do not look at bound values (QPSG,
+    // `store::keyed`), so a bound kind would never use the index.
     let sql = format!(
         "SELECT EXISTS (SELECT 1 FROM audit WHERE kind = '{}' AND json_extract(body, '$.basis.nonce') = ?1)",
         Kind::Action(State::Dispatched).as_str()

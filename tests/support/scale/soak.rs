@@ -66,22 +66,43 @@ impl Soak<'_> {
     /// One auto-approved HTTP action in a session of its own, answered `completed`, counted
     /// nowhere else: the action the follower's snapshot holds before the sessions start.
     pub fn marker(&self) -> Done {
-        let tag = tag(self.sessions, 0);
         let log = self.rig.v.dir.path().join("soak-mcp-marker.log");
         let mut mcp = Mcp::start(&self.rig.v, log);
-        let (tool, args) = self.rig.call(Kind::Http, false, &tag);
-        assert!(mcp.call(1, tool, &args), "marker: {}", mcp.stderr());
-        let r = match mcp.reply(1, Duration::from_secs(60)) {
+        let done = self.completed(
+            &mut mcp,
+            1,
+            Kind::Http,
+            false,
+            tag(self.sessions, 0),
+            Duration::from_secs(60),
+        );
+        mcp.finish(Duration::from_secs(30));
+        done
+    }
+
+    /// Calls the tool for one tagged action on `mcp` as request `id`; it must answer `completed`
+    /// within `wait`. (The tag names the session and the step: `tag`'s shape.)
+    fn completed(
+        &self,
+        mcp: &mut Mcp,
+        id: i64,
+        kind: Kind,
+        card: bool,
+        tag: String,
+        wait: Duration,
+    ) -> Done {
+        let (tool, args) = self.rig.call(kind, card, &tag);
+        assert!(mcp.call(id, tool, &args), "{tag}: {}", mcp.stderr());
+        let r = match mcp.reply(id, wait) {
             Reply::Answer(r) => r,
-            other => panic!("marker ({tag}): {other:?}; {}", mcp.stderr()),
+            other => panic!("{tag}: {other:?}; {}", mcp.stderr()),
         };
         let sc = &r["result"]["structuredContent"];
-        assert_eq!(sc["state"], "completed", "marker ({tag}): {r}");
-        mcp.finish(Duration::from_secs(30));
+        assert_eq!(sc["state"], "completed", "{tag}: {r}");
         Done {
-            tag,
-            kind: Kind::Http,
             action: sc["action_id"].as_str().unwrap().to_owned(),
+            tag,
+            kind,
         }
     }
 
@@ -102,24 +123,8 @@ impl Soak<'_> {
                 Kind::Ssh
             };
             let card = rng.chance(self.card_ratio);
-            let tag = tag(k, i);
-            let (tool, args) = self.rig.call(kind, card, &tag);
-            let id = i as i64 + 1;
-            assert!(mcp.call(id, tool, &args), "session {k}: {}", mcp.stderr());
-            let r = match mcp.reply(id, Duration::from_secs(180)) {
-                Reply::Answer(r) => r,
-                other => panic!("session {k} step {i} ({tag}): {other:?}; {}", mcp.stderr()),
-            };
-            let sc = &r["result"]["structuredContent"];
-            assert_eq!(
-                sc["state"], "completed",
-                "session {k} step {i} ({tag}): {r}"
-            );
-            out.push(Done {
-                tag,
-                kind,
-                action: sc["action_id"].as_str().unwrap().to_owned(),
-            });
+            let wait = Duration::from_secs(180);
+            out.push(self.completed(&mut mcp, i as i64 + 1, kind, card, tag(k, i), wait));
             let n = self.done.fetch_add(1, Ordering::SeqCst) + 1;
             if n == 100 || n.is_multiple_of((self.sessions * self.per / 8).max(1)) {
                 self.rss.lock().unwrap().push((n, Rss::of(self.agent)));
