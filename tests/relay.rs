@@ -326,3 +326,96 @@ fn the_card_shows_the_request_that_runs_whatever_the_relay_writes() {
     mcp.finish(Duration::from_secs(10));
     assert_none(&findings);
 }
+
+#[test]
+fn a_relay_that_changes_a_byte_of_the_channel_is_refused_and_nothing_is_added() {
+    if !run_unprivileged(
+        "a_relay_that_changes_a_byte_of_the_channel_is_refused_and_nothing_is_added",
+    ) {
+        return;
+    }
+    let target = HttpTarget::start(OLD);
+    let mut v = TestVault::init("relay-tamper");
+    v.add_bearer("api", &target.base(), OLD);
+    let mut findings = Vec::new();
+    // Past the handshake line: byte 1 is the low byte of the first message's length, byte 40 is
+    // inside its ciphertext (the hello); either way, in either direction.
+    for (dir, at, what) in [
+        (Dir::ToAgent, 40u64, "a byte of a message to the agent"),
+        (Dir::ToAgent, 1, "the length of a message to the agent"),
+        (Dir::ToClient, 40, "a byte of a message from the agent"),
+    ] {
+        let name = format!("tampered{at}{}", dir == Dir::ToAgent);
+        let changed = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let seen = changed.clone();
+        let r = Relay::tampering(
+            &v.socket(),
+            &v.dir.path().join(format!("relay-{name}")),
+            move |d, off, bytes| {
+                if d == dir && off <= at && at < off + bytes.len() as u64 {
+                    bytes[(at - off) as usize] ^= 0x01;
+                    seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+            },
+        );
+        let add = v.run_pp(
+            &[
+                "add",
+                "http",
+                &name,
+                "--host",
+                &target.base(),
+                "--bearer",
+                "--secret-stdin",
+            ],
+            Some(&format!("{ADDED}\n")),
+        );
+        let relayed = r.connections();
+        drop(r);
+        eprintln!(
+            "{what}: relayed {relayed} connections, changed {} bytes; add exit {}: {}",
+            changed.load(std::sync::atomic::Ordering::SeqCst),
+            add.code,
+            add.stderr.trim()
+        );
+        if changed.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+            findings.push(format!(
+                "{what}: the relay changed nothing (exit {})",
+                add.code
+            ));
+        }
+        if add.code == 0 {
+            findings.push(format!(
+                "{what}: `vault add` succeeded through a relay that changed it"
+            ));
+        }
+        if stored_secret(&v, &name).is_some() {
+            findings.push(format!("{what}: the credential was stored"));
+        }
+        if !add.stderr.contains("encrypted channel") && !add.stderr.contains("socket") {
+            findings.push(format!(
+                "{what}: the error names neither the channel nor the socket: {}",
+                add.stderr
+            ));
+        }
+    }
+    // The agent serves on: the same command without the relay succeeds.
+    let add = v.run_pp(
+        &[
+            "add",
+            "http",
+            "after",
+            "--host",
+            &target.base(),
+            "--bearer",
+            "--secret-stdin",
+        ],
+        Some(&format!("{ADDED}\n")),
+    );
+    assert_eq!(add.code, 0, "{}", add.stderr);
+    assert_eq!(
+        stored_secret(&v, "after").as_deref(),
+        Some(ADDED.as_bytes())
+    );
+    assert_none(&findings);
+}

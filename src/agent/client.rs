@@ -44,6 +44,8 @@ pub enum ClientError {
 pub struct Client {
     stream: UnixStream,
     splitter: Splitter,
+    /// What each read lands in before the splitter takes it (wiped on drop).
+    read_buf: Zeroizing<Box<[u8]>>,
     /// The encrypted channel, once opened (`connect_secure`).
     sealer: Option<Sealer>,
     opener: Option<Opener>,
@@ -108,7 +110,7 @@ impl Client {
         let impostor = || ClientError::Impostor(socket.clone());
         c.stream.write_all(&open).map_err(|_| impostor())?;
         let accept = c
-            .read_line(Some(HANDSHAKE_WAIT))
+            .read_unit(Some(HANDSHAKE_WAIT))
             .map_err(|_| impostor())?
             .ok_or_else(impostor)?;
         let (sealer, opener) = init.finish(&accept).map_err(|_| impostor())?;
@@ -180,6 +182,7 @@ impl Client {
         Ok(Some(Self {
             stream,
             splitter: Splitter::default(),
+            read_buf: Zeroizing::new(vec![0u8; 64 * 1024].into_boxed_slice()),
             sealer: None,
             opener: None,
             next_id: 1,
@@ -290,19 +293,19 @@ impl Client {
     /// One frame; `None` at end of stream, or when `timeout` passed first.
     fn read_frame(&mut self, timeout: Option<Duration>) -> Result<Option<AgentFrame>, ClientError> {
         loop {
-            let Some(line) = self.read_line(timeout)? else {
+            let Some(unit) = self.read_unit(timeout)? else {
                 return Ok(None);
             };
             let frame = match &mut self.opener {
                 Some(opener) => match opener
-                    .open(&line)
+                    .open(&unit)
                     .map_err(|e| ClientError::Protocol(e.to_string()))?
                 {
                     Some(frame) => frame,
                     // A chunk of a longer frame: the rest follows at once.
                     None => continue,
                 },
-                None => line,
+                None => unit,
             };
             return protocol::decode(&frame)
                 .map(Some)
@@ -310,23 +313,27 @@ impl Client {
         }
     }
 
-    /// One line; `None` at end of stream, or when `timeout` passed first.
-    fn read_line(
+    /// One line, or once the channel is open one sealed message; `None` at end of stream, or
+    /// when `timeout` passed first.
+    fn read_unit(
         &mut self,
         timeout: Option<Duration>,
     ) -> Result<Option<Zeroizing<Vec<u8>>>, ClientError> {
         self.stream
             .set_read_timeout(timeout.map(|t| t.max(Duration::from_millis(1))))?;
-        let mut buf = Zeroizing::new([0u8; 64 * 1024]);
         loop {
-            if let Some(line) = self
-                .splitter
-                .next_line()
-                .map_err(|e| ClientError::Protocol(e.to_string()))?
-            {
-                return Ok(Some(line));
+            let next = match self.opener {
+                Some(_) => self.splitter.next_sealed(),
+                None => self
+                    .splitter
+                    .next_line()
+                    .map_err(|e| ClientError::Protocol(e.to_string()))?,
+            };
+            if next.is_some() {
+                return Ok(next);
             }
-            match self.stream.read(&mut buf[..]) {
+            let buf = &mut self.read_buf[..];
+            match self.stream.read(buf) {
                 Ok(0) => {
                     return if timeout.is_some() {
                         Err(ClientError::Gone)
@@ -334,7 +341,7 @@ impl Client {
                         Ok(None)
                     }
                 }
-                Ok(n) => self.splitter.push(&buf[..n]),
+                Ok(n) => self.splitter.push(&self.read_buf[..n]),
                 Err(e)
                     if timeout.is_some()
                         && matches!(

@@ -150,7 +150,12 @@ pub(super) async fn serve(agent: Arc<Agent>, stream: UnixStream) {
                 let n = match n { Ok(0) | Err(_) => break "disconnected", Ok(n) => n };
                 splitter.push(&buf[..n]);
                 loop {
-                    match splitter.next_line() {
+                    // Lines until the channel opens, its length-prefixed messages after.
+                    let next = match conn.opener {
+                        Some(_) => Ok(splitter.next_sealed()),
+                        None => splitter.next_line(),
+                    };
+                    match next {
                         Ok(None) => break,
                         Ok(Some(line)) => {
                             agent.touch();
@@ -200,8 +205,8 @@ impl Conn {
         .await;
     }
 
-    /// One line from the client: the opening of the encrypted channel, a sealed message (one
-    /// chunk of a frame), or a plain frame.
+    /// One unit from the client: a sealed message (one chunk of a frame) once the channel is
+    /// open; before, a line: the channel's opening or a plain frame.
     async fn line(&mut self, line: &[u8]) -> Result<(), String> {
         if let Some(opener) = &mut self.opener {
             return match opener.open(line).map_err(|e| e.to_string())? {

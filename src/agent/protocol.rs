@@ -52,12 +52,40 @@ impl ApprovalView {
     }
 }
 
-/// One frame as a line, in a buffer that is wiped when dropped.
+/// One frame as a line, in a buffer that is wiped when dropped (and as it grows).
 pub fn encode<T: Serialize>(frame: &T) -> Zeroizing<Vec<u8>> {
     let mut line = Zeroizing::new(Vec::with_capacity(256));
-    serde_json::to_writer(&mut *line, frame).expect("protocol frames always serialize");
+    serde_json::to_writer(Wiped(&mut line), frame).expect("protocol frames always serialize");
+    reserve_wiped(&mut line, 1);
     line.push(b'\n');
     line
+}
+
+/// Makes room for `more` bytes in `buf` without leaving a copy behind: a `Vec` that outgrows
+/// its allocation moves to a new one and frees the old unwiped, so this moves it by hand (at
+/// least doubling, as `Vec` would) and lets the old buffer be wiped as it drops.
+pub fn reserve_wiped(buf: &mut Zeroizing<Vec<u8>>, more: usize) {
+    let need = buf.len().saturating_add(more);
+    if need <= buf.capacity() {
+        return;
+    }
+    let mut grown = Zeroizing::new(Vec::with_capacity(need.max(buf.capacity() * 2)));
+    grown.extend_from_slice(buf);
+    std::mem::swap(buf, &mut grown);
+}
+
+/// An `io::Write` into a zeroizing buffer that grows with `reserve_wiped`.
+struct Wiped<'a>(&'a mut Zeroizing<Vec<u8>>);
+
+impl std::io::Write for Wiped<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        reserve_wiped(self.0, bytes.len());
+        self.0.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Why a frame could not be read.
@@ -69,41 +97,78 @@ pub enum FrameError {
     Malformed(String),
 }
 
-/// Splits a byte stream into lines, refusing a line past `MAX_FRAME` as soon as it is too long.
-/// The buffer is zeroized as it is consumed and when dropped.
+/// Splits a byte stream into lines (refusing a line past `MAX_FRAME` as soon as it is too
+/// long) or, once a connection runs over the encrypted channel, into its length-prefixed
+/// messages (`next_sealed`). Bytes are wiped as they are consumed, as the buffer grows and when
+/// it is dropped.
 #[derive(Default)]
 pub struct Splitter {
     buf: Zeroizing<Vec<u8>>,
-    /// How much of `buf` is known to hold no newline.
+    /// Where the unconsumed bytes start; everything before is already wiped.
+    start: usize,
+    /// How much of the unconsumed bytes is known to hold no newline.
     scanned: usize,
 }
 
 impl Splitter {
     pub fn push(&mut self, bytes: &[u8]) {
+        if self.start > 0 && self.buf.len() + bytes.len() > self.buf.capacity() {
+            // Move the unconsumed bytes to the front rather than grow.
+            let (len, start) = (self.buf.len(), self.start);
+            self.buf.copy_within(start.., 0);
+            self.buf[len - start..].fill(0);
+            self.buf.truncate(len - start);
+            self.start = 0;
+        }
+        reserve_wiped(&mut self.buf, bytes.len());
         self.buf.extend_from_slice(bytes);
+    }
+
+    /// Takes `n` bytes from the front, wiping them; `skip` more are wiped and dropped.
+    fn take(&mut self, n: usize, skip: usize) -> Zeroizing<Vec<u8>> {
+        let (from, to) = (self.start, self.start + n);
+        let taken = Zeroizing::new(self.buf[from..to].to_vec());
+        self.buf[from..to + skip].fill(0);
+        self.start = to + skip;
+        if self.start == self.buf.len() {
+            self.buf.clear();
+            self.start = 0;
+        }
+        taken
     }
 
     /// The next complete line (without its `\n`), if one is buffered.
     pub fn next_line(&mut self) -> Result<Option<Zeroizing<Vec<u8>>>, FrameError> {
-        match self.buf[self.scanned..].iter().position(|&b| b == b'\n') {
+        let rest = &self.buf[self.start..];
+        match memchr::memchr(b'\n', &rest[self.scanned..]) {
             Some(i) => {
                 let i = self.scanned + i;
                 self.scanned = 0;
-                let mut line = Zeroizing::new(self.buf[..i].to_vec());
+                let mut line = self.take(i, 1);
                 if line.last() == Some(&b'\r') {
                     line.pop();
                 }
-                let rest = self.buf[i + 1..].to_vec();
-                self.buf.iter_mut().for_each(|b| *b = 0);
-                *self.buf = rest;
                 Ok(Some(line))
             }
-            None if self.buf.len() > MAX_FRAME => Err(FrameError::TooLong),
+            None if rest.len() > MAX_FRAME => Err(FrameError::TooLong),
             None => {
-                self.scanned = self.buf.len();
+                self.scanned = rest.len();
                 Ok(None)
             }
         }
+    }
+
+    /// The next whole message of the encrypted channel (a big-endian `u16` length, then that
+    /// many bytes; the length is not returned), if one is buffered.
+    pub fn next_sealed(&mut self) -> Option<Zeroizing<Vec<u8>>> {
+        let rest = &self.buf[self.start..];
+        let n = usize::from(u16::from_be_bytes([*rest.first()?, *rest.get(1)?]));
+        if rest.len() < 2 + n {
+            return None;
+        }
+        self.scanned = 0;
+        self.start += 2;
+        Some(self.take(n, 0))
     }
 }
 
@@ -145,5 +210,65 @@ mod tests {
         assert_eq!(&s.next_line().unwrap().unwrap()[..], b"cd");
         s.push(&vec![b'x'; MAX_FRAME + 1]);
         assert!(matches!(s.next_line(), Err(FrameError::TooLong)));
+    }
+
+    #[test]
+    fn sealed_messages_are_split_by_their_length_and_wait_for_their_last_byte() {
+        let mut s = Splitter::default();
+        s.push(b"{\"open\":1}\n\x00\x03ab");
+        assert_eq!(&s.next_line().unwrap().unwrap()[..], b"{\"open\":1}");
+        assert!(s.next_sealed().is_none(), "one byte short");
+        s.push(b"c\x00");
+        assert_eq!(&s.next_sealed().unwrap()[..], b"abc");
+        assert!(s.next_sealed().is_none(), "half a length");
+        s.push(b"\x00\xff\xff");
+        assert_eq!(
+            &s.next_sealed().unwrap()[..],
+            b"",
+            "an empty message is split, not refused here"
+        );
+        s.push(&[0xff; 100]);
+        assert!(s.next_sealed().is_none());
+        s.push(&vec![7; 65535 - 99]);
+        let m = s.next_sealed().unwrap();
+        assert_eq!((m.len(), m[0], m[65534]), (65535, 0xff, 7));
+    }
+
+    #[test]
+    fn the_splitter_wipes_what_it_consumed_and_keeps_the_rest_in_order() {
+        let mut s = Splitter::default();
+        s.push(b"secret-one\nsecret-two\npart");
+        assert_eq!(&s.next_line().unwrap().unwrap()[..], b"secret-one");
+        let (start, buf) = (s.start, &s.buf[..]);
+        assert_eq!(start, 11);
+        assert!(
+            buf[..start].iter().all(|&b| b == 0),
+            "consumed bytes are wiped"
+        );
+        // Pushing past the capacity moves the rest to the front instead of growing.
+        let cap = s.buf.capacity();
+        s.push(&vec![b'y'; cap - s.buf.len() + 1]);
+        assert_eq!(s.start, 0);
+        assert_eq!(&s.next_line().unwrap().unwrap()[..], b"secret-two");
+        s.push(b"\n");
+        let last = s.next_line().unwrap().unwrap();
+        assert!(last.starts_with(b"party"));
+        assert_eq!(s.buf.len(), 0);
+    }
+
+    #[test]
+    fn reserve_wiped_keeps_the_bytes_and_at_least_doubles() {
+        let mut v = Zeroizing::new(Vec::with_capacity(4));
+        v.extend_from_slice(b"abcd");
+        reserve_wiped(&mut v, 1);
+        assert_eq!((&v[..], v.capacity() >= 8), (&b"abcd"[..], true));
+        let cap = v.capacity();
+        reserve_wiped(&mut v, 1);
+        assert_eq!(v.capacity(), cap, "room already there: no move");
+        let line = encode(&ClientFrame {
+            id: 1,
+            req: Request::Status,
+        });
+        assert!(line.ends_with(b"}\n"));
     }
 }

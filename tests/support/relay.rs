@@ -5,7 +5,9 @@
 //! that parses as JSON is handed to a caller-supplied closure, which may rewrite it (a line the
 //! closure leaves alone is forwarded byte for byte). Bytes that are not a line within 100 ms go
 //! through as they are, so a protocol that is not line-based is relayed too. Dropping it puts the
-//! agent's socket back (`MovedSocket`), so the vault's own cleanup (`vault lock`) works.
+//! agent's socket back (`MovedSocket`), so the vault's own cleanup (`vault lock`) works. Once a
+//! connection opens the encrypted channel its binary messages pass as they arrive, through an
+//! optional hook that may change them (`Relay::tampering`).
 use serde_json::Value;
 use std::io::{ErrorKind, Read, Write};
 use std::os::unix::fs::MetadataExt;
@@ -35,6 +37,10 @@ impl Dir {
 
 /// Rewrites one parsed line in place; returns whether it changed it.
 pub type Rewrite = dyn Fn(Dir, &mut Value) -> bool + Send + Sync;
+
+/// Changes the bytes that follow a connection's first line, as they pass (over the encrypted
+/// channel: its binary messages); gets the offset of `bytes[0]` past that line.
+pub type Tamper = dyn Fn(Dir, u64, &mut [u8]) + Send + Sync;
 
 /// The agent's socket renamed to `<socket>.moved`, renamed back on drop if the agent still
 /// listens on it (else the stale name is removed).
@@ -92,6 +98,24 @@ impl Relay {
         record: &Path,
         rewrite: impl Fn(Dir, &mut Value) -> bool + Send + Sync + 'static,
     ) -> Self {
+        Self::start_with(socket, record, Arc::new(rewrite), Arc::new(|_, _, _| {}))
+    }
+
+    /// Like `start`, changing raw bytes after each connection's first line with `tamper`.
+    pub fn tampering(
+        socket: &Path,
+        record: &Path,
+        tamper: impl Fn(Dir, u64, &mut [u8]) + Send + Sync + 'static,
+    ) -> Self {
+        Self::start_with(socket, record, Arc::new(|_, _| false), Arc::new(tamper))
+    }
+
+    fn start_with(
+        socket: &Path,
+        record: &Path,
+        rewrite: Arc<Rewrite>,
+        tamper: Arc<Tamper>,
+    ) -> Self {
         std::fs::create_dir_all(record).unwrap();
         let moved = MovedSocket::new(socket);
         let listener = UnixListener::bind(socket).expect("listen on the agent's socket path");
@@ -99,7 +123,6 @@ impl Relay {
         let meta = std::fs::symlink_metadata(socket).unwrap();
         let counts = Arc::new(Counts::default());
         let stop = Arc::new(AtomicBool::new(false));
-        let rewrite: Arc<Rewrite> = Arc::new(rewrite);
         let (c, s, dir, target) = (
             counts.clone(),
             stop.clone(),
@@ -121,8 +144,8 @@ impl Relay {
                         ] {
                             let (from, to) = (from.try_clone().unwrap(), to.try_clone().unwrap());
                             let file = dir.join(format!("conn-{n}-{}.bin", d.tag()));
-                            let (c, rw) = (c.clone(), rewrite.clone());
-                            std::thread::spawn(move || pump(from, to, d, &file, &c, &*rw));
+                            let (c, rw, t) = (c.clone(), rewrite.clone(), tamper.clone());
+                            std::thread::spawn(move || pump(from, to, d, &file, &c, &*rw, &*t));
                         }
                     }
                     Err(e) if e.kind() == ErrorKind::WouldBlock => {
@@ -184,6 +207,8 @@ impl Drop for Relay {
 }
 
 /// Forwards `from` to `to`: whole lines through the closure, a partial line after 100 ms quiet.
+/// Once a first line opened the encrypted channel (it names `noise`), what follows is binary
+/// and goes through as it arrives.
 fn pump(
     mut from: UnixStream,
     mut to: UnixStream,
@@ -191,18 +216,35 @@ fn pump(
     file: &Path,
     counts: &Counts,
     rewrite: &Rewrite,
+    tamper: &Tamper,
 ) {
     let mut log = std::fs::File::create(file).unwrap();
     from.set_read_timeout(Some(Duration::from_millis(100)))
         .unwrap();
     let mut held: Vec<u8> = Vec::new();
     let mut buf = vec![0u8; 64 * 1024];
+    // Bytes seen past the first line, once it has passed; whether that line has been relayed,
+    // and whether it opened the channel (all after it then goes through as it comes).
+    let (mut past, mut first, mut through) = (None::<u64>, false, false);
     loop {
         let quiet = match from.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => {
                 log.write_all(&buf[..n]).unwrap();
-                held.extend_from_slice(&buf[..n]);
+                let chunk = &mut buf[..n];
+                match past {
+                    Some(off) => {
+                        tamper(dir, off, chunk);
+                        past = Some(off + n as u64);
+                    }
+                    None => {
+                        if let Some(i) = chunk.iter().position(|&b| b == b'\n') {
+                            tamper(dir, 0, &mut chunk[i + 1..]);
+                            past = Some((n - i - 1) as u64);
+                        }
+                    }
+                }
+                held.extend_from_slice(chunk);
                 false
             }
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => true,
@@ -210,11 +252,17 @@ fn pump(
             Err(_) => break,
         };
         let mut out = Vec::new();
-        while let Some(i) = held.iter().position(|&b| b == b'\n') {
+        while let Some(i) = held.iter().position(|&b| b == b'\n').filter(|_| !through) {
             let line: Vec<u8> = held.drain(..=i).collect();
+            if !first {
+                // The channel's opening line is the last one; binary follows.
+                first = true;
+                through =
+                    serde_json::from_slice::<Value>(&line).is_ok_and(|v| v.get("noise").is_some());
+            }
             out.extend(relay_line(&line, dir, counts, rewrite));
         }
-        if quiet {
+        if quiet || through {
             out.append(&mut held);
         }
         if !out.is_empty() && to.write_all(&out).is_err() {

@@ -4,11 +4,13 @@
 //! that relays the bytes sees ciphertext only, and can neither read, change, reorder, drop
 //! nor replay a frame unnoticed (every message is sealed under the next nonce of its direction).
 //!
-//! On the wire it stays newline-delimited: the client's first line is `Open` (JSON), the agent
-//! answers with `Accept`; after that every line is the base64 of one Noise transport message
-//! whose plaintext is a flag byte (1: the frame's last chunk) and up to `CHUNK` bytes of the
-//! frame's JSON. Frames are reassembled under `MAX_FRAME`, in buffers wiped on drop.
-use super::protocol::MAX_FRAME;
+//! On the wire the handshake is two JSON lines: the client's `Open`, the agent's `Accept`. After
+//! that each direction is a run of Noise transport messages, each sent as its length (a
+//! big-endian `u16`, Noise's own framing) and the message, binary: no base64 to encode and
+//! decode, a third fewer bytes. A message's plaintext is a flag byte (1: the frame's last chunk)
+//! and up to `CHUNK` bytes of the frame's JSON. Frames are reassembled under `MAX_FRAME`, in
+//! buffers wiped as they grow and when dropped.
+use super::protocol::{reserve_wiped, MAX_FRAME};
 use crate::keys::MasterKey;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
@@ -64,7 +66,8 @@ pub struct Accept {
 }
 
 /// The version of this channel (`Open.channel`).
-pub const CHANNEL_VERSION: u32 = 1;
+/// 2: transport messages as length and bytes (1 sent them as base64 lines).
+pub const CHANNEL_VERSION: u32 = 2;
 
 fn builder<'a>(psk: &'a [u8; 32], prologue: &'a [u8]) -> Result<snow::Builder<'a>, ChannelError> {
     let params = NOISE
@@ -178,26 +181,29 @@ pub struct Sealer {
 }
 
 impl Sealer {
-    /// One frame (its JSON, without a newline) as channel lines, each ending in `\n`.
-    pub fn seal(&mut self, frame: &[u8]) -> Zeroizing<Vec<u8>> {
-        let mut out = Zeroizing::new(Vec::with_capacity(frame.len() * 4 / 3 + 64));
-        let mut chunks = frame.chunks(CHUNK).peekable();
+    /// One frame (its JSON, without a newline) as channel messages, each after its length.
+    /// The result is ciphertext only; the plaintext passes through one wiped chunk buffer.
+    pub fn seal(&mut self, frame: &[u8]) -> Vec<u8> {
+        let chunks = frame.len().div_ceil(CHUNK).max(1);
+        let mut out = Vec::with_capacity(frame.len() + chunks * (2 + 1 + TAG));
         let mut plain = Zeroizing::new(Vec::with_capacity(CHUNK.min(frame.len()) + 1));
-        let mut sealed = vec![0u8; MAX_MESSAGE];
+        let mut chunks = frame.chunks(CHUNK).peekable();
         loop {
             let chunk = chunks.next().unwrap_or(&[]);
             let last = chunks.peek().is_none();
             plain.clear();
             plain.push(u8::from(last));
             plain.extend_from_slice(chunk);
+            let at = out.len();
+            out.resize(at + 2 + plain.len() + TAG, 0);
             let n = self
                 .state
-                .write_message(self.next, &plain, &mut sealed)
+                .write_message(self.next, &plain, &mut out[at + 2..])
                 .expect("a chunk always fits one Noise message");
             self.next += 1;
-            // Ciphertext: its base64 need not be wiped.
-            out.extend_from_slice(B64.encode(&sealed[..n]).as_bytes());
-            out.push(b'\n');
+            let len = u16::try_from(n).expect("a Noise message is at most 65535 bytes");
+            out[at..at + 2].copy_from_slice(&len.to_be_bytes());
+            out.truncate(at + 2 + n);
             if last {
                 return out;
             }
@@ -213,28 +219,35 @@ pub struct Opener {
 }
 
 impl Opener {
-    /// One channel line (without its newline): `Some(frame)` when it completes a frame.
-    pub fn open(&mut self, line: &[u8]) -> Result<Option<Zeroizing<Vec<u8>>>, ChannelError> {
-        let msg = Zeroizing::new(
-            B64.decode(line)
-                .map_err(|e| ChannelError::Malformed(e.to_string()))?,
-        );
+    /// One channel message (without its length): `Some(frame)` when it completes a frame. It is
+    /// decrypted in place at the end of the frame being reassembled.
+    pub fn open(&mut self, msg: &[u8]) -> Result<Option<Zeroizing<Vec<u8>>>, ChannelError> {
         if msg.len() > MAX_MESSAGE || msg.len() <= TAG {
             return Err(ChannelError::Malformed(
                 "a message of the wrong size".into(),
             ));
         }
-        let mut plain = Zeroizing::new(vec![0u8; msg.len()]);
-        let n = self
-            .state
-            .read_message(self.next, &msg, &mut plain)
-            .map_err(|_| ChannelError::Tampered)?;
-        self.next += 1;
-        let (&flag, chunk) = plain[..n].split_first().ok_or(ChannelError::Tampered)?;
-        if self.partial.len() + chunk.len() > MAX_FRAME {
+        let at = self.partial.len();
+        if at + msg.len() - TAG - 1 > MAX_FRAME {
             return Err(ChannelError::TooLong);
         }
-        self.partial.extend_from_slice(chunk);
+        reserve_wiped(&mut self.partial, msg.len());
+        self.partial.resize(at + msg.len(), 0);
+        let opened = self
+            .state
+            .read_message(self.next, msg, &mut self.partial[at..]);
+        let Ok(n) = opened else {
+            self.partial[at..].fill(0);
+            self.partial.truncate(at);
+            return Err(ChannelError::Tampered);
+        };
+        self.next += 1;
+        // Drop the flag byte: the chunk moves down over it, and what it leaves is wiped.
+        let flag = self.partial[at];
+        self.partial.copy_within(at + 1..at + n, at);
+        let end = at + n - 1;
+        self.partial[end..].fill(0);
+        self.partial.truncate(end);
         match flag {
             0 => Ok(None),
             1 => Ok(Some(std::mem::take(&mut self.partial))),

@@ -21,17 +21,22 @@ fn pair(
     Ok((c_seal, c_open, a_seal, a_open))
 }
 
-fn lines(sealed: &[u8]) -> Vec<&[u8]> {
-    sealed
-        .split(|&b| b == b'\n')
-        .filter(|l| !l.is_empty())
-        .collect()
+/// The messages of a sealed run, each without its length (checking every length).
+fn messages(sealed: &[u8]) -> Vec<&[u8]> {
+    let mut out = Vec::new();
+    let mut rest = sealed;
+    while !rest.is_empty() {
+        let n = usize::from(u16::from_be_bytes([rest[0], rest[1]]));
+        out.push(&rest[2..2 + n]);
+        rest = &rest[2 + n..];
+    }
+    out
 }
 
 fn open_all(o: &mut Opener, sealed: &[u8]) -> Result<Vec<Vec<u8>>, ChannelError> {
     let mut frames = Vec::new();
-    for l in lines(sealed) {
-        if let Some(f) = o.open(l)? {
+    for m in messages(sealed) {
+        if let Some(f) = o.open(m)? {
             frames.push(f.to_vec());
         }
     }
@@ -48,7 +53,14 @@ fn frames_cross_both_ways_and_big_ones_are_chunked() {
     );
     let big: Vec<u8> = (0..200_000u32).map(|i| b'a' + (i % 26) as u8).collect();
     let sealed = as_.seal(&big);
-    assert_eq!(lines(&sealed).len(), 4, "200 kB is four chunks");
+    let sizes: Vec<usize> = messages(&sealed).iter().map(|m| m.len()).collect();
+    assert_eq!(sizes.len(), 4, "200 kB is four chunks");
+    assert_eq!(sizes[0], MAX_MESSAGE, "a full chunk fills a Noise message");
+    assert_eq!(
+        sealed.len(),
+        big.len() + 4 * (2 + 1 + TAG),
+        "binary: no base64"
+    );
     assert_eq!(open_all(&mut co, &sealed).unwrap(), vec![big.clone()]);
     let empty = as_.seal(b"");
     assert_eq!(open_all(&mut co, &empty).unwrap(), vec![Vec::<u8>::new()]);
@@ -81,20 +93,48 @@ fn altered_replayed_reordered_or_dropped_messages_are_refused() {
     let (mut cs, _, _, mut ao) = pair(key(1), key(1)).unwrap();
     let one = cs.seal(b"one");
     let two = cs.seal(b"two");
-    let mut raw = B64.decode(line(&one)).unwrap();
-    raw[5] ^= 1;
-    let altered = B64.encode(raw).into_bytes();
+    let mut altered = messages(&one)[0].to_vec();
+    altered[5] ^= 1;
     assert!(matches!(ao.open(&altered), Err(ChannelError::Tampered)));
     assert!(
-        matches!(ao.open(line(&two)), Err(ChannelError::Tampered)),
+        matches!(ao.open(messages(&two)[0]), Err(ChannelError::Tampered)),
         "the second message before the first (the first dropped)"
     );
     assert_eq!(open_all(&mut ao, &one).unwrap(), vec![b"one".to_vec()]);
     assert!(
-        matches!(ao.open(line(&one)), Err(ChannelError::Tampered)),
+        matches!(ao.open(messages(&one)[0]), Err(ChannelError::Tampered)),
         "replayed"
     );
+    assert!(
+        matches!(
+            ao.open(&messages(&two)[0][..TAG]),
+            Err(ChannelError::Malformed(_))
+        ),
+        "a message with no room for a flag byte"
+    );
     assert_eq!(open_all(&mut ao, &two).unwrap(), vec![b"two".to_vec()]);
+}
+
+#[test]
+fn a_refused_message_leaves_the_frame_being_reassembled_as_it_was() {
+    let (mut cs, _, _, mut ao) = pair(key(1), key(1)).unwrap();
+    let big: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+    let sealed = cs.seal(&big);
+    let ms = messages(&sealed);
+    assert_eq!(ao.open(ms[0]).unwrap(), None);
+    let mut altered = ms[1].to_vec();
+    altered[100] ^= 0x80;
+    assert!(matches!(ao.open(&altered), Err(ChannelError::Tampered)));
+    assert_eq!(
+        ao.partial.len(),
+        CHUNK,
+        "only the first chunk, no bytes of the refused one"
+    );
+    assert!(ao.partial[..].iter().zip(&big).all(|(a, b)| a == b));
+    assert_eq!(
+        ao.open(ms[1]).unwrap().as_deref().map(|f| f.to_vec()),
+        Some(big)
+    );
 }
 
 #[test]
@@ -103,8 +143,8 @@ fn a_frame_past_the_cap_is_refused_while_it_arrives() {
     let big = vec![b'x'; MAX_FRAME + 1];
     let sealed = cs.seal(&big);
     let mut result = Ok(None);
-    for l in lines(&sealed) {
-        result = ao.open(l);
+    for m in messages(&sealed) {
+        result = ao.open(m);
         if result.is_err() {
             break;
         }
