@@ -24,6 +24,8 @@ const HANDSHAKE_WAIT: Duration = Duration::from_secs(10);
 pub enum ClientError {
     #[error("the vault agent went away mid-request; run `vault unlock` and try again")]
     Gone,
+    #[error("the connection was cut mid-request by the process on {socket} (pid {listener}), which stands between this command and the vault agent; it could read and change nothing on the encrypted channel. `vault lock`, then `vault unlock`, takes the path back; then run the command again")]
+    CutByRelay { socket: PathBuf, listener: u32 },
     #[error("the process on {0} is not this vault's agent (it could not prove it holds the key); `vault unlock` replaces it")]
     Impostor(PathBuf),
     #[error("the process listening on the socket {socket} (pid {listener}) is not the vault agent (pid {agent}, which holds agent.lock): something moved the socket and stands in between, and could read or change what this command sends in plain text, so nothing was sent. `vault lock`, then `vault unlock`, takes the path back")]
@@ -56,6 +58,9 @@ pub struct Client {
     pub socket: PathBuf,
     /// What the agent said the person should hear (its socket path moved, …).
     pub warnings: Vec<String>,
+    /// The pid of the process on the socket path when it is not the agent (the channel's
+    /// connections are relayed, and said to be).
+    relay: Option<u32>,
 }
 
 /// The socket of the vault in `paths`, if the vault exists.
@@ -150,7 +155,7 @@ impl Client {
             }
             Err(e) => return Err(e.into()),
         };
-        let mut warnings = Vec::new();
+        let (mut warnings, mut relay) = (Vec::new(), None);
         let listener = super::holder::peer_pid(&stream);
         match (super::holder::holder(paths), listener) {
             (Holder::Nobody, _) => {
@@ -169,6 +174,7 @@ impl Client {
                         agent,
                     });
                 }
+                relay = Some(listener);
                 warnings.push(format!(
                     "the process listening on the socket {} (pid {listener}) is not the vault agent (pid {agent}): something moved the socket and relays this connection. It sees only the encrypted channel; `vault lock`, then `vault unlock`, takes the path back",
                     socket.display()
@@ -191,6 +197,7 @@ impl Client {
             pid: 0,
             socket: socket.to_owned(),
             warnings,
+            relay,
         }))
     }
 
@@ -221,6 +228,18 @@ impl Client {
                 Ok(())
             }
             other => Err(ClientError::Protocol(format!("{other:?}"))),
+        }
+    }
+
+    /// The connection ended mid-request: the agent went away, or the relay said to stand on
+    /// the socket path cut it.
+    fn gone(&self) -> ClientError {
+        match self.relay {
+            Some(listener) => ClientError::CutByRelay {
+                socket: self.socket.clone(),
+                listener,
+            },
+            None => ClientError::Gone,
         }
     }
 
@@ -255,7 +274,7 @@ impl Client {
                 }
                 Some(AgentFrame::Reply { .. }) => {}
                 Some(AgentFrame::Event { id, event }) => self.pending_events.push((id, event)),
-                None => return Err(ClientError::Gone),
+                None => return Err(self.gone()),
             }
         }
     }
@@ -266,7 +285,7 @@ impl Client {
             match self.read_frame(None)? {
                 Some(AgentFrame::Reply { id, reply }) => return Ok((id, *reply)),
                 Some(AgentFrame::Event { id, event }) => self.pending_events.push((id, event)),
-                None => return Err(ClientError::Gone),
+                None => return Err(self.gone()),
             }
         }
     }
@@ -336,7 +355,7 @@ impl Client {
             match self.stream.read(buf) {
                 Ok(0) => {
                     return if timeout.is_some() {
-                        Err(ClientError::Gone)
+                        Err(self.gone())
                     } else {
                         Ok(None)
                     }
