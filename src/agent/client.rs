@@ -231,8 +231,8 @@ impl Client {
         }
     }
 
-    /// The connection ended mid-request: the agent went away, or the relay said to stand on
-    /// the socket path cut it.
+    /// The connection ended mid-request: the agent went away, or the process found standing
+    /// on the socket path (and named when connecting) cut it.
     fn gone(&self) -> ClientError {
         match self.relay {
             Some(listener) => ClientError::CutByRelay {
