@@ -260,6 +260,6 @@ pub fn record_rejection(
 }
 
 #[cfg(test)]
-mod proptests;
+pub(crate) mod proptests;
 #[cfg(test)]
 mod tests;

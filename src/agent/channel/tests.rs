@@ -151,3 +151,65 @@ fn a_frame_past_the_cap_is_refused_while_it_arrives() {
     }
     assert!(matches!(result, Err(ChannelError::TooLong)));
 }
+
+#[test]
+fn any_run_of_frames_in_any_pieces_comes_out_whole_and_in_order() {
+    use crate::agent::protocol::Splitter;
+    use crate::audit::proptests::Rng;
+    for seed in 1..=40u64 {
+        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let (mut cs, _, _, mut ao) = pair(key(9), key(9)).unwrap();
+        // Up to 12 frames, from empty to past three chunks, of arbitrary bytes (newlines too).
+        let frames: Vec<Vec<u8>> = (0..1 + rng.below(12))
+            .map(|_| {
+                let (tiny, any) = (rng.below(40), rng.below(3 * CHUNK + 7));
+                let len = [0, tiny, tiny, CHUNK - 1, CHUNK, CHUNK + 1, any][rng.below(7)];
+                (0..len).map(|_| rng.next() as u8).collect()
+            })
+            .collect();
+        // The stream the agent reads: the opening line, then every frame sealed; and where each
+        // message's length starts (the edges a read most likely splits badly).
+        let mut stream = b"{\"channel\":2,\"noise\":\"x\"}\n".to_vec();
+        let mut edges = vec![stream.len()];
+        for f in &frames {
+            let sealed = cs.seal(f);
+            for m in messages(&sealed) {
+                edges.push(edges.last().unwrap() + 2 + m.len());
+            }
+            stream.extend_from_slice(&sealed);
+        }
+        let mut s = Splitter::default();
+        let (mut out, mut opened, mut at) = (Vec::new(), false, 0);
+        while at < stream.len() {
+            // Half the reads end next to an edge (one before it, on it, inside the length),
+            // the others after 1 to 7 bytes or up to a full socket read.
+            let next_edge = edges.iter().find(|&&e| e > at + 1).copied();
+            let end = match (rng.below(4), next_edge) {
+                (0 | 1, Some(e)) => e - 1 + rng.below(3),
+                (2, _) => at + 1 + rng.below(7),
+                _ => at + 1 + rng.below(70_000),
+            };
+            let end = end.clamp(at + 1, stream.len());
+            s.push(&stream[at..end]);
+            at = end;
+            loop {
+                if !opened {
+                    match s.next_line().unwrap() {
+                        Some(line) => {
+                            assert!(line.starts_with(b"{\"channel\""), "seed {seed}");
+                            opened = true;
+                            continue;
+                        }
+                        None => break,
+                    }
+                }
+                let Some(m) = s.next_sealed() else { break };
+                if let Some(f) = ao.open(&m).unwrap() {
+                    out.push(f.to_vec());
+                }
+            }
+        }
+        assert_eq!(out, frames, "seed {seed}: every frame, whole, in order");
+        assert!(s.next_sealed().is_none(), "seed {seed}: nothing left over");
+    }
+}
