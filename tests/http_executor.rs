@@ -8,7 +8,7 @@ mod support;
 use serde_json::{json, Value};
 use std::time::Duration;
 use support::mcp::McpProc;
-use support::target::HttpTarget;
+use support::target::{ClosedPort, HttpTarget};
 use support::tls::TestCa;
 use support::*;
 
@@ -422,11 +422,9 @@ fn tls_trusts_only_the_credentials_ca() {
 #[test]
 fn outcome_states_tell_what_left_the_machine() {
     let a = HttpTarget::start(SECRET);
-    // A port that was just free: nothing listens there.
-    let closed = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    // A port nothing listens on, held for the test (no other test's server can take it).
+    let closed_port = ClosedPort::new();
+    let closed = closed_port.port;
     let mut v = TestVault::init("http-states");
     add_never(&mut v, "api", &a.base(), &[]);
     add_never(&mut v, "closed", &format!("http://127.0.0.1:{closed}"), &[]);

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use support::shapes::*;
 use support::ssh::{add_ssh, keygen};
 use support::sshd::Sshd;
-use support::target::HttpTarget;
+use support::target::{ClosedPort, HttpTarget};
 use support::*;
 
 /// How long a call that waits for its answer may take.
@@ -44,7 +44,7 @@ fn every_result_shape_fits_its_output_schema_in_the_typescript_sdk() {
     let target = HttpTarget::start(SECRET);
     let mut shapes = Shapes::default();
     let mut v = TestVault::init("shapes");
-    let closed = add_credentials(&mut v, &target);
+    let (closed, _closed_port) = add_credentials(&mut v, &target);
     answered_calls(&v, &target, closed, &mut shapes);
     human_decisions(&mut v, &target, &mut shapes);
     refusals(&mut v, &target, &mut shapes);
@@ -107,18 +107,14 @@ fn every_result_shape_fits_its_output_schema_in_the_typescript_sdk() {
 }
 
 /// `api` (every action needs a card), `auto` (signed `never`) on the target, and `closed`
-/// (`never`) bound to a loopback port nothing listens on; returns a URL of `closed`.
-fn add_credentials(v: &mut TestVault, target: &HttpTarget) -> String {
+/// (`never`) bound to a loopback port nothing listens on, held while the port lives; returns a
+/// URL of `closed`, and the port.
+fn add_credentials(v: &mut TestVault, target: &HttpTarget) -> (String, ClosedPort) {
     v.add_bearer_with("api", &target.base(), SECRET, &[]);
     v.add_bearer_with("auto", &target.base(), SECRET, &["--approval", "never"]);
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let closed = format!("http://127.0.0.1:{closed}");
-    v.add_bearer_with("closed", &closed, SECRET, &["--approval", "never"]);
-    format!("{closed}/x")
+    let port = ClosedPort::new();
+    v.add_bearer_with("closed", &port.base(), SECRET, &["--approval", "never"]);
+    (format!("{}/x", port.base()), port)
 }
 
 /// Calls that run at once (`never`): completed with a JSON and a text body, replayed,

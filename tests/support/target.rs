@@ -355,3 +355,40 @@ fn forms_route(r: &Request, q: &BTreeMap<String, Vec<String>>) -> Response {
     let text: Vec<String> = forms.iter().map(|(n, v)| format!("{n}: {v}")).collect();
     with_headers(Response::new(200, "text/plain", text.join("\n")))
 }
+
+/// A loopback TCP port that refuses connections for as long as this lives: a socket bound to it
+/// but not listening (a connection gets a reset), so no other test's server can take the port
+/// meanwhile, as it could a port that was only "just free".
+pub struct ClosedPort {
+    _socket: std::os::fd::OwnedFd,
+    pub port: u16,
+}
+
+impl ClosedPort {
+    pub fn new() -> Self {
+        use rustix::net::{bind, getsockname, socket, AddressFamily, SocketType};
+        use std::net::{Ipv4Addr, SocketAddrV4};
+        let socket = socket(AddressFamily::INET, SocketType::STREAM, None).unwrap();
+        bind(&socket, &SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let addr = SocketAddrV4::try_from(getsockname(&socket).unwrap()).unwrap();
+        let refused = std::net::TcpStream::connect(addr).map_err(|e| e.kind());
+        assert_eq!(
+            refused.err(),
+            Some(std::io::ErrorKind::ConnectionRefused),
+            "a bound socket that does not listen refuses"
+        );
+        assert!(
+            std::net::TcpListener::bind(addr).is_err(),
+            "nobody else can take the port"
+        );
+        Self {
+            _socket: socket,
+            port: addr.port(),
+        }
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub fn base(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
