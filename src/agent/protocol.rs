@@ -167,6 +167,8 @@ impl Splitter {
             return None;
         }
         self.scanned = 0;
+        // The length goes too, wiped like the rest of what was consumed.
+        self.buf[self.start..self.start + 2].fill(0);
         self.start += 2;
         Some(self.take(n, 0))
     }
@@ -232,6 +234,18 @@ mod tests {
         s.push(&vec![7; 65535 - 99]);
         let m = s.next_sealed().unwrap();
         assert_eq!((m.len(), m[0], m[65534]), (65535, 0xff, 7));
+    }
+
+    #[test]
+    fn a_sealed_message_and_its_length_are_wiped_once_taken() {
+        let mut s = Splitter::default();
+        s.push(b"\x00\x02hi\x00\x05");
+        assert_eq!(&s.next_sealed().unwrap()[..], b"hi");
+        assert_eq!(s.start, 4);
+        assert!(
+            s.buf[..4].iter().all(|&b| b == 0),
+            "length and message wiped"
+        );
     }
 
     #[test]
