@@ -12,6 +12,8 @@ use agent_vault::keys::Passphrase;
 use agent_vault::paths::VaultPaths;
 use agent_vault::vault::Vault;
 use serde_json::{json, Value};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use support::mcp::McpProc;
 use support::raw::RawClient;
@@ -346,7 +348,7 @@ fn a_relay_that_changes_a_byte_of_the_channel_is_refused_and_nothing_is_added() 
         (Dir::ToClient, 40, "a byte of a message from the agent"),
     ] {
         let name = format!("tampered{at}{}", dir == Dir::ToAgent);
-        let changed = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let changed = Arc::new(AtomicUsize::new(0));
         let seen = changed.clone();
         let r = Relay::tampering(
             &v.socket(),
@@ -354,7 +356,7 @@ fn a_relay_that_changes_a_byte_of_the_channel_is_refused_and_nothing_is_added() 
             move |d, off, bytes| {
                 if d == dir && off <= at && at < off + bytes.len() as u64 {
                     bytes[(at - off) as usize] ^= 0x01;
-                    seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    seen.fetch_add(1, Ordering::SeqCst);
                 }
             },
         );
@@ -370,15 +372,14 @@ fn a_relay_that_changes_a_byte_of_the_channel_is_refused_and_nothing_is_added() 
             ],
             Some(&format!("{ADDED}\n")),
         );
-        let relayed = r.connections();
+        let (relayed, flipped) = (r.connections(), changed.load(Ordering::SeqCst));
         drop(r);
         eprintln!(
-            "{what}: relayed {relayed} connections, changed {} bytes; add exit {}: {}",
-            changed.load(std::sync::atomic::Ordering::SeqCst),
+            "{what}: relayed {relayed} connections, changed {flipped} bytes; add exit {}: {}",
             add.code,
             add.stderr.trim()
         );
-        if changed.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        if flipped == 0 {
             findings.push(format!(
                 "{what}: the relay changed nothing (exit {})",
                 add.code

@@ -351,8 +351,7 @@ impl Client {
             if next.is_some() {
                 return Ok(next);
             }
-            let buf = &mut self.read_buf[..];
-            match self.stream.read(buf) {
+            match self.stream.read(&mut self.read_buf[..]) {
                 Ok(0) => {
                     return if timeout.is_some() {
                         Err(self.gone())

@@ -1,7 +1,7 @@
 //! The custody agent's wire protocol: versioned, newline-delimited JSON of typed requests and
-//! replies (serde enums with unknown fields refused), a frame cap, and the line splitter both
-//! ends use. Frames that may carry a secret (a person's `vault add`) are read into and wiped from
-//! zeroizing buffers.
+//! replies (serde enums with unknown fields refused), a frame cap, and the splitter both ends use
+//! (lines, and the encrypted channel's length-prefixed messages). Frames that may carry a secret
+//! (a person's `vault add`) are read into and wiped from zeroizing buffers.
 use crate::wire::NormalizedAction;
 use serde::{Deserialize, Serialize};
 use zeroize::Zeroizing;

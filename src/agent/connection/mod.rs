@@ -4,26 +4,25 @@
 //! connection left in flight and ends its MCP session.
 use super::admission::{self, Ticket};
 use super::channel::{self, Opener, Sealer};
-use super::protocol::{
-    self, AgentFrame, AgentStatus, ClientFrame, ErrorCode, Event, Reply, Request, Role,
-};
+use super::protocol::{self, AgentFrame, ClientFrame, ErrorCode, Event, Reply, Request, Role};
 use super::server::Agent;
 use super::socket::Peer;
 use crate::services::tools::{self, EventSink, Session};
 use crate::services::{ops, session_end, session_start};
-use crate::store::Store;
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::UnixStream;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use zeroize::Zeroizing;
+
+mod answers;
+use answers::{journal, on_fresh_connection, status, watch_pending};
 
 /// Requests one connection may have in flight at once.
 const MAX_INFLIGHT: usize = 64;
@@ -513,91 +512,4 @@ impl Conn {
             }
         }
     }
-}
-
-/// Sends the approval queue now and after every change, until the connection goes.
-async fn watch_pending(agent: Arc<Agent>, writer: Arc<Writer>, id: u64) {
-    let mut queue = agent.env.hub.watch_queue();
-    let mut stop = agent.stop.subscribe();
-    writer.reply(id, Reply::Ok).await;
-    loop {
-        let views = agent.env.db.run(ops::pending).await;
-        let Ok(Ok(actions)) = views else { return };
-        writer
-            .frame(&AgentFrame::Event {
-                id,
-                event: Event::Queue { actions },
-            })
-            .await;
-        tokio::select! {
-            changed = queue.changed() => if changed.is_err() { return },
-            _ = stop.changed() => return,
-        }
-    }
-}
-
-/// The agent's status, with the store as it sees it now.
-async fn status(agent: &Arc<Agent>) -> AgentStatus {
-    let mut status = agent
-        .status
-        .lock()
-        .map(|s| s.clone())
-        .unwrap_or_else(|p| p.into_inner().clone());
-    status.connections = agent.admission.open();
-    status.store = agent
-        .env
-        .db
-        .run(|s| ops::store_status(s).ok())
-        .await
-        .ok()
-        .flatten();
-    status
-}
-
-/// Journal rows after `after`; with none yet, waits up to `wait_ms` for the next commit.
-async fn journal(
-    agent: Arc<Agent>,
-    writer: Arc<Writer>,
-    id: u64,
-    after: i64,
-    limit: u32,
-    wait_ms: u64,
-) {
-    let mut head = agent.env.hub.watch_head();
-    let deadline = Instant::now() + Duration::from_millis(wait_ms.min(600_000));
-    loop {
-        let rows = agent
-            .env
-            .db
-            .run(move |s| ops::journal_rows(s, after, limit))
-            .await;
-        let reply = match rows {
-            Ok(Ok(r)) if r.is_empty() && Instant::now() < deadline => {
-                tokio::select! {
-                    _ = head.changed() => continue,
-                    _ = tokio::time::sleep_until(deadline) => Reply::Rows(r),
-                }
-            }
-            Ok(Ok(r)) => Reply::Rows(r),
-            _ => ops::error(ErrorCode::Internal, "the journal cannot be read".into()),
-        };
-        writer.reply(id, reply).await;
-        return;
-    }
-}
-
-/// `verify` and `export` read a consistent snapshot on a connection of their own, off the
-/// writer thread, so a long verification never holds up the journal.
-async fn on_fresh_connection(agent: Arc<Agent>, writer: Arc<Writer>, id: u64, long: Request) {
-    let a2 = agent.clone();
-    let reply = tokio::task::spawn_blocking(move || {
-        let env = &a2.env;
-        match Store::open(&env.paths.db(), &a2.master) {
-            Ok(mut s) => ops::handle(&mut s, &env.trust, &env.paths, long),
-            Err(e) => ops::error(ErrorCode::Internal, e.to_string()),
-        }
-    })
-    .await
-    .unwrap_or_else(|e| ops::error(ErrorCode::Internal, e.to_string()));
-    writer.reply(id, reply).await;
 }
