@@ -56,6 +56,8 @@ fn opens_with(db: &std::path::Path, hex_key: &str) -> bool {
     let _ = c.execute_batch("PRAGMA cipher_log_level = NONE;");
     c.execute_batch(&format!("PRAGMA key = \"x'{hex_key}'\";"))
         .is_ok()
+        && c.execute_batch(agent_vault::store::PAGE_FORMAT_PRAGMAS)
+            .is_ok()
         && c.query_row("SELECT count(*) FROM sqlite_master", [], |r| {
             r.get::<_, i64>(0)
         })

@@ -355,6 +355,7 @@ import sys, sqlcipher3
 db, key = sys.argv[1], sys.argv[2]
 c = sqlcipher3.connect(db)
 c.execute('PRAGMA key = "x\'%s\'"' % key)
+c.execute('PRAGMA cipher_hmac_algorithm = HMAC_SHA256')
 try:
     print(c.execute("SELECT name FROM credentials").fetchall()[0][0])
     print(c.execute("PRAGMA cipher_version").fetchone()[0])

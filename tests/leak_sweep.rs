@@ -102,6 +102,7 @@ fn dump_db(v: &TestVault) -> Vec<Value> {
 import json, sys, sqlcipher3
 c = sqlcipher3.connect(sys.argv[1])
 c.execute('PRAGMA key = "x\'%s\'"' % sys.argv[2])
+c.execute('PRAGMA cipher_hmac_algorithm = HMAC_SHA256')
 tables = [r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
 for t in tables:
     cur = c.execute('SELECT * FROM "%s"' % t)

@@ -1,9 +1,12 @@
 //! The SQLCipher database: opening it with the raw master key, applying the numbered migrations
 //! of `schema/`, and typed access to its rows. No JSON-RPC, no CLI, no network here.
 mod credentials;
+mod format;
 mod migrate;
 
 pub use credentials::CredentialRow;
+use format::PageFormat;
+pub use format::PAGE_FORMAT_PRAGMAS;
 pub use migrate::{LATEST_SCHEMA, MIGRATIONS};
 
 use crate::keys::MasterKey;
@@ -30,6 +33,10 @@ pub enum StoreError {
     Busy,
     #[error("vault.db is damaged: {0}; run `vault verify`, and restore vault.db from a backup")]
     Damaged(&'static str),
+    #[error("{0} is in the previous page format and another process has it open, so it cannot be converted now; stop that process (an agent of the previous version: `vault lock` with that version) and retry")]
+    LegacyInUse(PathBuf),
+    #[error("could not convert vault.db to the current page format: {0}; vault.db is unchanged, retry once the cause is fixed")]
+    Io(String),
     #[error("database error: {0}")]
     Sql(#[from] rusqlite::Error),
 }
@@ -57,15 +64,23 @@ pub struct Store {
     in_batch: bool,
 }
 
-/// A connection to `path` keyed with `key` (raw, no KDF) and the busy timeout set; a wrong key
-/// shows only at the first read.
-fn keyed(path: &Path, flags: OpenFlags, key: &MasterKey) -> Result<Connection, StoreError> {
+/// A connection to `path` keyed with `key` (raw, no KDF) in page format `format`, with the busy
+/// timeout set; a wrong key or format shows only at the first read.
+fn keyed(
+    path: &Path,
+    flags: OpenFlags,
+    key: &MasterKey,
+    format: PageFormat,
+) -> Result<Connection, StoreError> {
     let conn =
         Connection::open_with_flags(path, flags).map_err(|e| StoreError::from_sql(e, path))?;
     // SQLCipher logs to stderr on a bad key; we report errors ourselves.
     let _ = conn.execute_batch("PRAGMA cipher_log_level = NONE;");
     let pragma = zeroize::Zeroizing::new(format!("PRAGMA key = \"x'{}'\";", key.to_hex().as_str()));
     conn.execute_batch(&pragma)
+        .map_err(|e| StoreError::from_sql(e, path))?;
+    format
+        .apply(&conn)
         .map_err(|e| StoreError::from_sql(e, path))?;
     conn.busy_timeout(BUSY_TIMEOUT)
         .map_err(|e| StoreError::from_sql(e, path))?;
@@ -129,15 +144,20 @@ impl Store {
         if create {
             flags |= OpenFlags::SQLITE_OPEN_CREATE;
         }
-        let conn = keyed(path, flags, key)?;
-        // A wrong key only shows at the first read.
-        if let Err(e) = conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| {
-            r.get::<_, i64>(0)
-        }) {
+        let mut conn = keyed(path, flags, key, PageFormat::Current)?;
+        // A wrong key only shows at the first read. So does a file in the previous page format,
+        // which is converted once, here, and opened again.
+        if let Err(e) = format::readable(&conn) {
             if is_plaintext_sqlite(path) {
                 return Err(StoreError::Plaintext(path.to_owned()));
             }
-            return Err(StoreError::from_sql(e, path));
+            if create || e.sqlite_error_code() != Some(ErrorCode::NotADatabase) {
+                return Err(StoreError::from_sql(e, path));
+            }
+            drop(conn);
+            format::convert_legacy(path, key)?;
+            conn = keyed(path, flags, key, PageFormat::Current)?;
+            format::readable(&conn).map_err(|e| StoreError::from_sql(e, path))?;
         }
         // WAL: readers never block the writer. synchronous=FULL: a committed row (an intent row in
         // particular) is on disk before the caller goes on.
@@ -160,7 +180,7 @@ impl Store {
     /// the verifier's workers). Its schema is this one's: no migration runs.
     pub fn reader(&self) -> Result<Connection, StoreError> {
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        keyed(&self.path, flags, &self.key)
+        keyed(&self.path, flags, &self.key, PageFormat::Current)
     }
 
     /// A write transaction that takes the write lock up front (`BEGIN IMMEDIATE`), so concurrent

@@ -25,6 +25,8 @@ impl JournalReader {
         conn.execute_batch("PRAGMA cipher_log_level = NONE;").ok();
         conn.execute_batch(&format!("PRAGMA key = \"x'{key}'\";"))
             .unwrap();
+        conn.execute_batch(agent_vault::store::PAGE_FORMAT_PRAGMAS)
+            .unwrap();
         conn.busy_timeout(Duration::from_secs(10)).unwrap();
         conn.query_row("SELECT count(*) FROM audit", [], |r| r.get::<_, i64>(0))
             .expect("the test opens vault.db read-only with its key");
