@@ -100,7 +100,15 @@ pub(super) fn convert_legacy(path: &Path, key: &MasterKey) -> Result<(), StoreEr
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(io_error(&tmp, e)),
     }
-    drop(crate::paths::create_new_private(&tmp).map_err(|e| StoreError::Io(e.to_string()))?);
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(|e| io_error(&tmp, e))?;
+    }
     let tmp_str = tmp
         .to_str()
         .ok_or(StoreError::Damaged("the vault path is not UTF-8"))?;
