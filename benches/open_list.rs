@@ -11,7 +11,7 @@ use agent_vault::credentials::{
 };
 use agent_vault::keys::Passphrase;
 use agent_vault::paths::VaultPaths;
-use agent_vault::store::{Store, MIGRATIONS};
+use agent_vault::store::Store;
 use agent_vault::vault::Vault;
 use common::{stats, Side};
 use std::time::Instant;
@@ -82,22 +82,23 @@ fn main() {
     // 2. Peer: the same schema and rows in a SQLCipher file keyed by passphrase (default KDF).
     let kdf_db = dir.join("kdf.db");
     {
-        let c = rusqlite::Connection::open(&kdf_db).unwrap();
-        c.execute_batch("PRAGMA key = 'bench passphrase, not secret';")
-            .unwrap();
-        for (_, _, sql) in MIGRATIONS {
-            c.execute_batch(sql).unwrap();
-        }
+        // Exported from the vault itself into a file attached with the passphrase and SQLCipher's
+        // defaults (the attached file is empty, so it takes the export's settings, not ours).
+        let c = rusqlite::Connection::open(paths.db()).unwrap();
         c.execute_batch(&format!(
-            "ATTACH DATABASE '{}' AS src KEY \"x'{}'\";",
-            paths.db().display(),
-            key.to_hex().as_str()
+            "PRAGMA key = \"x'{}'\"; {}",
+            key.to_hex().as_str(),
+            agent_vault::store::PAGE_FORMAT_PRAGMAS
         ))
         .unwrap();
-        c.execute_batch(
-            "INSERT INTO credentials SELECT * FROM src.credentials; DETACH DATABASE src;",
+        c.execute(
+            "ATTACH DATABASE ?1 AS kdf KEY 'bench passphrase, not secret'",
+            [kdf_db.to_str().unwrap()],
         )
         .unwrap();
+        c.query_row("SELECT sqlcipher_export('kdf')", [], |_| Ok(()))
+            .unwrap();
+        c.execute_batch("DETACH DATABASE kdf").unwrap();
     }
     let m = common::size(quick, 15, 2);
     let mut kdf = Vec::with_capacity(m);
