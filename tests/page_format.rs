@@ -196,3 +196,57 @@ sys.stdin.read()
     assert!(list.stdout.contains("\"api\""), "{}", list.stdout);
     assert!(journal_rows(&db, &key, PAGE_FORMAT_PRAGMAS).is_some());
 }
+
+#[test]
+fn a_process_holding_the_lock_of_a_previous_format_vault_gets_an_error_not_a_hang() {
+    // The attacker, a second process of the same uid, takes the conversion's lock (an exclusive
+    // flock of vault.db) and never lets go: the person's command must end, say why, and leave the
+    // file as it was.
+    let (v, key, rows) = vault_with_history("fmt-flock");
+    let db = v.vault_dir().join("vault.db");
+    let holder = r#"
+import fcntl, sys
+f = open(sys.argv[1], 'rb')
+fcntl.flock(f, fcntl.LOCK_EX)
+print('locked', flush=True)
+sys.stdin.read()
+"#;
+    let mut child = std::process::Command::new(python())
+        .args(["-c", holder])
+        .arg(&db)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "locked");
+
+    let pp = v.dir.path().join("passphrase");
+    std::fs::write(&pp, format!("{PASSPHRASE}\n")).unwrap();
+    let run = run_limited(
+        v.command(&["list", "--json"])
+            .env("VAULT_PASSPHRASE_FILE", &pp),
+        std::time::Duration::from_secs(40),
+    )
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        run.status.is_some(),
+        "still waiting after {:?}: a hang",
+        run.wall
+    );
+    assert!(!run.status.unwrap().success(), "{stderr}");
+    assert!(
+        stderr.contains("previous page format") && stderr.contains("retry"),
+        "says why and what to do: {stderr}"
+    );
+    assert!(run.stdout.is_empty());
+    assert_eq!(journal_rows(&db, &key, ""), Some(rows), "left as it was");
+    drop(child.stdin.take());
+    child.wait().unwrap();
+}

@@ -65,15 +65,15 @@ pub(super) fn readable(conn: &Connection) -> rusqlite::Result<()> {
 /// renamed over it. Nothing to do if the file is not in the legacy format under this key (a
 /// wrong key, or converted by another process meanwhile): the caller's next open tells.
 ///
-/// Safe against another process: converters take an exclusive `flock` of the file first and
-/// look again once they hold it; the legacy file is switched out of WAL mode before the copy,
+/// Safe against another process: converters take an exclusive `flock` of the file first (waiting
+/// at most `BUSY_TIMEOUT`: a process that sits on the lock gets an error, not a hang) and look
+/// again once they hold it; the legacy file is switched out of WAL mode before the copy,
 /// which SQLite refuses while any other connection has it open (an agent of the previous
 /// version, say), so nothing can write to it while it is copied. A crash before the rename
 /// leaves the legacy file as it was; the half-written copy is removed by the next try.
 pub(super) fn convert_legacy(path: &Path, key: &MasterKey) -> Result<(), StoreError> {
     let lock = std::fs::File::open(path).map_err(|e| io_error(path, e))?;
-    rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)
-        .map_err(|e| io_error(path, e.into()))?;
+    take_lock(&lock, path)?;
     // Converted by another process while this one waited for the lock?
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     if readable(&super::keyed(path, flags, key, PageFormat::Current)?).is_ok() {
@@ -135,6 +135,25 @@ pub(super) fn convert_legacy(path: &Path, key: &MasterKey) -> Result<(), StoreEr
         path.display()
     );
     Ok(())
+}
+
+/// The exclusive flock of the file, waited for as long as a busy database is (another process
+/// converting it); a process that holds it longer is refused, not waited on for ever.
+fn take_lock(lock: &std::fs::File, path: &Path) -> Result<(), StoreError> {
+    use rustix::fs::{flock, FlockOperation};
+    let deadline = std::time::Instant::now() + super::BUSY_TIMEOUT;
+    loop {
+        match flock(lock, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok(()),
+            Err(e) if e == rustix::io::Errno::WOULDBLOCK => {
+                if std::time::Instant::now() >= deadline {
+                    return Err(StoreError::LegacyInUse(path.to_owned()));
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => return Err(io_error(path, e.into())),
+        }
+    }
 }
 
 fn sibling(path: &Path, suffix: &str) -> PathBuf {
