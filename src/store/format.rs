@@ -163,5 +163,5 @@ fn sibling(path: &Path, suffix: &str) -> PathBuf {
 }
 
 fn io_error(path: &Path, e: std::io::Error) -> StoreError {
-    StoreError::Io(format!("{}: {e}", path.display()))
+    StoreError::Convert(format!("{}: {e}", path.display()))
 }

@@ -36,7 +36,7 @@ pub enum StoreError {
     #[error("{0} is in the previous page format and another process has it open or locked, so it cannot be converted now; stop that process (an agent of the previous version: `vault lock` with that version) and retry")]
     LegacyInUse(PathBuf),
     #[error("could not convert vault.db to the current page format: {0}; vault.db is unchanged, retry once the cause is fixed")]
-    Io(String),
+    Convert(String),
     #[error("database error: {0}")]
     Sql(#[from] rusqlite::Error),
 }
