@@ -49,6 +49,25 @@ fn rewrite_in_previous_format(db: &Path, key: &str) {
     assert!(journal_rows(db, key, PAGE_FORMAT_PRAGMAS).is_none());
 }
 
+/// A second process running python `script` with `args`, holding what it took until its stdin
+/// closes, and the first line it printed once it had taken it.
+fn hold(script: &str, args: &[&str]) -> (std::process::Child, String) {
+    let mut child = std::process::Command::new(python())
+        .args(["-c", script])
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    (child, line)
+}
+
 fn vault_with_history(tag: &str) -> (TestVault, String, i64) {
     let mut v = TestVault::init(tag);
     v.add_bearer("api", "api.example.com", DECOY);
@@ -151,20 +170,7 @@ c.execute('PRAGMA journal_mode = WAL')
 print(c.execute('SELECT count(*) FROM audit').fetchone()[0], flush=True)
 sys.stdin.read()
 "#;
-    let mut child = std::process::Command::new(python())
-        .args(["-c", holder])
-        .arg(&db)
-        .arg(&key)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
-        &mut line,
-    )
-    .unwrap();
+    let (mut child, line) = hold(holder, &[db.to_str().unwrap(), &key]);
     assert_eq!(
         line.trim(),
         rows.to_string(),
@@ -211,19 +217,7 @@ fcntl.flock(f, fcntl.LOCK_EX)
 print('locked', flush=True)
 sys.stdin.read()
 "#;
-    let mut child = std::process::Command::new(python())
-        .args(["-c", holder])
-        .arg(&db)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
-        &mut line,
-    )
-    .unwrap();
+    let (mut child, line) = hold(holder, &[db.to_str().unwrap()]);
     assert_eq!(line.trim(), "locked");
 
     let pp = v.dir.path().join("passphrase");
