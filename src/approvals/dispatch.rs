@@ -270,14 +270,19 @@ fn valid_decision(
 
 /// Whether an `action.dispatched` row of the journal already names this decision nonce.
 fn nonce_spent(tx: &Connection, nonce: &str) -> rusqlite::Result<bool> {
-    // The kind is written into the SQL (a literal the partial index `audit_dispatch_nonce`
-    // matches when the statement is planned); plans do not look at bound values (QPSG,
-    // `store::keyed`), so a bound kind would never use the index.
-    let sql = format!(
-        "SELECT EXISTS (SELECT 1 FROM audit WHERE kind = '{}' AND json_extract(body, '$.basis.nonce') = ?1)",
+    tx.prepare_cached(&nonce_spent_sql())?
+        .query_row([nonce], |r| r.get(0))
+}
+
+/// `nonce_spent`'s query. The partial index `audit_dispatch_nonce` (schema/0007) serves it only
+/// because the query repeats the index's condition: the kind written into the SQL as a literal
+/// (plans do not look at bound values: QPSG, `store::keyed`) and the nonce not null.
+pub(crate) fn nonce_spent_sql() -> String {
+    let nonce = "json_extract(body, '$.basis.nonce')";
+    format!(
+        "SELECT EXISTS (SELECT 1 FROM audit WHERE kind = '{}' AND {nonce} IS NOT NULL AND {nonce} = ?1)",
         Kind::Action(State::Dispatched).as_str()
-    );
-    tx.prepare_cached(&sql)?.query_row([nonce], |r| r.get(0))
+    )
 }
 
 /// Turns the stored normalized action back into a validated request, through the same policy

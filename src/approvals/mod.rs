@@ -13,6 +13,8 @@ pub use authorized::AuthorizedAction;
 pub use decide::{
     decide, pause, paused, resume, sign_decision, sign_resume, SignedDecision, Verdict,
 };
+#[cfg(test)]
+pub(crate) use dispatch::nonce_spent_sql;
 pub use dispatch::{claim, effective_approval, finish, gate, reap_orphans, Claim};
 pub use signing::{Signed, Trust};
 pub use state::{State, Tone};

@@ -128,7 +128,7 @@ mod tests {
     use crate::approvals::PAUSE_ROWS;
     use crate::wire::journal::Kind;
 
-    /// The partial indexes of schema/0006 serve their queries only while each query repeats the
+    /// The partial indexes of schema/0006 and 0007 serve their queries only while each query repeats the
     /// index's condition exactly: ask SQLite for the plans, and keep the conditions equal to the
     /// kinds they name.
     #[test]
@@ -171,5 +171,10 @@ mod tests {
             "SELECT body FROM audit WHERE {CREDENTIAL_CHANGE_ROWS} AND json_extract(body, '$.id') = ?1 ORDER BY seq"
         ));
         assert!(p.contains("audit_credential_changes"), "{p}");
+        // schema/0007: the production queries themselves.
+        let p = plan(&crate::approvals::nonce_spent_sql());
+        assert!(p.contains("audit_dispatch_nonce"), "{p}");
+        let p = plan(&super::super::ops::session_start_sql());
+        assert!(p.contains("audit_session_start"), "{p}");
     }
 }

@@ -113,15 +113,21 @@ pub(crate) fn pending(store: &mut Store) -> Result<Vec<ApprovalView>, ApprovalEr
         .collect()
 }
 
+/// A session's `session.start` row, through the partial index `audit_session_start`
+/// (schema/0007), which holds only those rows: the kind is a literal, as the index's condition.
+pub(crate) fn session_start_sql() -> String {
+    format!(
+        "SELECT body FROM audit WHERE kind = '{}' AND session_id = ?1 ORDER BY seq LIMIT 1",
+        Kind::SessionStart.as_str()
+    )
+}
+
 /// What the approver needs to show an action and re-derive its hash.
 pub(crate) fn view(store: &Store, a: &Action) -> Result<ApprovalView, ApprovalError> {
     let (normalized, body) = approvals::stored_request(store, &a.id)?;
     let session: Option<Box<SessionStart>> = store
         .conn()
-        .prepare_cached(&format!(
-            "SELECT body FROM audit WHERE kind = '{}' AND session_id = ?1 ORDER BY seq LIMIT 1",
-            Kind::SessionStart.as_str()
-        ))?
+        .prepare_cached(&session_start_sql())?
         .query_row([a.session_id.as_str()], |r| r.get::<_, String>(0))
         .ok()
         .and_then(|b| serde_json::from_str(&b).ok());

@@ -30,6 +30,11 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
         "0006_narrower_writes",
         include_str!("../../schema/0006_narrower_writes.sql"),
     ),
+    (
+        7,
+        "0007_fewer_index_pages",
+        include_str!("../../schema/0007_fewer_index_pages.sql"),
+    ),
 ];
 
 /// The schema version this binary writes.
