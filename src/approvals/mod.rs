@@ -13,8 +13,6 @@ pub use authorized::AuthorizedAction;
 pub use decide::{
     decide, pause, paused, resume, sign_decision, sign_resume, SignedDecision, Verdict,
 };
-#[cfg(test)]
-pub(crate) use dispatch::nonce_spent_sql;
 pub use dispatch::{claim, effective_approval, finish, gate, reap_orphans, Claim};
 pub use signing::{Signed, Trust};
 pub use state::{State, Tone};
@@ -423,5 +421,7 @@ pub fn next_expiry(store: &Store) -> Result<Option<String>, ApprovalError> {
 
 #[cfg(test)]
 pub(crate) use decide::PAUSE_ROWS;
+#[cfg(test)]
+pub(crate) use dispatch::nonce_spent_sql;
 #[cfg(test)]
 mod tests;

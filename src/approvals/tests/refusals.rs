@@ -406,3 +406,93 @@ fn transitions_follow_the_lifecycle_table() {
         }
     }
 }
+
+/// A decision nonce is spent once, across actions, even once its decision row is gone: the
+/// approver's valid signature over a second action does not dispatch it when its nonce is one an
+/// `action.dispatched` row already names (`nonce_spent`, through the partial index
+/// `audit_dispatch_nonce` of schema/0007). The control, the same decision with a fresh nonce,
+/// dispatches.
+#[test]
+fn a_decision_whose_nonce_a_dispatch_already_spent_is_refused() {
+    let (mut s, c, key) = setup_keyed("spent");
+    let a = created(submit_get(
+        &mut s,
+        &c,
+        "https://api.example.com/a",
+        None,
+        HOUR,
+    ));
+    approve(&mut s, &key, &a, Verdict::Approve).unwrap();
+    let Claim::Go(_) = claim_now(&mut s, &a.id) else {
+        panic!("a valid approval must dispatch")
+    };
+    let spent: String = s
+        .conn()
+        .query_row(
+            "SELECT nonce FROM decisions WHERE action_id = ?1",
+            [&a.id],
+            |r| r.get(0),
+        )
+        .unwrap();
+    // The approver's decision for `b`, re-signed with `nonce` and recorded by hand.
+    let decide_with = |s: &mut Store, b: &Action, nonce: Option<&str>, id: &str| {
+        let fresh = sign_decision(
+            &key,
+            "vlt_t",
+            &b.id,
+            &b.action_hash,
+            (&b.credential_id, b.credential_version),
+            &b.expires_at,
+            &Verdict::Approve,
+            HOUR,
+        );
+        let mut payload: crate::wire::DecisionPayload =
+            serde_json::from_str(&fresh.decision.payload).unwrap();
+        if let Some(n) = nonce {
+            payload.nonce = n.to_owned();
+        }
+        let signed = signing::sign(&key, &payload);
+        s.conn()
+            .execute(
+                "INSERT INTO decisions (id, action_id, decision, nonce, payload, signature, created_at) VALUES (?1, ?2, 'approve', ?3, ?4, ?5, 'x')",
+                rusqlite::params![id, b.id, payload.nonce, signed.payload, signed.signature],
+            )
+            .unwrap();
+        force_approved(s, &b.id);
+    };
+    // Someone with the database key removes the spent decision's row (the table's own unique
+    // nonce would refuse the copy otherwise): only the journal still shows the nonce spent.
+    s.conn()
+        .execute("DELETE FROM decisions WHERE action_id = ?1", [&a.id])
+        .unwrap();
+    let b = created(submit_get(
+        &mut s,
+        &c,
+        "https://api.example.com/b",
+        None,
+        HOUR,
+    ));
+    decide_with(&mut s, &b, Some(&spent), "dec_spent");
+    match claim_now(&mut s, &b.id) {
+        Claim::Refused(r) => assert!(
+            r.reason
+                .as_deref()
+                .unwrap()
+                .contains("no valid, unused signed approval"),
+            "{r:?}"
+        ),
+        other => panic!("a spent nonce dispatched again: {other:?}"),
+    }
+    let d = created(submit_get(
+        &mut s,
+        &c,
+        "https://api.example.com/d",
+        None,
+        HOUR,
+    ));
+    decide_with(&mut s, &d, None, "dec_fresh");
+    assert!(
+        matches!(claim_now(&mut s, &d.id), Claim::Go(_)),
+        "the same decision with its own nonce dispatches"
+    );
+}
