@@ -128,9 +128,9 @@ mod tests {
     use crate::approvals::PAUSE_ROWS;
     use crate::wire::journal::Kind;
 
-    /// The partial indexes of schema/0006 and 0007 serve their queries only while each query repeats the
-    /// index's condition exactly: ask SQLite for the plans, and keep the conditions equal to the
-    /// kinds they name.
+    /// The partial indexes of schema/0006 and 0007 serve their queries only while each query
+    /// repeats the index's condition exactly: ask SQLite for the plans, and keep the conditions
+    /// equal to the kinds they name.
     #[test]
     fn the_kind_queries_use_their_partial_indexes() {
         let pause = format!(
@@ -174,7 +174,7 @@ mod tests {
         // schema/0007: the production queries themselves.
         let p = plan(&crate::approvals::nonce_spent_sql());
         assert!(p.contains("audit_dispatch_nonce"), "{p}");
-        let p = plan(&super::super::ops::session_start_sql());
+        let p = plan(&crate::services::ops::session_start_sql());
         assert!(p.contains("audit_session_start"), "{p}");
     }
 }

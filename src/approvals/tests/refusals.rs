@@ -415,13 +415,11 @@ fn transitions_follow_the_lifecycle_table() {
 #[test]
 fn a_decision_whose_nonce_a_dispatch_already_spent_is_refused() {
     let (mut s, c, key) = setup_keyed("spent");
-    let a = created(submit_get(
-        &mut s,
-        &c,
-        "https://api.example.com/a",
-        None,
-        HOUR,
-    ));
+    let new = |s: &mut Store, path: &str| {
+        let url = format!("https://api.example.com/{path}");
+        created(submit_get(s, &c, &url, None, HOUR))
+    };
+    let a = new(&mut s, "a");
     approve(&mut s, &key, &a, Verdict::Approve).unwrap();
     let Claim::Go(_) = claim_now(&mut s, &a.id) else {
         panic!("a valid approval must dispatch")
@@ -465,13 +463,7 @@ fn a_decision_whose_nonce_a_dispatch_already_spent_is_refused() {
     s.conn()
         .execute("DELETE FROM decisions WHERE action_id = ?1", [&a.id])
         .unwrap();
-    let b = created(submit_get(
-        &mut s,
-        &c,
-        "https://api.example.com/b",
-        None,
-        HOUR,
-    ));
+    let b = new(&mut s, "b");
     decide_with(&mut s, &b, Some(&spent), "dec_spent");
     match claim_now(&mut s, &b.id) {
         Claim::Refused(r) => assert!(
@@ -483,13 +475,7 @@ fn a_decision_whose_nonce_a_dispatch_already_spent_is_refused() {
         ),
         other => panic!("a spent nonce dispatched again: {other:?}"),
     }
-    let d = created(submit_get(
-        &mut s,
-        &c,
-        "https://api.example.com/d",
-        None,
-        HOUR,
-    ));
+    let d = new(&mut s, "d");
     decide_with(&mut s, &d, None, "dec_fresh");
     assert!(
         matches!(claim_now(&mut s, &d.id), Claim::Go(_)),
