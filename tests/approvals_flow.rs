@@ -263,6 +263,7 @@ fn the_interactive_queue_in_a_real_terminal() {
         &[
             ("passphrase", &format!("{PASSPHRASE}\n"), 0.2),
             ("[a]pprove once", "a", 0.8),
+            ("PIN to approve", &format!("{PIN}\r"), 0.2),
             ("Approved act_", "q", 0.2),
         ],
     );

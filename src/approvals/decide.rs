@@ -8,7 +8,9 @@ use crate::audit;
 use crate::keys::ApproverKey;
 use crate::store::{get_meta, set_meta, Store, StoreError};
 use crate::wire::journal::{Kind, VaultPause, VaultResume};
-use crate::wire::{Decision, DecisionPayload, GrantPayload, Op, Payload, ResumePayload};
+use crate::wire::{
+    ApprovalMethod, Decision, DecisionPayload, GrantPayload, Op, Payload, ResumePayload, Secret,
+};
 use jiff::Timestamp;
 use rusqlite::{params, Connection};
 use std::time::Duration;
@@ -25,8 +27,8 @@ pub enum Verdict {
 pub use crate::wire::SignedDecision;
 
 /// The approver's side: signs `verdict` for the action `action_id` whose hash the approver
-/// derived itself from what it showed. The grant names the action (not a session): the recorder
-/// applies it to the session its own records say asked for that action.
+/// derived itself from what it showed, made by `method`. The grant names the action (not a
+/// session): the recorder applies it to the session its own records say asked for that action.
 #[allow(clippy::too_many_arguments)]
 pub fn sign_decision(
     key: &ApproverKey,
@@ -36,6 +38,7 @@ pub fn sign_decision(
     credential: (&str, i64),
     expires_at: &str,
     verdict: &Verdict,
+    method: ApprovalMethod,
     grant_ttl: Duration,
 ) -> SignedDecision {
     // The action's own expiry, as the vault wrote it; one that does not read (a damaged row) is
@@ -56,6 +59,7 @@ pub fn sign_decision(
         expires_at,
         nonce: random_hex(),
         issued_at: now,
+        method,
     };
     let grant = (*verdict == Verdict::ApproveSession).then(|| {
         let g = GrantPayload {
@@ -82,16 +86,30 @@ fn refuse(why: impl Into<String>) -> ApprovalError {
 
 /// Verifies and records a signed decision on a pending action, and moves it to `approved` or
 /// `denied`. The signature must be the trusted approver's, over exactly this action's id and
-/// stored hash, unexpired, with a nonce never seen before.
+/// stored hash, unexpired, with a nonce never seen before. An approval made with the PIN must
+/// come with the right one (`pin::check`, which counts wrong ones and pauses at the limit); a key
+/// press alone approves nothing.
 pub fn decide(
     store: &mut Store,
     trust: &Trust,
     signed: &SignedDecision,
+    pin: Option<&Secret>,
 ) -> Result<Action, ApprovalError> {
     let d: DecisionPayload = signed
         .decision
         .open(trust)
         .ok_or_else(|| refuse("its signature is not the approver's, or it is for another vault"))?;
+    if d.decision == Decision::Approve {
+        match d.method {
+            ApprovalMethod::Pin => super::pin::check(store, pin, &d.action_id)?,
+            ApprovalMethod::Passphrase => {}
+            ApprovalMethod::Key => {
+                return Err(refuse(
+                    "a key press alone does not approve on this vault; approve with the PIN",
+                ))
+            }
+        }
+    }
     let now = crate::time::now_utc();
     let tx = store.write()?;
     let action = load(&tx, &d.action_id)?;
@@ -146,6 +164,7 @@ pub fn decide(
     let change = Change {
         reason: d.reason.as_deref(),
         note: Some(&note),
+        method: Some(d.method),
         ..Change::default()
     };
     let decided = transition(&tx, &action.id, to, change)?;
@@ -180,7 +199,7 @@ fn record_grant(
     Ok(expires)
 }
 
-fn random_hex() -> String {
+pub(super) fn random_hex() -> String {
     let mut b = [0u8; 16];
     getrandom::fill(&mut b).expect("the OS random number generator failed");
     hex::encode(b)
@@ -278,6 +297,8 @@ pub fn resume(store: &mut Store, trust: &Trust, signed: &Signed) -> Result<bool,
         return Err(refuse("this resume request was already used"));
     }
     let was = paused(&tx)?.is_some() || get_meta(&tx, "paused")?.is_some();
+    // The person has looked: wrong PINs before the pause no longer count toward the next one.
+    super::pin::clear_failures(&tx)?;
     tx.prepare_cached("DELETE FROM meta WHERE key = 'paused'")?
         .execute([])?;
     if was {

@@ -6,6 +6,7 @@
 mod authorized;
 mod decide;
 mod dispatch;
+pub mod pin;
 pub mod signing;
 mod state;
 
@@ -22,6 +23,7 @@ use crate::credentials::Credential;
 use crate::policy::ValidatedRequest;
 use crate::store::{Store, StoreError};
 use crate::wire::journal::{ActionRow, Basis};
+use crate::wire::ApprovalMethod;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -37,6 +39,12 @@ pub enum ApprovalError {
     WrongApprover,
     #[error("the signed decision was refused: {0}; run `vault approve` again")]
     BadDecision(String),
+    #[error("this vault has no approval PIN yet, so nothing can be approved on a card; set one with `vault pin` (or start `vault approve`, which asks for one)")]
+    NoPin,
+    #[error("wrong approval PIN; nothing was approved ({left} more wrong in a row and the vault pauses)")]
+    WrongPin { left: u32 },
+    #[error("wrong approval PIN {0} times in a row: the vault is now paused, because something may be typing into the approver's terminal. Check what can reach that terminal (`vault doctor`), then `vault resume`")]
+    PinLimit(u32),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -173,7 +181,7 @@ pub fn submit(
         ],
     )?;
     let action = load(&tx, &id)?;
-    journal(&tx, &action, None, None)?;
+    journal(&tx, &action, None, None, None)?;
     tx.commit()?;
     Ok(Submitted::Created(action))
 }
@@ -192,6 +200,7 @@ fn journal(
     a: &Action,
     reason: Option<&str>,
     basis: Option<Basis>,
+    method: Option<ApprovalMethod>,
 ) -> Result<(), ApprovalError> {
     let body = ActionRow {
         state: a.state,
@@ -201,6 +210,7 @@ fn journal(
         hash: a.action_hash.clone(),
         reason: reason.map(str::to_owned),
         basis,
+        method,
     };
     audit::append(tx, Some(&a.session_id), Some(&a.id), &body)?;
     Ok(())
@@ -217,6 +227,8 @@ pub(crate) struct Change<'a> {
     pub result: Option<&'a Value>,
     /// What allowed a dispatch (journaled in the `action.dispatched` row).
     pub basis: Option<Basis>,
+    /// How the person made the decision (journaled in the `approved`/`denied` row).
+    pub method: Option<ApprovalMethod>,
 }
 
 /// The one way an action changes state, inside the caller's transaction: the move must be legal
@@ -248,7 +260,13 @@ pub(crate) fn transition(
         std::process::id()
     ])?;
     let action = load(tx, id)?;
-    journal(tx, &action, change.note.or(change.reason), change.basis)?;
+    journal(
+        tx,
+        &action,
+        change.note.or(change.reason),
+        change.basis,
+        change.method,
+    )?;
     Ok(action)
 }
 

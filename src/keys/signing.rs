@@ -212,7 +212,7 @@ mod tests {
     #[test]
     fn typed_payloads_are_byte_compatible_with_the_json_they_replace() {
         let d = DecisionPayload {
-            v: 1,
+            v: 2,
             vault_id: "vlt".into(),
             action_id: "act_1".into(),
             action_hash: "ab".into(),
@@ -221,11 +221,12 @@ mod tests {
             expires_at: "2026-11-30T13:47:42Z".parse().unwrap(),
             nonce: "n".repeat(32),
             issued_at: "2026-11-30T13:42:42.5Z".parse().unwrap(),
+            method: crate::wire::ApprovalMethod::Pin,
         };
         let old = json!({
-            "v": 1, "vault_id": "vlt", "action_id": "act_1", "action_hash": "ab",
+            "v": 2, "vault_id": "vlt", "action_id": "act_1", "action_hash": "ab",
             "decision": "approve", "reason": null, "expires_at": "2026-11-30T13:47:42.000Z",
-            "nonce": "n".repeat(32), "issued_at": "2026-11-30T13:42:42.500Z",
+            "nonce": "n".repeat(32), "issued_at": "2026-11-30T13:42:42.500Z", "method": "pin",
         });
         assert_eq!(canonical_payload(&d), canonical::to_string(&old));
         let g = GrantPayload {

@@ -41,8 +41,11 @@ pub(crate) fn handle(store: &mut Store, trust: &Trust, paths: &VaultPaths, req: 
         Request::ForApproval { action_id } => approval(
             approvals::find(store, &action_id).and_then(|a| view(store, &a).map(Reply::View)),
         ),
-        Request::Decide { decision } => {
-            approval(approvals::decide(store, trust, &decision).map(Reply::Action))
+        Request::Decide { decision, pin } => {
+            approval(approvals::decide(store, trust, &decision, pin.as_ref()).map(Reply::Action))
+        }
+        Request::SetPin { request, pin } => {
+            approval(approvals::pin::set(store, trust, &request, &pin).map(|()| Reply::Ok))
         }
         Request::Pause { reason } => approval(approvals::pause(store, &reason).map(Reply::Count)),
         Request::Resume { resume } => {
@@ -96,7 +99,11 @@ fn approval(r: Result<Reply, ApprovalError>) -> Reply {
     r.unwrap_or_else(|e| {
         let code = match &e {
             ApprovalError::NotFound(_) => ErrorCode::NotFound,
-            ApprovalError::NotPending { .. } | ApprovalError::BadDecision(_) => ErrorCode::Invalid,
+            ApprovalError::NotPending { .. }
+            | ApprovalError::BadDecision(_)
+            | ApprovalError::NoPin
+            | ApprovalError::WrongPin { .. } => ErrorCode::Invalid,
+            ApprovalError::PinLimit(_) => ErrorCode::Paused,
             ApprovalError::WrongApprover => ErrorCode::WrongApprover,
             _ => ErrorCode::Internal,
         };
@@ -179,6 +186,7 @@ pub(crate) fn store_status(
         journal_head,
         paused: approvals::paused(store.conn())?,
         pending: approvals::list_pending(store).map(|p| p.len()).unwrap_or(0),
+        pin_set: approvals::pin::is_set(store.conn())?,
     })
 }
 

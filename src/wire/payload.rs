@@ -50,8 +50,30 @@ impl Decision {
     }
 }
 
+/// How the person proved, for this decision, that they were the one deciding (docs/design.md
+/// §4): the approval PIN typed on the card (checked by the agent), the passphrase typed for this
+/// decision (`vault approve --id … --passphrase-stdin`), or, where a signed setting allows it, a
+/// key press alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ApprovalMethod {
+    Pin,
+    Passphrase,
+    Key,
+}
+
+impl ApprovalMethod {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalMethod::Pin => "pin",
+            ApprovalMethod::Passphrase => "passphrase",
+            ApprovalMethod::Key => "key",
+        }
+    }
+}
+
 /// A decision on exactly one action (by id and the hash the approver re-derived), valid until
-/// the action expires, single use by its nonce.
+/// the action expires, single use by its nonce, and how it was made (`method`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DecisionPayload {
@@ -67,8 +89,10 @@ pub struct DecisionPayload {
     pub nonce: String,
     #[serde(with = "millis")]
     pub issued_at: Timestamp,
+    pub method: ApprovalMethod,
 }
-payload!(DecisionPayload, b"agent-vault decision v1\n", 1);
+// 2: `method`. A version-1 decision (no method) is no longer accepted.
+payload!(DecisionPayload, b"agent-vault decision v1\n", 2);
 
 /// "Approve for this session": names the action it was given for (the recorder finds the
 /// session from its own records) and the credential version it covers, until `expires_at`.
@@ -106,6 +130,8 @@ payload!(PolicyPayload, b"agent-vault credential policy v1\n", 1);
 pub enum Op {
     Rm,
     Resume,
+    #[serde(rename = "set_pin")]
+    SetPin,
 }
 
 /// Removing one credential at one version.
@@ -134,3 +160,20 @@ pub struct ResumePayload {
     pub issued_at: Timestamp,
 }
 payload!(ResumePayload, b"agent-vault resume v1\n", 1);
+
+/// Setting the approval PIN, once (by its nonce), soon after it was issued. It carries no PIN and
+/// no hash of one: `commitment` is blake3 of the nonce and the PIN, so the signature covers the
+/// PIN that travels beside it (over the encrypted channel) while the payload, never stored, says
+/// nothing a guesser could test offline without the nonce.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PinPayload {
+    pub v: u32,
+    pub vault_id: String,
+    pub op: Op,
+    pub nonce: String,
+    pub commitment: String,
+    #[serde(with = "millis")]
+    pub issued_at: Timestamp,
+}
+payload!(PinPayload, b"agent-vault approval pin v1\n", 1);

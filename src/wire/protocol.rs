@@ -3,8 +3,8 @@
 //! person's commands are shown (approval views, journal rows, status). Framing (the line splitter,
 //! the frame cap's enforcement) and the encrypted channel are `agent`'s.
 use super::{
-    Action, ClientInfo, Credential, Edit, Hardening, Listed, NewCredential, Signed, SignedDecision,
-    State, ToolResult,
+    Action, ClientInfo, Credential, Edit, Hardening, Listed, NewCredential, Secret, Signed,
+    SignedDecision, State, ToolResult,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -46,6 +46,14 @@ pub enum Request {
         client: Option<ClientInfo>,
         #[serde(default)]
         profile: Option<String>,
+    },
+    /// Sent first, before `hello`, by `vault run`'s relay for a connection that came from inside
+    /// its sandbox: the peer (`pid`, as the relay's `SO_PEERCRED` saw it) is contained. Accepted
+    /// only from a peer that runs the agent's own executable; answered `ok` (to the relay, which
+    /// then passes bytes through) or refused. The session it opens is marked contained, and only
+    /// the MCP role may follow.
+    Contained {
+        pid: u32,
     },
     /// An MCP `tools/call` (role mcp): events `progress`/`state`, then the `tool` reply.
     Tool {
@@ -100,8 +108,16 @@ pub enum Request {
     ForApproval {
         action_id: String,
     },
+    /// A signed decision; an approval made with the PIN carries it (hex, zeroized).
     Decide {
         decision: SignedDecision,
+        #[serde(default)]
+        pin: Option<Secret>,
+    },
+    /// Sets the approval PIN: the approver's signed request and the PIN it commits to.
+    SetPin {
+        request: Signed,
+        pin: Secret,
     },
     Pause {
         reason: String,
@@ -137,6 +153,7 @@ impl Request {
                 | Request::WatchPending
                 | Request::ForApproval { .. }
                 | Request::Decide { .. }
+                | Request::SetPin { .. }
                 | Request::Resume { .. }
         )
     }
@@ -226,6 +243,9 @@ pub struct StoreStatus {
     pub journal_head: i64,
     pub paused: Option<String>,
     pub pending: usize,
+    /// Whether an approval PIN is set (without one, no card can be approved).
+    #[serde(default)]
+    pub pin_set: bool,
 }
 
 /// The agent's answer to one request.

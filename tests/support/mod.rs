@@ -19,6 +19,7 @@ pub mod sshd;
 pub mod standin;
 pub mod target;
 pub mod tls;
+pub mod tmux;
 pub mod uid;
 
 use std::path::{Path, PathBuf};
@@ -27,6 +28,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 pub const PASSPHRASE: &str = "correct horse battery staple";
+/// The approval PIN `TestVault::init` sets: typed after `a`/`s` on every card.
+pub const PIN: &str = "2468";
 
 /// The `vault` binary cargo built for these tests, or `$VAULT_TEST_BIN` (CI points it at the
 /// release build, so the shipped binary passes the same checks).
@@ -149,8 +152,20 @@ impl TestVault {
         }
     }
 
-    /// A vault made with `init --passphrase-stdin`.
+    /// A vault made with `init --passphrase-stdin --pin-stdin` (approval PIN `PIN`).
     pub fn init(tag: &str) -> Self {
+        let mut v = Self::empty(tag);
+        v.run(
+            &["init", "--passphrase-stdin", "--pin-stdin"],
+            Some(&format!("{PASSPHRASE}\n{PIN}\n")),
+        )
+        .ok();
+        v
+    }
+
+    /// A vault made with `init --passphrase-stdin` alone: no approval PIN yet, so its journal
+    /// starts with `vault.init` and `vault.unlock` only (tests that count rows).
+    pub fn init_without_pin(tag: &str) -> Self {
         let mut v = Self::empty(tag);
         v.run(
             &["init", "--passphrase-stdin"],

@@ -40,9 +40,10 @@ fn approve(
         (&a.credential_id, a.credential_version),
         &a.expires_at,
         &verdict,
+        crate::wire::ApprovalMethod::Passphrase,
         Duration::from_secs(3600),
     );
-    decide(s, &trust(key), &signed)
+    decide(s, &trust(key), &signed, None)
 }
 
 /// What an attacker holding the database key can do without the approver key: move an action to
@@ -323,6 +324,7 @@ fn a_signed_approval_authorizes_exactly_once() {
     ));
 }
 
+mod pin_gate;
 mod refusals;
 
 /// The idempotency lookup of `submit` costs the same in a session's 200th call as in its 10th:

@@ -74,7 +74,9 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         }
         Err(e) => return Err(e.into()),
     };
-    let decided = match client.decide(&approver, &view, &verdict, config.session_grant()) {
+    // The passphrase was typed for this decision: that is its proof.
+    let proof = crate::agent::client::Proof::Passphrase;
+    let decided = match client.decide(&approver, &view, &verdict, proof, config.session_grant()) {
         Ok(a) => a,
         Err(ClientError::Refused { code, message }) => {
             return Err(super::backend::Refused {
