@@ -98,7 +98,7 @@ fn a_same_uid_process_typing_into_the_approvers_tmux_pane_cannot_approve() {
 
     // The attacker: same uid, the agent's environment (VAULT_DIR, the user's tmux), no passphrase.
     let report_path = v.vault_dir().join("../attacker.json");
-    let mut attacker = Command::new(python())
+    let mut attacker = Command::new(system_python())
         .arg(support_file("tmux_attacker.py"))
         .args([bin(), url.as_str(), "12"])
         .arg(&report_path)

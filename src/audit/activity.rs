@@ -41,6 +41,8 @@ pub struct SessionSummary {
     pub parent_exe: Option<String>,
     pub profile: Option<String>,
     pub protocol_version: Option<String>,
+    /// The session came through `vault run`'s relay (its `session.start` row says so).
+    pub contained: bool,
     pub started: String,
     pub ended: Option<String>,
     pub end_reason: Option<String>,
@@ -154,6 +156,7 @@ impl Activity {
                 parent_exe: b.parent.exe,
                 profile: Some(b.profile),
                 protocol_version: Some(b.protocol_version),
+                contained: b.contained,
                 started: ts.to_owned(),
                 ..Default::default()
             },

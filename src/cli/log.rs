@@ -115,6 +115,7 @@ fn entry_json(a: &Activity, e: &ActionEntry) -> serde_json::Value {
         "state": e.state,
         "code": e.code,
         "duration_ms": e.duration_ms,
+        "contained": a.session_of(e).is_some_and(|s| s.contained),
     })
 }
 

@@ -73,6 +73,10 @@ impl Support {
             }
             Ok(Forked::Parent { child }) => match wait(child) {
                 0 => Ok(()),
+                libc::ENOSPC => {
+                    Err("user.max_user_namespaces is 0, or its limit is reached".into())
+                }
+                libc::EPERM => Err("not permitted for an unprivileged user".into()),
                 errno => Err(std::io::Error::from_raw_os_error(errno).to_string()),
             },
             Err(e) => Err(e.to_string()),

@@ -107,6 +107,8 @@ pub(super) fn build(plan: &Plan, socket: Option<&SocketAt>, vault: &VaultFiles) 
     for t in &plan.private {
         // Shared temporary directories keep their sticky, world-writable mode; the rest are ours.
         let shared = t == Path::new("/tmp") || t == Path::new("/var/tmp");
+        // One may sit under another (a runtime directory under /tmp): made again there.
+        mountpoint(t, true)?;
         tmpfs(t, if shared { c"mode=1777" } else { c"mode=0700" })?;
     }
     for (p, dir) in &keep {

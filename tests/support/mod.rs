@@ -50,6 +50,17 @@ pub fn python() -> PathBuf {
     }
 }
 
+/// A Python with the standard library only, that an unprivileged test user can run (the venv's
+/// interpreter may live under root's home): the system's, else the first `python3` on PATH.
+pub fn system_python() -> PathBuf {
+    let system = Path::new("/usr/bin/python3");
+    if system.exists() {
+        system.to_owned()
+    } else {
+        PathBuf::from("python3")
+    }
+}
+
 /// `.ci/node`, with the TypeScript SDK and ajv installed (a missing one fails the test).
 pub fn ci_node_dir() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/node");

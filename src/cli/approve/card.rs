@@ -31,6 +31,8 @@ pub(super) struct CardData {
     pub client_name: String,
     pub client_version: String,
     pub parent_exe: String,
+    /// The session came through `vault run`'s sandbox (the agent knows from the channel).
+    pub contained: bool,
     /// The normalized action (what the hash covers), or `None` when it did not verify.
     pub normalized: Option<NormalizedAction>,
     pub body: Option<Vec<u8>>,
@@ -237,9 +239,14 @@ pub(super) fn card(
         Part::Top,
         Emph::Plain,
         format!(
-            "  client      {}  ({})",
+            "  client      {}  ({}){}",
             client.trim(),
-            escape(&d.parent_exe)
+            escape(&d.parent_exe),
+            if d.contained {
+                ", contained by vault run"
+            } else {
+                ", NOT contained"
+            }
         ),
     ));
     lines.push(Line::new(

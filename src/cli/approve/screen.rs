@@ -500,6 +500,7 @@ pub(super) fn card_data(v: &ApprovalView) -> CardData {
             .as_ref()
             .and_then(|s| s.parent.exe.clone())
             .unwrap_or_else(|| "?".into()),
+        contained: v.session.as_ref().is_some_and(|s| s.contained),
         normalized,
         body,
         changed: v.changed.clone(),
