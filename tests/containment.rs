@@ -708,4 +708,25 @@ fn vault_run_refuses_where_user_namespaces_are_unavailable() {
     );
     assert!(!marker.exists(), "the client ran");
     assert!(out.stdout.is_empty());
+    // `vault doctor` says the same there.
+    let script = format!(
+        "echo 0 > /proc/sys/user/max_user_namespaces && exec {} doctor --json",
+        bin()
+    );
+    let mut c = Command::new("unshare");
+    c.args(["--user", "--map-root-user", "sh", "-c", &script])
+        .env("VAULT_DIR", v.vault_dir());
+    let out = run_limited(&mut c, Duration::from_secs(30)).unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let check = doc["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "vault run (containment)")
+        .cloned()
+        .unwrap();
+    assert!(
+        check["detail"].as_str().unwrap().starts_with("unavailable"),
+        "{check}"
+    );
 }

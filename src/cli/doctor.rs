@@ -273,6 +273,33 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
             ),
         )
     });
+    #[cfg(target_os = "linux")]
+    {
+        let support = crate::contain::Support::probe();
+        checks.push(match (&support.userns, support.full()) {
+            (Err(why), _) => check(
+                "vault run (containment)",
+                Level::Warn,
+                format!(
+                    "unavailable: no unprivileged user namespaces ({why}). {}",
+                    crate::contain::userns_fix()
+                ),
+            ),
+            (Ok(()), false) => check(
+                "vault run (containment)",
+                Level::Warn,
+                format!(
+                    "only weaker: Landlock ABI {} (6 needed for its scopes; `--allow-weaker` starts without them, not marked contained)",
+                    support.landlock_abi
+                ),
+            ),
+            (Ok(()), true) => check(
+                "vault run (containment)",
+                Level::Ok,
+                format!("available: {}", support.describe()),
+            ),
+        });
+    }
     checks.push(match crate::sys::ptrace_scope() {
         Some(0) => check("ptrace_scope", Level::Ok, "0: any process may trace a dumpable process of the same user; the agent is not dumpable"),
         Some(n) => check("ptrace_scope", Level::Ok, format!("{n}: tracing is restricted beyond same-user")),

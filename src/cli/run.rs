@@ -61,7 +61,8 @@ fn absolute(p: &Path) -> anyhow::Result<PathBuf> {
 }
 
 pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
-    let support = Support::probe();
+    // No fork to probe: the sandbox's own `unshare` reports a refusal (`NoUserNamespaces`).
+    let support = Support::without_probe();
     if let Err(why) = &support.userns {
         return Err(ContainError::NoUserNamespaces {
             why: why.clone(),

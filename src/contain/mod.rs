@@ -61,7 +61,16 @@ pub fn userns_fix() -> &'static str {
 }
 
 impl Support {
-    /// Probes by doing it: a child that tries to make a user namespace.
+    /// What `vault run` knows before it forks: the Landlock ABI. Whether a user namespace can be
+    /// made it learns by making one (the child reports a refusal as `NoUserNamespaces`).
+    pub fn without_probe() -> Self {
+        Self {
+            userns: Ok(()),
+            landlock_abi: sandbox::landlock_abi(),
+        }
+    }
+
+    /// Probes by doing it: a child that tries to make a user namespace (`vault doctor`).
     pub fn probe() -> Self {
         let userns = match sandbox::fork() {
             Ok(Forked::Child) => {
