@@ -90,6 +90,19 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         runtime_dir: std::env::var_os("XDG_RUNTIME_DIR")
             .map(PathBuf::from)
             .filter(|p| p.is_absolute()),
+        socket_dirs: [
+            Some(crate::agent::socket::socket_dir()),
+            std::env::var_os("TMPDIR").map(PathBuf::from),
+            std::env::var_os("TMUX_TMPDIR").map(PathBuf::from),
+            Some(PathBuf::from(format!(
+                "/run/user/{}",
+                rustix::process::getuid().as_raw()
+            ))),
+        ]
+        .into_iter()
+        .flatten()
+        .filter(|p| p.is_absolute())
+        .collect(),
         allow_write: args
             .allow_write
             .iter()

@@ -93,6 +93,9 @@ pub struct Spec {
     /// This binary, canonical.
     pub vault_exe: PathBuf,
     pub runtime_dir: Option<PathBuf>,
+    /// Where the person's own sockets live besides the runtime directory: the agent's socket
+    /// directory, `$TMPDIR`, `$TMUX_TMPDIR`, `/run/user/UID` (each made private if it exists).
+    pub socket_dirs: Vec<PathBuf>,
     pub allow_write: Vec<PathBuf>,
     pub allow_read: Vec<PathBuf>,
     pub env: Vec<(OsString, OsString)>,
@@ -117,7 +120,7 @@ pub struct Plan {
 /// Why a plan cannot be made.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PlanError {
-    #[error("--allow-write {given} would let the client create {missing}, which runs later outside the sandbox; allow a narrower directory")]
+    #[error("writable {given} would let the client create {missing}, which runs later outside the sandbox; run in (or allow) a narrower directory, such as a project folder")]
     WouldCreate { given: String, missing: String },
     #[error("--allow-write {0} would make the vault or its directory writable from inside; allow a narrower directory")]
     VaultInside(String),
@@ -193,7 +196,8 @@ impl Plan {
             };
             if g.exists() || g.ends_with("hooks") {
                 read_only.push(g);
-            } else if spec.allow_write.contains(root) {
+            } else {
+                // Not there, so nothing to bind read-only over: the client could create it.
                 return Err(PlanError::WouldCreate {
                     given: root.display().to_string(),
                     missing: g.display().to_string(),
@@ -202,8 +206,12 @@ impl Plan {
         }
         let mut private: Vec<PathBuf> = vec!["/tmp".into(), "/var/tmp".into()];
         private.extend(spec.runtime_dir.iter().cloned());
+        private.extend(spec.socket_dirs.iter().cloned());
         private.push("/run/screen".into());
         private.retain(|p| p.is_dir());
+        // Parents before children (a child is then made again inside its parent's tmpfs).
+        private.sort_by_key(|p| p.components().count());
+        private.dedup();
         let dropped: BTreeSet<&str> = DROPPED_ENV.iter().copied().collect();
         let env = spec
             .env
@@ -254,6 +262,7 @@ mod tests {
             vault_dir: root.join("home/.local/share/agent-vault"),
             vault_exe: root.join("home/.local/bin/vault"),
             runtime_dir: None,
+            socket_dirs: Vec::new(),
             allow_write: Vec::new(),
             allow_read: Vec::new(),
             env: vec![
@@ -323,6 +332,17 @@ mod tests {
         let p = Plan::new(&s).unwrap();
         assert!(!p.hidden_dirs.contains(&home.join(".aws")));
         assert!(p.hidden_dirs.contains(&home.join(".ssh")));
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn a_project_that_is_the_home_is_refused() {
+        let root = tree("homeproj");
+        let mut s = spec(&root);
+        s.project = root.join("home");
+        s.vault_dir = root.join("elsewhere");
+        let e = Plan::new(&s).unwrap_err();
+        assert!(matches!(e, PlanError::WouldCreate { .. }), "{e}");
         std::fs::remove_dir_all(root).unwrap();
     }
 

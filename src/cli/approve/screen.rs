@@ -324,7 +324,12 @@ pub(super) fn run(
                     None => format!("Not approved: {} (no PIN was entered).", v.action.id),
                     Some(proof) => {
                         match client.decide(&keys, &v, &verdict, proof, config.session_grant()) {
-                            Ok(d) => capital(&super::decided_line(&d, &what)),
+                            Ok(d) => {
+                                // Off the screen at once: the agent's next queue may come later,
+                                // and a key typed meanwhile must not land on a decided card.
+                                screen.queue.retain(|q| q.action.id != d.action.id);
+                                capital(&super::decided_line(&d, &what))
+                            }
                             Err(e) => format!("Not decided: {e}"),
                         }
                     }
