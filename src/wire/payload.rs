@@ -1,5 +1,5 @@
-//! What the approver signs, one type per kind: a decision, a session grant, a credential's
-//! policy, a removal and a resume. Each is signed as `TAG ‖ canonical JSON` of its fields (so
+//! What the approver signs, one type per kind: a decision, a session grant (and what it covers),
+//! a credential's policy, a removal and a resume. Each is signed as `TAG ‖ canonical JSON` of its fields (so
 //! no signature can be replayed as another kind), carries its format version and the vault id,
 //! and is read back only through its type (unknown fields refused, timestamps as instants).
 //! Signing and verifying are `keys::signing`'s; what each payload must match is its consumer's.
@@ -86,6 +86,30 @@ pub struct GrantPayload {
     pub nonce: String,
 }
 payload!(GrantPayload, b"agent-vault session grant v1\n", 2);
+
+/// What a session grant covers, besides its session, credential version and expiry. Paths are
+/// URL paths exactly as sent (the safe alphabet of `policy::path`: no dot segments or encoded
+/// separators, so a prefix is a directory).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum GrantScope {
+    /// HTTP reads: `methods` (GET and HEAD) with no body, no rewriting header and no `_method`,
+    /// on a path that starts with `prefix` (which ends in `/`), with any query.
+    HttpReads {
+        methods: Vec<String>,
+        prefix: String,
+    },
+    /// One HTTP write: exactly `method` on exactly `path`, with any query, headers and body, and
+    /// exactly these method- or URL-rewriting headers (`name: value`) and `_method` parameters
+    /// (`_method=value`), sorted (usually none).
+    HttpWrite {
+        method: String,
+        path: String,
+        rewrites: Vec<String>,
+    },
+    /// One SSH command, exactly as sent (rebuilt and quoted where a pattern matched it).
+    SshCommand { command: String },
+}
 
 /// A credential version's whole policy: its approval and every binding.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
