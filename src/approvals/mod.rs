@@ -97,7 +97,8 @@ pub enum Submitted {
     Created(Action),
     /// The same call is already waiting or running: that action, no second card.
     Existing(Action),
-    /// The same call completed within the replay window: its stored result, nothing runs.
+    /// The same write (not a read: `policy::scope::is_read`) completed within the replay window:
+    /// its stored result, nothing runs.
     Replayed(Action),
 }
 
@@ -114,8 +115,11 @@ fn previous_call_sql() -> String {
 }
 
 /// Queues a validated request as a pending action, unless the same session already asked for the
-/// same thing (same tool, canonical arguments and idempotency key). Idempotency is per session:
-/// another session, whatever name its client gives, never sees or replays this one's actions.
+/// same thing (same tool, canonical arguments and idempotency key) and it is still waiting or
+/// running, or it is a write that completed within the replay window. A read (GET or HEAD with no
+/// body, rewriting header or `_method`) is never replayed: a repeated read runs again (or waits
+/// for a card again), so a model that polls sees fresh data. Idempotency is per session: another
+/// session, whatever name its client gives, never sees or replays this one's actions.
 pub fn submit(
     store: &mut Store,
     trust: &Trust,
@@ -147,7 +151,8 @@ pub fn submit(
             .updated_at
             .parse::<jiff::Timestamp>()
             .is_ok_and(|t| now.duration_since(t).as_secs_f64() <= s.replay_window.as_secs_f64());
-        if prev.state == State::Completed && fresh {
+        let write = !crate::policy::scope::is_read(&normalized);
+        if prev.state == State::Completed && fresh && write {
             return Ok(Submitted::Replayed(prev));
         }
     }

@@ -316,11 +316,17 @@ fn a_signed_approval_authorizes_exactly_once() {
     )
     .unwrap();
     assert_eq!(done.state, State::Completed);
-    // The same call again within the window is replayed, not re-run.
-    assert!(matches!(
-        submit_get(&mut s, &c, "https://api.example.com/ok", None, HOUR),
-        Submitted::Replayed(_)
+    // The same read again within the window runs again (a card again under `each`): reads are
+    // never replayed. (Writes are: `tests/approvals_flow.rs`.)
+    let again = created(submit_get(
+        &mut s,
+        &c,
+        "https://api.example.com/ok",
+        None,
+        HOUR,
     ));
+    assert_ne!(again.id, a.id);
+    assert_eq!(again.state, State::Pending);
 }
 
 mod refusals;
