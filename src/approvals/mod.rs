@@ -6,6 +6,7 @@
 mod authorized;
 mod decide;
 mod dispatch;
+mod grants;
 pub mod signing;
 mod state;
 
@@ -14,6 +15,7 @@ pub use decide::{
     decide, pause, paused, resume, sign_decision, sign_resume, SignedDecision, Verdict,
 };
 pub use dispatch::{claim, effective_approval, finish, gate, reap_orphans, Claim};
+pub use grants::{list_grants, revoke_grants, sign_revocation};
 pub use signing::{Signed, Trust};
 pub use state::{State, Tone};
 
@@ -37,6 +39,10 @@ pub enum ApprovalError {
     WrongApprover,
     #[error("the signed decision was refused: {0}; run `vault approve` again")]
     BadDecision(String),
+    #[error("no session grant {0} is in force (it ended, was revoked, or never was); `vault grants` lists the active ones")]
+    NoGrant(String),
+    #[error("the grant revocation was refused: {0}; run `vault grants revoke` again")]
+    BadRevocation(String),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -163,6 +169,7 @@ pub fn submit(
         s.credential,
         sig.as_deref(),
         s.request,
+        &normalized,
         s.session_id,
     )?;
     let id = crate::credentials::new_id("act");

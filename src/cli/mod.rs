@@ -23,6 +23,7 @@ mod demo;
 mod doctor;
 mod edit;
 mod export_audit;
+mod grants;
 mod init;
 mod list;
 mod lock;
@@ -91,6 +92,8 @@ enum Command {
     Pause(pause::Args),
     /// Lift `vault pause` (asks for the passphrase).
     Resume(resume::Args),
+    /// Session grants in force (what `[s]` on a card granted); `revoke ID|--all` ends them.
+    Grants(grants::Args),
     /// Serve MCP on stdio for an agent's client (stdout carries JSON-RPC only).
     Mcp(mcp::Args),
     /// Run the whole flow on a throwaway vault against a loopback target.
@@ -170,6 +173,7 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Pending(a) => pending::run(paths, a),
         Command::Pause(a) => pause::run(paths, a),
         Command::Resume(a) => resume::run(paths, a),
+        Command::Grants(a) => grants::run(paths, a),
         Command::Demo(a) => demo::run(a),
         Command::Verify(a) => verify::run(paths, a),
         Command::ExportAudit(a) => export_audit::run(paths, a),

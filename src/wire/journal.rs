@@ -3,7 +3,7 @@
 //! Bodies are read leniently (an older build's extra field is history, protected by the chain),
 //! and written exactly as the hash covers them: a field that is `null` stays `null`, one that is
 //! absent stays absent.
-use super::{Approval, Hardening, State, Target};
+use super::{Approval, GrantScope, Hardening, State, Target};
 use serde::{Deserialize, Serialize};
 
 /// What a journal row records.
@@ -21,13 +21,17 @@ pub enum Kind {
     SessionEnd,
     CallRejected,
     CallSuppressed,
+    /// A session grant was recorded (`s` on a card).
+    GrantAdd,
+    /// A session grant was revoked (`vault grants revoke`).
+    GrantRevoke,
     /// An action moved to this state (`action.<state>`).
     Action(State),
 }
 
 impl Kind {
     /// Every kind that is not an action's.
-    const PLAIN: [Kind; 12] = [
+    const PLAIN: [Kind; 14] = [
         Kind::VaultInit,
         Kind::VaultUnlock,
         Kind::VaultLock,
@@ -40,6 +44,8 @@ impl Kind {
         Kind::SessionEnd,
         Kind::CallRejected,
         Kind::CallSuppressed,
+        Kind::GrantAdd,
+        Kind::GrantRevoke,
     ];
 
     /// Every kind, for tests and documentation.
@@ -63,6 +69,8 @@ impl Kind {
             Kind::SessionEnd => "session.end",
             Kind::CallRejected => "call.rejected",
             Kind::CallSuppressed => "call.suppressed",
+            Kind::GrantAdd => "grant.add",
+            Kind::GrantRevoke => "grant.revoke",
             Kind::Action(s) => match s {
                 State::Received => "action.received",
                 State::Pending => "action.pending",
@@ -239,6 +247,33 @@ pub struct CallSuppressed {
 }
 body!(CallSuppressed, Kind::CallSuppressed);
 
+/// A session grant as recorded: which grant, the session it covers (also the row's session),
+/// the action whose card it was given on, the credential version, what it covers and until when
+/// (the journal's timestamp form, so it compares with a row's `ts` as text). Enough for a
+/// verifier with no key to check each dispatch that names the grant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GrantAdded {
+    pub grant: String,
+    pub session: String,
+    pub action: String,
+    /// The credential's name.
+    pub credential: String,
+    pub credential_id: String,
+    pub credential_version: i64,
+    pub scope: GrantScope,
+    pub expires_at: String,
+}
+body!(GrantAdded, Kind::GrantAdd);
+
+/// A session grant ended before its expiry, by the approver's signed revocation (its nonce).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GrantRevoked {
+    pub grant: String,
+    pub session: String,
+    pub nonce: String,
+}
+body!(GrantRevoked, Kind::GrantRevoke);
+
 /// What allowed a dispatch.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
@@ -300,7 +335,7 @@ mod tests {
     #[test]
     fn every_kind_reads_back_and_nothing_else_does() {
         let all: Vec<Kind> = Kind::all().collect();
-        assert_eq!(all.len(), 22);
+        assert_eq!(all.len(), 24);
         for k in &all {
             assert_eq!(Kind::parse(k.as_str()), Some(*k), "{k}");
         }

@@ -28,7 +28,7 @@ pub use normalized::{CredentialRef, NormalizedAction, NormalizedHttp, Normalized
 pub use outcome::Outcome;
 pub use payload::{
     Decision, DecisionPayload, GrantPayload, GrantScope, Op, Payload, PolicyPayload,
-    RemovalPayload, ResumePayload,
+    RemovalPayload, ResumePayload, RevocationPayload,
 };
 pub use result::{internal, locked, ToolResult};
 pub use state::State;

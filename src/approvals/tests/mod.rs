@@ -37,12 +37,18 @@ fn approve(
         "vlt_t",
         &a.id,
         &a.action_hash,
-        (&a.credential_id, a.credential_version),
+        &normalized_of(s, a),
         &a.expires_at,
         &verdict,
         Duration::from_secs(3600),
     );
     decide(s, &trust(key), &signed)
+}
+
+/// The stored request of `a`, as the approver re-derives it before signing.
+fn normalized_of(s: &Store, a: &Action) -> crate::wire::NormalizedAction {
+    let (text, _) = stored_request(s, &a.id).unwrap();
+    crate::policy::read_normalized(&text).unwrap().0
 }
 
 /// What an attacker holding the database key can do without the approver key: move an action to
@@ -317,7 +323,7 @@ fn a_signed_approval_authorizes_exactly_once() {
     .unwrap();
     assert_eq!(done.state, State::Completed);
     // The same read again within the window runs again (a card again under `each`): reads are
-    // never replayed. (Writes are: `tests/approvals_flow.rs`.)
+    // never replayed. (Writes are: `grants::a_repeated_write_is_replayed_and_a_repeated_read_is_not`.)
     let again = created(submit_get(
         &mut s,
         &c,
@@ -329,6 +335,7 @@ fn a_signed_approval_authorizes_exactly_once() {
     assert_eq!(again.state, State::Pending);
 }
 
+mod grants;
 mod refusals;
 
 /// The idempotency lookup of `submit` costs the same in a session's 200th call as in its 10th:

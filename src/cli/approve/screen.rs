@@ -206,6 +206,7 @@ pub(super) fn run(
         dirty: true,
         note: String::from("Unlocked. Waiting for actions."),
         on_screen: OnScreen::default(),
+        grant_for: config.session_grant(),
     };
     let mut last_key = Instant::now();
     loop {
@@ -261,6 +262,8 @@ struct Screen {
     dirty: bool,
     note: String,
     on_screen: OnScreen,
+    /// How long `[s]` grants, for the card's line that says what it would cover.
+    grant_for: Duration,
 }
 
 impl Screen {
@@ -286,7 +289,10 @@ impl Screen {
         }
         let screen = match self.queue.first() {
             Some(v) => card::card(
-                &card_data(v),
+                &card::CardData {
+                    grant_for: self.grant_for,
+                    ..card_data(v)
+                },
                 self.queue.len(),
                 self.style,
                 &self.note,
@@ -393,6 +399,7 @@ pub(super) fn card_data(v: &ApprovalView) -> CardData {
         normalized,
         body,
         changed: v.changed.clone(),
+        grant_for: std::time::Duration::ZERO,
     }
 }
 
