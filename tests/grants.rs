@@ -2,7 +2,8 @@
 //! under that path's directory and nothing else (a DELETE, a POST, a GET with a body, a GET
 //! elsewhere each get a card, and the target sees none of them); `vault grants` lists a grant
 //! with its scope and uses; `vault grants revoke ID|--all` ends it at once, with the agent
-//! running and locked; and the journal verifies.
+//! running and locked; `vault log --json` names why every dispatched action ran, and the journal
+//! verifies.
 mod support;
 
 use serde_json::{json, Value};
@@ -211,6 +212,34 @@ fn a_reads_grant_covers_reads_under_its_directory_and_revoke_ends_it() {
     let gets = count(&target, "GET") + count(&target, "HEAD");
     assert_eq!(gets, 6);
 
+    // Every dispatched action names why it ran: a card (with its decision) or the grant.
+    let log = v.run(&["log", "--json"], None).ok().stdout;
+    let entries: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let done: Vec<&Value> = entries
+        .iter()
+        .filter(|e| e["state"] == "completed")
+        .collect();
+    assert_eq!(done.len(), 6, "{log}");
+    let mut by_kind = std::collections::BTreeMap::<String, usize>::new();
+    for e in &done {
+        let kind = e["basis"]["kind"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no basis: {e}"));
+        *by_kind.entry(kind.to_owned()).or_default() += 1;
+        match kind {
+            "card" => assert!(e["basis"]["decision"].as_str().unwrap().starts_with("dec_")),
+            "grant" => assert!(e["basis"]["grant"].as_str().unwrap().starts_with("grt_")),
+            other => panic!("{other}: {e}"),
+        }
+    }
+    assert_eq!(by_kind.get("card"), Some(&2), "{log}");
+    assert_eq!(by_kind.get("grant"), Some(&4), "{log}");
+    assert!(log.contains(&format!("\"grant\":\"{id}\"")), "{log}");
+    let human = v.run(&["log"], None).ok().stdout;
+    assert!(human.contains(&format!("grant {id}")), "{human}");
     v.run(&["verify"], None).ok();
     p.finish(Duration::from_secs(10));
 }
