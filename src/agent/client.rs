@@ -445,11 +445,12 @@ impl Proof {
     }
 }
 
-/// A decision the agent recorded, and the end of the session grant it carried, if any.
+/// A decision the agent recorded, and the end and scope of the session grant it carried, if any.
 #[derive(Debug)]
 pub struct Decided {
     pub action: Action,
     pub session_until: Option<jiff::Timestamp>,
+    pub scope: Option<crate::wire::GrantScope>,
 }
 
 impl Client {
@@ -466,7 +467,7 @@ impl Client {
         proof: Proof,
         grant_ttl: Duration,
     ) -> Result<Decided, ClientError> {
-        v.verified_request().map_err(ClientError::Protocol)?;
+        let normalized = v.verified_request().map_err(ClientError::Protocol)?;
         let a = &v.action;
         let verdict = match verdict {
             Verdict::Approve if self.policy_of(a)? == Some(Approval::Session) => {
@@ -479,17 +480,17 @@ impl Client {
             &self.vault_id,
             &a.id,
             &a.action_hash,
-            (&a.credential_id, a.credential_version),
+            &normalized,
             &a.expires_at,
             &verdict,
             proof.method(),
             grant_ttl,
         );
-        let session_until = signed
+        let grant = signed
             .grant
             .as_ref()
-            .and_then(|g| serde_json::from_str::<crate::wire::GrantPayload>(&g.payload).ok())
-            .map(|g| g.expires_at);
+            .and_then(|g| serde_json::from_str::<crate::wire::GrantPayload>(&g.payload).ok());
+        let session_until = grant.as_ref().map(|g| g.expires_at);
         let pin = match proof {
             Proof::Pin(p) => Some(p),
             Proof::Passphrase | Proof::Key => None,
@@ -501,6 +502,7 @@ impl Client {
             Reply::Action(action) => Ok(Decided {
                 action,
                 session_until,
+                scope: grant.map(|g| g.scope),
             }),
             other => Err(ClientError::Protocol(format!("{other:?}"))),
         }

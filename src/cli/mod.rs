@@ -24,6 +24,7 @@ mod doctor;
 mod edit;
 mod export_audit;
 mod exposure;
+mod grants;
 mod init;
 mod list;
 mod lock;
@@ -97,6 +98,8 @@ enum Command {
     Pause(pause::Args),
     /// Lift `vault pause` (asks for the passphrase).
     Resume(resume::Args),
+    /// Session grants in force (what `[s]` on a card granted); `revoke ID|--all` ends them.
+    Grants(grants::Args),
     /// Serve MCP on stdio for an agent's client (stdout carries JSON-RPC only).
     Mcp(mcp::Args),
     /// Start an AI client in a sandbox: it cannot reach your terminal, desktop, other processes or secrets.
@@ -188,6 +191,7 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Pin(a) => pin::run(paths, a),
         Command::Pause(a) => pause::run(paths, a),
         Command::Resume(a) => resume::run(paths, a),
+        Command::Grants(a) => grants::run(paths, a),
         Command::Demo(a) => demo::run(a),
         Command::Verify(a) => verify::run(paths, a),
         Command::ExportAudit(a) => export_audit::run(paths, a),

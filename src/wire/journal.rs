@@ -3,7 +3,7 @@
 //! Bodies are read leniently (an older build's extra field is history, protected by the chain),
 //! and written exactly as the hash covers them: a field that is `null` stays `null`, one that is
 //! absent stays absent.
-use super::{Approval, ApprovalMethod, Hardening, State, Target};
+use super::{Approval, ApprovalMethod, GrantScope, Hardening, State, Target};
 use serde::{Deserialize, Serialize};
 
 /// What a journal row records.
@@ -25,13 +25,17 @@ pub enum Kind {
     PinSet,
     /// A wrong approval PIN was typed on a card.
     PinWrong,
+    /// A session grant was recorded (`s` on a card).
+    GrantAdd,
+    /// A session grant was revoked (`vault grants revoke`).
+    GrantRevoke,
     /// An action moved to this state (`action.<state>`).
     Action(State),
 }
 
 impl Kind {
     /// Every kind that is not an action's.
-    const PLAIN: [Kind; 14] = [
+    const PLAIN: [Kind; 16] = [
         Kind::VaultInit,
         Kind::VaultUnlock,
         Kind::VaultLock,
@@ -46,6 +50,8 @@ impl Kind {
         Kind::CallSuppressed,
         Kind::PinSet,
         Kind::PinWrong,
+        Kind::GrantAdd,
+        Kind::GrantRevoke,
     ];
 
     /// Every kind, for tests and documentation.
@@ -71,6 +77,8 @@ impl Kind {
             Kind::CallSuppressed => "call.suppressed",
             Kind::PinSet => "approval.pin_set",
             Kind::PinWrong => "approval.pin_wrong",
+            Kind::GrantAdd => "grant.add",
+            Kind::GrantRevoke => "grant.revoke",
             Kind::Action(s) => match s {
                 State::Received => "action.received",
                 State::Pending => "action.pending",
@@ -267,6 +275,32 @@ pub struct PinWrong {
     pub paused: bool,
 }
 body!(PinWrong, Kind::PinWrong);
+/// A session grant as recorded: which grant, the session it covers (also the row's session),
+/// the action whose card it was given on, the credential version, what it covers and until when
+/// (the journal's timestamp form, so it compares with a row's `ts` as text). Enough for a
+/// verifier with no key to check each dispatch that names the grant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GrantAdded {
+    pub grant: String,
+    pub session: String,
+    pub action: String,
+    /// The credential's name.
+    pub credential: String,
+    pub credential_id: String,
+    pub credential_version: i64,
+    pub scope: GrantScope,
+    pub expires_at: String,
+}
+body!(GrantAdded, Kind::GrantAdd);
+
+/// A session grant ended before its expiry, by the approver's signed revocation (its nonce).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GrantRevoked {
+    pub grant: String,
+    pub session: String,
+    pub nonce: String,
+}
+body!(GrantRevoked, Kind::GrantRevoke);
 
 /// What allowed a dispatch.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -332,7 +366,7 @@ mod tests {
     #[test]
     fn every_kind_reads_back_and_nothing_else_does() {
         let all: Vec<Kind> = Kind::all().collect();
-        assert_eq!(all.len(), 24);
+        assert_eq!(all.len(), 26);
         for k in &all {
             assert_eq!(Kind::parse(k.as_str()), Some(*k), "{k}");
         }

@@ -11,8 +11,9 @@ use serde_json::{Map, Value};
 
 /// The protocol version both ends must speak (`Hello.v`). 2: the encrypted channel
 /// (`agent::channel`) replaced the key-possession challenge. 3: an `ApprovalView` carries the
-/// session's typed start row instead of loose client and peer JSON.
-pub const VERSION: u32 = 3;
+/// session's typed start row instead of loose client and peer JSON. 4: session grants carry a
+/// scope (`GrantPayload` v3), and `grants` / `revoke_grants`.
+pub const VERSION: u32 = 4;
 
 /// The longest frame either end accepts (an MCP line is at most 4 MiB; its wrapping is small).
 pub const MAX_FRAME: usize = 8 * 1024 * 1024;
@@ -125,6 +126,12 @@ pub enum Request {
     Resume {
         resume: Signed,
     },
+    /// The active session grants.
+    Grants,
+    /// End one session grant or all of them, by the approver's signed `RevocationPayload`.
+    RevokeGrants {
+        revoke: Signed,
+    },
     /// Journal rows after `after` (at most `limit`); with `wait_ms`, waits that long for one.
     Journal {
         after: i64,
@@ -155,6 +162,7 @@ impl Request {
                 | Request::Decide { .. }
                 | Request::SetPin { .. }
                 | Request::Resume { .. }
+                | Request::RevokeGrants { .. }
         )
     }
 }
@@ -195,6 +203,34 @@ pub struct FieldChange {
     pub field: String,
     pub old: Option<String>,
     pub new: Option<String>,
+}
+
+/// A session grant as `vault grants` lists it: what it covers, for which session and client, on
+/// which credential version, until when, and how many dispatches named it so far.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrantView {
+    pub id: String,
+    pub session: String,
+    /// The session's self-reported client, from its `session.start` row.
+    pub client: Option<super::journal::ClientLabel>,
+    /// The action whose card it was given on.
+    pub action_id: String,
+    pub credential: GrantCredential,
+    pub scope: super::GrantScope,
+    pub created_at: String,
+    pub expires_at: String,
+    /// `action.dispatched` rows whose basis names this grant.
+    pub uses: u64,
+}
+
+/// The credential version a grant covers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrantCredential {
+    pub id: String,
+    pub name: String,
+    pub version: i64,
 }
 
 /// One journal row as stored (the export's fields).
@@ -276,6 +312,8 @@ pub enum Reply {
     Count(usize),
     Flag(bool),
     Rows(Vec<JournalRow>),
+    /// Session grants: the active ones (`Grants`), or those just revoked (`RevokeGrants`).
+    Grants(Vec<GrantView>),
     /// `vault verify`'s report as its `--json` line (keys in their documented order), and how
     /// many anchors came from `anchors.jsonl`.
     Verify {

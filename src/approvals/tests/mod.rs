@@ -37,13 +37,19 @@ fn approve(
         "vlt_t",
         &a.id,
         &a.action_hash,
-        (&a.credential_id, a.credential_version),
+        &normalized_of(s, a),
         &a.expires_at,
         &verdict,
         crate::wire::ApprovalMethod::Passphrase,
         Duration::from_secs(3600),
     );
     decide(s, &trust(key), &signed, None)
+}
+
+/// The stored request of `a`, as the approver re-derives it before signing.
+fn normalized_of(s: &Store, a: &Action) -> crate::wire::NormalizedAction {
+    let (text, _) = stored_request(s, &a.id).unwrap();
+    crate::policy::read_normalized(&text).unwrap().0
 }
 
 /// What an attacker holding the database key can do without the approver key: move an action to
@@ -317,13 +323,20 @@ fn a_signed_approval_authorizes_exactly_once() {
     )
     .unwrap();
     assert_eq!(done.state, State::Completed);
-    // The same call again within the window is replayed, not re-run.
-    assert!(matches!(
-        submit_get(&mut s, &c, "https://api.example.com/ok", None, HOUR),
-        Submitted::Replayed(_)
+    // The same read again within the window runs again (a card again under `each`): reads are
+    // never replayed. (Writes are: `grants::a_repeated_write_is_replayed_and_a_repeated_read_is_not`.)
+    let again = created(submit_get(
+        &mut s,
+        &c,
+        "https://api.example.com/ok",
+        None,
+        HOUR,
     ));
+    assert_ne!(again.id, a.id);
+    assert_eq!(again.state, State::Pending);
 }
 
+mod grants;
 mod pin_gate;
 mod refusals;
 

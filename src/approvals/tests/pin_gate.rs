@@ -25,7 +25,7 @@ fn decide_with(
         "vlt_t",
         &a.id,
         &a.action_hash,
-        (&a.credential_id, a.credential_version),
+        &normalized_of(s, a),
         &a.expires_at,
         &Verdict::Approve,
         method,

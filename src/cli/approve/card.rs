@@ -38,6 +38,8 @@ pub(super) struct CardData {
     pub body: Option<Vec<u8>>,
     /// How the credential changed since the person last approved one of its actions.
     pub changed: Option<crate::agent::protocol::CredentialChange>,
+    /// How long `[s]` grants (`[approvals] session_grant_seconds`).
+    pub grant_for: std::time::Duration,
 }
 
 /// Terminal styling of the card (bold/dim off without colour).
@@ -163,6 +165,38 @@ impl CardData {
     }
 }
 
+/// What `[s]` would grant, on one line: the scope (`policy::scope::grant_scope` of the request
+/// whose hash was checked, the same function the agent checks the signed grant against), the
+/// credential version, and for how long: `  [s] covers  GET, HEAD under /a/ (reads only, any
+/// query); api version 3; this session, 60 min (to 15:10)`.
+pub(super) fn grant_line(d: &CardData) -> String {
+    let Some(n) = &d.normalized else {
+        return "  [s] covers  nothing: this action cannot be approved".into();
+    };
+    let scope = crate::policy::scope::describe(&crate::policy::scope::grant_scope(n));
+    let c = n.credential();
+    let secs = d.grant_for.as_secs();
+    let end = jiff::Timestamp::now()
+        .checked_add(jiff::SignedDuration::from_secs(
+            secs.try_into().unwrap_or(i64::MAX),
+        ))
+        .map_or_else(
+            |_| "?".into(),
+            |t| {
+                t.to_zoned_datetime(jiff::tz::TimeZone::system())
+                    .strftime("%H:%M")
+                    .to_string()
+            },
+        );
+    format!(
+        "  [s] covers  {}; {} version {}; this session, {} min (to {end})",
+        escape(&scope),
+        escape(&c.name),
+        c.version,
+        secs.div_ceil(60)
+    )
+}
+
 /// At most `PREVIEW_PAIRS` lines of each label, then a count of the rest.
 fn capped(lines: Vec<(String, String)>) -> Vec<(String, String)> {
     let mut out = Vec::new();
@@ -267,6 +301,7 @@ pub(super) fn card(
         Emph::Bold,
         format!("  {}", d.headline()),
     ));
+    lines.push(Line::new(Part::Top, Emph::Plain, grant_line(d)));
     for l in labelled(&capped(d.request_lines())).lines() {
         lines.push(Line::new(Part::Request, Emph::Plain, l));
     }
@@ -531,5 +566,37 @@ mod tests {
         ] {
             assert!(c.contains(want), "{want}: {c}");
         }
+    }
+
+    #[test]
+    fn the_card_says_what_s_would_grant_before_it_is_pressed() {
+        let mut d = data(None);
+        d.grant_for = std::time::Duration::from_secs(3600);
+        let Some(NormalizedAction::Http(h)) = &mut d.normalized else {
+            unreachable!("data() is an HTTP request")
+        };
+        (h.method, h.url, h.headers, h.body_blake3) = (
+            "GET".into(),
+            "https://h/repos/acme/app/issues?page=2".into(),
+            vec![],
+            None,
+        );
+        let line = grant_line(&d);
+        assert!(
+            line.starts_with("  [s] covers  GET, HEAD under /repos/acme/app/ (reads only, any query); api version 2; this session, 60 min (to "),
+            "{line}"
+        );
+        assert!(card(&d, 1, Style { color: false }, "", BIG).contains(&line));
+        // The POST of `data()`, with its rewriting header: exactly that.
+        let line = grant_line(&data(Some(b"{}")));
+        assert!(
+            line.contains(
+                "POST on exactly /v1/x (any query and body, with x-http-method-override: DELETE)"
+            ),
+            "{line}"
+        );
+        let mut d = data(None);
+        d.normalized = None;
+        assert!(grant_line(&d).contains("nothing"));
     }
 }

@@ -284,6 +284,7 @@ pub(super) fn run(
         note: start_note(),
         warnings: super::super::exposure::warning_lines(),
         on_screen: OnScreen::default(),
+        grant_for: config.session_grant(),
     };
     let mut last_key = Instant::now();
     loop {
@@ -359,6 +360,8 @@ struct Screen {
     /// What else can type into this terminal, and what holds (shown while no card waits).
     warnings: Vec<String>,
     on_screen: OnScreen,
+    /// How long `[s]` grants, for the card's line that says what it would cover.
+    grant_for: Duration,
 }
 
 impl Screen {
@@ -384,7 +387,10 @@ impl Screen {
         }
         let screen = match self.queue.first() {
             Some(v) => card::card(
-                &card_data(v),
+                &card::CardData {
+                    grant_for: self.grant_for,
+                    ..card_data(v)
+                },
                 self.queue.len(),
                 self.style,
                 &self.note,
@@ -509,6 +515,7 @@ pub(super) fn card_data(v: &ApprovalView) -> CardData {
         normalized,
         body,
         changed: v.changed.clone(),
+        grant_for: std::time::Duration::ZERO,
     }
 }
 
