@@ -353,22 +353,7 @@ fn the_contained_client_reaches_nothing_of_the_person_and_still_does_its_work() 
     let approver_pid = *children(shell_pid)
         .first()
         .expect("vault approve runs in the pane");
-    let doctor: Value = serde_json::from_str(p.ok(&["doctor", "--json"], None).trim()).unwrap();
-    let agent_pid: u32 = doctor["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["check"] == "vault agent")
-        .and_then(|c| {
-            c["detail"]
-                .as_str()?
-                .strip_prefix("pid ")?
-                .split(',')
-                .next()?
-                .parse()
-                .ok()
-        })
-        .expect("the agent runs");
+    let agent_pid = agent_pid_in(&p.ok(&["doctor", "--json"], None)).expect("the agent runs");
     let id = std::fs::read_to_string(p.vault_dir.join("vault.id")).unwrap();
     let agent_socket = p.run.join(format!("agent-vault/{}.sock", id.trim()));
 

@@ -234,17 +234,7 @@ impl TestVault {
     /// The pid of the vault's agent (from `vault doctor --json`), if one runs.
     pub fn agent_pid(&mut self) -> Option<u32> {
         let run = self.run(&["doctor", "--json"], None);
-        let v: serde_json::Value = serde_json::from_str(run.stdout.trim()).ok()?;
-        v["checks"]
-            .as_array()?
-            .iter()
-            .find(|c| c["check"] == "vault agent" && c["ok"] == true)?["detail"]
-            .as_str()?
-            .strip_prefix("pid ")?
-            .split(',')
-            .next()?
-            .parse()
-            .ok()
+        agent_pid_in(&run.stdout)
     }
 
     /// The path of the vault's agent socket.
@@ -504,4 +494,19 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
 pub fn mode(p: &Path) -> u32 {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
+/// The agent's pid as `vault doctor --json` (its stdout) names it, if one runs.
+pub fn agent_pid_in(doctor: &str) -> Option<u32> {
+    let v: serde_json::Value = serde_json::from_str(doctor.trim()).ok()?;
+    v["checks"]
+        .as_array()?
+        .iter()
+        .find(|c| c["check"] == "vault agent" && c["ok"] == true)?["detail"]
+        .as_str()?
+        .strip_prefix("pid ")?
+        .split(',')
+        .next()?
+        .parse()
+        .ok()
 }

@@ -25,12 +25,26 @@ fn current_trust() -> Trust {
     KEY.with(|k| trust(k.borrow().as_ref().expect("setup_keyed ran")))
 }
 
-/// The approver signs `verdict` for `a` (as `vault approve` does) and the store records it.
+/// The approver signs `verdict` for `a` (as `vault approve --id` does, with the passphrase)
+/// and the store records it.
 fn approve(
     s: &mut Store,
     key: &ApproverKey,
     a: &Action,
     verdict: Verdict,
+) -> Result<Action, ApprovalError> {
+    let method = crate::wire::ApprovalMethod::Passphrase;
+    approve_by(s, key, a, verdict, method, None)
+}
+
+/// `approve` made by `method`, with `pin` beside it (as the card sends it).
+fn approve_by(
+    s: &mut Store,
+    key: &ApproverKey,
+    a: &Action,
+    verdict: Verdict,
+    method: crate::wire::ApprovalMethod,
+    pin: Option<&str>,
 ) -> Result<Action, ApprovalError> {
     let signed = sign_decision(
         key,
@@ -40,10 +54,11 @@ fn approve(
         &normalized_of(s, a),
         &a.expires_at,
         &verdict,
-        crate::wire::ApprovalMethod::Passphrase,
+        method,
         Duration::from_secs(3600),
     );
-    decide(s, &trust(key), &signed, None)
+    let pin = pin.map(|p| crate::wire::Secret::new(p.as_bytes().to_vec()));
+    decide(s, &trust(key), &signed, pin.as_ref())
 }
 
 /// The stored request of `a`, as the approver re-derives it before signing.

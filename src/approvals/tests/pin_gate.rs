@@ -20,19 +20,7 @@ fn decide_with(
     method: ApprovalMethod,
     pin: Option<&str>,
 ) -> Result<Action, ApprovalError> {
-    let signed = sign_decision(
-        key,
-        "vlt_t",
-        &a.id,
-        &a.action_hash,
-        &normalized_of(s, a),
-        &a.expires_at,
-        &Verdict::Approve,
-        method,
-        HOUR,
-    );
-    let pin = pin.map(|p| Secret::new(p.as_bytes().to_vec()));
-    decide(s, &trust(key), &signed, pin.as_ref())
+    approve_by(s, key, a, Verdict::Approve, method, pin)
 }
 
 fn set_pin(s: &mut Store, key: &ApproverKey, value: &str) -> Result<(), ApprovalError> {
