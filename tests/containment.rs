@@ -715,3 +715,37 @@ fn vault_run_refuses_where_user_namespaces_are_unavailable() {
         "{check}"
     );
 }
+
+#[test]
+fn killing_vault_run_ends_everything_the_client_started() {
+    let v = TestVault::init("killrun");
+    let marker = format!("avtest-killed-{}", std::process::id());
+    let mut c = v.command(&[
+        "run",
+        "--",
+        "sh",
+        "-c",
+        &format!("setsid sleep 300 {marker} & sleep 300 {marker} & wait"),
+    ]);
+    c.current_dir(v.dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut run = c.spawn().unwrap();
+    let t0 = Instant::now();
+    while with_marker(&marker).len() < 2 {
+        assert!(t0.elapsed() < Duration::from_secs(20), "the client never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    run.kill().unwrap();
+    run.wait().unwrap();
+    let t0 = Instant::now();
+    while !with_marker(&marker).is_empty() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "processes outlived a killed vault run: {:?}",
+            with_marker(&marker)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -170,9 +170,11 @@ pub fn run(
     // A wrapper: the terminal's Ctrl-C and Ctrl-\ are for the client.
     sandbox::set_signal(libc::SIGINT, Disposition::Ignore);
     sandbox::set_signal(libc::SIGQUIT, Disposition::Ignore);
+    let me = rustix::process::getpid();
     let outer = match sandbox::fork()? {
         Forked::Child => {
             drop(errors);
+            die_with(me);
             let code = match namespaces(uid, gid) {
                 Ok(()) => pid_one(&launch, report),
                 Err(e) => tell(report, &e),
@@ -210,9 +212,17 @@ fn tell(mut report: std::io::PipeWriter, what: &str) -> i32 {
     125
 }
 
+/// Ends this (forked) process when `parent` does: a parent-death signal, and at once if the
+/// parent was already gone before it was set.
+fn die_with(parent: rustix::process::Pid) {
+    let _ = rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL));
+    if rustix::process::getppid() != Some(parent) {
+        sandbox::exit_now(1);
+    }
+}
+
 /// In the first child: the new namespaces, with the person's uid and gid mapped to themselves.
 fn namespaces(uid: u32, gid: u32) -> Result<(), String> {
-    let _ = rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL));
     sandbox::unshare(sandbox::NEW_NAMESPACES).map_err(|e| format!("userns: {e}"))?;
     let write = |file: &str, text: String| {
         std::fs::write(format!("/proc/self/{file}"), text)
@@ -227,7 +237,13 @@ fn namespaces(uid: u32, gid: u32) -> Result<(), String> {
 /// In the first child, after the namespaces: forks PID 1, waits for it, exits with its code.
 fn pid_one(launch: &Launch, report: std::io::PipeWriter) -> i32 {
     match sandbox::fork() {
-        Ok(Forked::Child) => sandbox::exit_now(init(launch, report)),
+        Ok(Forked::Child) => {
+            // PID 1 sees its parent as pid 0 (outside its namespace): the signal alone guards it.
+            let _ = rustix::process::set_parent_process_death_signal(Some(
+                rustix::process::Signal::KILL,
+            ));
+            sandbox::exit_now(init(launch, report))
+        }
         Ok(Forked::Parent { child }) => {
             drop(report);
             wait(child)
@@ -239,15 +255,15 @@ fn pid_one(launch: &Launch, report: std::io::PipeWriter) -> i32 {
 /// PID 1 of the sandbox: builds the view, confines itself (and so all it starts), starts the
 /// client and reaps every process until the client ends.
 fn init(launch: &Launch, report: std::io::PipeWriter) -> i32 {
-    let _ = rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL));
     if let Err(e) = mounts::build(&launch.plan, launch.socket.as_ref(), &launch.vault) {
         return tell(report, &format!("setup: {e}"));
     }
     if let Err(e) = std::env::set_current_dir(&launch.cwd) {
         return tell(report, &format!("setup: cd {}: {e}", launch.cwd.display()));
     }
-    // No process of the sandbox may trace PID 1, which holds the namespace's capabilities.
-    crate::sys::deny_inspection();
+    // No process of the sandbox may trace PID 1, which holds the namespace's capabilities (the
+    // flag is PID 1's own: the client's exec resets it; no core limit is imposed on the client).
+    let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
     if let Err(e) = confine::landlock(&launch.plan, launch.weaker_ok) {
         return tell(report, &format!("setup: {e}"));
     }
