@@ -4,7 +4,10 @@
 //! action's hash from the request it shows, and signs exactly that hash with the approver key
 //! from `vault.key.age`; nothing here runs an action.
 mod card;
+#[cfg(test)]
+mod fit_tests;
 mod layout;
+mod preview;
 mod screen;
 
 use crate::agent::client::{approver_client, ClientError};

@@ -7,8 +7,11 @@
 //!
 //! Keys typed before a card was seen decide nothing: pending input is flushed (`tcflush`) after
 //! every redraw, decision keys are ignored for `SETTLE` after a different card comes on screen,
-//! and each key is bound to the action whose card was on screen when it was read.
+//! and each key is bound to the action whose card was on screen when it was read. `a`/`s` count
+//! only while the terminal has the size the card on screen was laid out for and its deciding
+//! lines fit (`layout::Shown::fits`); the size is looked at every tick, and a resize redraws.
 use super::card::{self, CardData};
+use super::layout::Size;
 use crate::agent::client::Client;
 use crate::agent::protocol::{ApprovalView, Event, Reply, Request};
 use crate::approvals::Verdict;
@@ -116,13 +119,13 @@ impl Tty {
 
     /// The terminal's size now (80×24 when it does not say): asked at every draw, so a
     /// resized window gets a card that fits.
-    fn size(&self) -> super::layout::Size {
+    fn size(&self) -> Size {
         match termios::tcgetwinsize(&self.file) {
-            Ok(w) if w.ws_row > 0 && w.ws_col > 0 => super::layout::Size {
+            Ok(w) if w.ws_row > 0 && w.ws_col > 0 => Size {
                 cols: usize::from(w.ws_col),
                 rows: usize::from(w.ws_row),
             },
-            _ => super::layout::Size { cols: 80, rows: 24 },
+            _ => Size { cols: 80, rows: 24 },
         }
     }
 
@@ -138,23 +141,47 @@ impl Drop for Tty {
     }
 }
 
-/// Which card is on screen and since when: a decision key applies to this action only, and
-/// only once it has been visible for `SETTLE`.
+/// Which card is on screen, since when, and how it was laid out: a decision key applies to this
+/// action only, only once it has been visible for `SETTLE`, and an approval only while the
+/// terminal still has the size the card was laid out for and every deciding line fit in it.
 #[derive(Debug, Default)]
 struct OnScreen {
     id: Option<String>,
     since: Option<Instant>,
+    /// The size the card was laid out for, and whether its deciding lines fit (`Shown::fits`).
+    layout: Option<(Size, bool)>,
 }
 
 impl OnScreen {
-    fn drawn(&mut self, id: Option<&str>) {
-        if self.id.as_deref() != id {
+    fn drawn(&mut self, id: Option<&str>, layout: Option<(Size, bool)>) {
+        // A card seen whole for the first time (a new one, or one the terminal was too small
+        // for) has not been read yet.
+        let whole = |l: Option<(Size, bool)>| l.is_some_and(|(_, fits)| fits);
+        if self.id.as_deref() != id || (whole(layout) && !whole(self.layout)) {
             self.id = id.map(str::to_owned);
             self.since = Some(Instant::now());
         }
+        self.layout = layout;
     }
     fn settled(&self) -> bool {
         self.since.is_some_and(|t| t.elapsed() >= SETTLE)
+    }
+    /// Whether the terminal, `now`, still has the size the card on screen was laid out for.
+    fn stale(&self, now: Size) -> bool {
+        self.layout.is_some_and(|(size, _)| size != now)
+    }
+    /// `Err(why)` unless the card on screen shows every deciding fact at the terminal's size
+    /// `now`: the same fit the drawing computed, for the size at the time of the key.
+    fn shown_whole(&self, now: Size) -> Result<(), String> {
+        match self.layout {
+            Some((size, true)) if size == now => Ok(()),
+            Some((size, _)) if size != now => Err(
+                "was laid out for another terminal size: it is drawn again, read it, then press the key again".into(),
+            ),
+            _ => Err(
+                "is not shown whole: the terminal is too small for what decides it. Make it larger first".into(),
+            ),
+        }
     }
 }
 
@@ -211,6 +238,10 @@ pub(super) fn run(
     loop {
         if let Some(q) = latest_queue(&mut client)? {
             screen.take_queue(&mut tty, q);
+        }
+        // A resized terminal gets the card laid out again (checked at every tick).
+        if screen.on_screen.stale(tty.size()) {
+            screen.dirty = true;
         }
         screen.draw(&mut tty);
         let Some(k) = tty.key() else { continue };
@@ -284,23 +315,29 @@ impl Screen {
         if !self.dirty {
             return;
         }
-        let screen = match self.queue.first() {
-            Some(v) => card::card(
-                &card_data(v),
-                self.queue.len(),
-                self.style,
-                &self.note,
-                tty.size(),
-            ),
-            None => format!(
-                "\x1b[2J\x1b[H{}\nNo action waits. [q] quit\n",
-                escape(&self.note)
+        let (screen, layout) = match self.queue.first() {
+            Some(v) => {
+                let shown = card::card(
+                    &card_data(v),
+                    self.queue.len(),
+                    self.style,
+                    &self.note,
+                    tty.size(),
+                );
+                (shown.text, Some((shown.size, shown.fits)))
+            }
+            None => (
+                format!(
+                    "\x1b[2J\x1b[H{}\nNo action waits. [q] quit\n",
+                    escape(&self.note)
+                ),
+                None,
             ),
         };
         tty.show(&screen);
         tty.flush_input();
         self.on_screen
-            .drawn(self.queue.first().map(|v| v.action.id.as_str()));
+            .drawn(self.queue.first().map(|v| v.action.id.as_str()), layout);
         self.dirty = false;
     }
 
@@ -327,7 +364,7 @@ impl Screen {
         }
         let verdict = match k {
             b'q' | b'Q' | CTRL_C => return Key::Quit,
-            b'a' | b's' => match card_data(&current).approvable() {
+            b'a' | b's' => match self.may_approve(tty.size(), &current) {
                 Ok(()) if k == b'a' => Verdict::Approve,
                 Ok(()) => Verdict::ApproveSession,
                 Err(why) => {
@@ -348,6 +385,18 @@ impl Screen {
             _ => return Key::Nothing,
         };
         Key::Decide(verdict, Box::new(current))
+    }
+}
+
+impl Screen {
+    /// `Err(why)` unless the card of `current` may be approved now: drawn whole for the
+    /// terminal's size `now` (else it is drawn again), and approvable at all.
+    fn may_approve(&mut self, now: Size, current: &ApprovalView) -> Result<(), String> {
+        if self.on_screen.stale(now) {
+            self.dirty = true;
+        }
+        self.on_screen.shown_whole(now)?;
+        card_data(current).approvable()
     }
 }
 
@@ -431,5 +480,33 @@ fn notify(v: &ApprovalView) {
         .spawn()
     {
         std::thread::spawn(move || child.wait());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_approval_counts_only_at_the_size_and_fit_the_card_was_drawn_with() {
+        let (big, small) = (Size { cols: 80, rows: 24 }, Size { cols: 40, rows: 12 });
+        let mut on = OnScreen::default();
+        on.drawn(Some("act_1"), Some((small, false)));
+        assert!(
+            on.shown_whole(small).is_err(),
+            "too small for its deciding facts"
+        );
+        on.since = Some(Instant::now() - SETTLE * 2);
+        // Made larger: drawn whole, and read from now on.
+        on.drawn(Some("act_1"), Some((big, true)));
+        assert!(on.shown_whole(big).is_ok());
+        assert!(
+            !on.settled(),
+            "a card seen whole for the first time has not been read"
+        );
+        // Resized after the draw: the key is checked against the size now, not the drawing's.
+        assert!(on.stale(small));
+        assert!(on.shown_whole(small).is_err());
+        assert!(on.shown_whole(Size { cols: 81, rows: 24 }).is_err());
     }
 }
