@@ -395,8 +395,14 @@ pub fn approver_client(paths: &VaultPaths, keys: &KeyMaterial) -> Result<Client,
     let vault_id = paths
         .read_id()
         .map_err(|e| ClientError::Protocol(e.to_string()))?;
-    super::handoff::start_agent(paths, &vault_id, keys, super::DEFAULT_LIFETIME)
-        .map_err(|e| ClientError::Protocol(e.to_string()))?;
+    super::handoff::start_agent(
+        paths,
+        &vault_id,
+        keys,
+        super::DEFAULT_LIFETIME,
+        super::handoff::IfRunning::Replace,
+    )
+    .map_err(|e| ClientError::Protocol(e.to_string()))?;
     Client::connect_secure(paths, &psk, Role::Approver)?.ok_or(ClientError::Gone)
 }
 
@@ -465,11 +471,17 @@ impl Client {
     }
 }
 
-/// Stops the vault's running agent by signal to the holder of its lock (never through the
-/// socket, which may not be its own). Where the kernel's list of locks cannot be read (not
-/// Linux), it falls back to asking whatever listens on the socket to lock, and says so.
+/// `vault lock`: stops the vault's running agent (`stop_running_for` with `Order::Lock`).
 pub fn stop_running(paths: &VaultPaths) -> Stopped {
-    match super::holder::stop(paths, Duration::from_secs(15)) {
+    stop_running_for(paths, super::holder::Order::Lock)
+}
+
+/// Stops the vault's running agent by signal to the holder of its lock (never through the
+/// socket, which may not be its own), with `order` (`Lock`, or `Restart` when a new agent
+/// follows). Where the kernel's list of locks cannot be read (not Linux), it falls back to asking
+/// whatever listens on the socket to lock, and says so.
+pub fn stop_running_for(paths: &VaultPaths, order: super::holder::Order) -> Stopped {
+    match super::holder::stop_for(paths, Duration::from_secs(15), order) {
         Stopped::Unreachable => {
             tracing::warn!("the vault agent's pid cannot be known on this system; asking it to lock through its socket");
             let asked = socket_of(paths)
