@@ -1,6 +1,10 @@
 //! The blocking client the CLI and `vault approve` use: find the vault's agent, say hello (in
 //! plain text, or over the encrypted channel that only the real agent can complete when the
-//! command holds the vault's key), send typed requests and read their replies and events. `vault mcp` has its own async client (`mcp::link`).
+//! command holds the vault's key), send typed requests and read their replies and events. `vault
+//! mcp` has its own async client (`mcp::link`). Nothing here waits for ever: the connect, the
+//! channel's handshake, each write and each call have a deadline (`[agent] answer_seconds`,
+//! longer for the requests that legitimately take longer), past which the command is told what to
+//! check (`ClientError::Silent`).
 use super::channel::{Initiator, Opener, Sealer};
 use super::holder::{Holder, Stopped};
 use super::protocol::{
@@ -13,11 +17,12 @@ use crate::wire::Approval;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use zeroize::Zeroizing;
 
-/// How long a client waits for the agent's half of the handshake.
-const HANDSHAKE_WAIT: Duration = Duration::from_secs(10);
+/// How long a command waits for the agent when `config.toml` does not say (`[agent]
+/// answer_seconds`).
+const DEFAULT_ANSWER: Duration = Duration::from_secs(30);
 
 /// Errors talking to the agent.
 #[derive(Debug, thiserror::Error)]
@@ -36,6 +41,9 @@ pub enum ClientError {
     },
     #[error("the vault agent refused: {message}")]
     Refused { code: ErrorCode, message: String },
+    #[error("the vault agent did not answer within {secs} s{relay}; check `vault doctor`, or restart it with `vault unlock --restart`")]
+    Silent { secs: u64, relay: String },
+
     #[error("talking to the vault agent failed: {0}")]
     Io(#[from] std::io::Error),
     #[error("the vault agent answered something unreadable: {0}")]
@@ -53,6 +61,9 @@ pub struct Client {
     opener: Option<Opener>,
     next_id: u64,
     pending_events: Vec<(u64, Event)>,
+    /// How long a call waits for its answer (`[agent] answer_seconds`).
+    deadline: Duration,
+
     pub vault_id: String,
     pub pid: u32,
     pub socket: PathBuf,
@@ -114,10 +125,11 @@ impl Client {
             Initiator::start(psk, &vault_id).map_err(|e| ClientError::Protocol(e.to_string()))?;
         let impostor = || ClientError::Impostor(socket.clone());
         c.stream.write_all(&open).map_err(|_| impostor())?;
-        let accept = c
-            .read_unit(Some(HANDSHAKE_WAIT))
-            .map_err(|_| impostor())?
-            .ok_or_else(impostor)?;
+        let accept = match c.read_unit(Instant::now() + c.deadline) {
+            Ok(Some(accept)) => accept,
+            Ok(None) => return Err(c.silent(c.deadline)),
+            Err(_) => return Err(impostor()),
+        };
         let (sealer, opener) = init.finish(&accept).map_err(|_| impostor())?;
         c.sealer = Some(sealer);
         c.opener = Some(opener);
@@ -143,7 +155,10 @@ impl Client {
                 return Ok(None);
             }
         }
-        let stream = match UnixStream::connect(socket) {
+        let deadline = crate::config::Config::load(paths)
+            .map(|c| c.agent_answer())
+            .unwrap_or(DEFAULT_ANSWER);
+        let stream = match connect_within(socket, deadline) {
             Ok(s) => s,
             Err(e)
                 if matches!(
@@ -153,8 +168,15 @@ impl Client {
             {
                 return Ok(None)
             }
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                return Err(ClientError::Silent {
+                    secs: deadline.as_secs(),
+                    relay: String::new(),
+                })
+            }
             Err(e) => return Err(e.into()),
         };
+        stream.set_write_timeout(Some(deadline))?;
         let (mut warnings, mut relay) = (Vec::new(), None);
         let listener = super::holder::peer_pid(&stream);
         match (super::holder::holder(paths), listener) {
@@ -193,6 +215,8 @@ impl Client {
             opener: None,
             next_id: 1,
             pending_events: Vec::new(),
+            deadline,
+
             vault_id: String::new(),
             pid: 0,
             socket: socket.to_owned(),
@@ -243,27 +267,62 @@ impl Client {
         }
     }
 
+    /// No answer within `waited`; names the process on the socket path when it is not the agent.
+    fn silent(&self, waited: Duration) -> ClientError {
+        ClientError::Silent {
+            secs: waited.as_secs(),
+            relay: self.relay.map_or(String::new(), |pid| {
+                format!(
+                    " (the process on its socket {}, pid {pid}, is not the agent and stands in between: `vault lock`, then `vault unlock`, takes the path back)",
+                    self.socket.display()
+                )
+            }),
+        }
+    }
+
+    /// How long a call waits for the agent's answer.
+    pub fn deadline(&self) -> Duration {
+        self.deadline
+    }
+
+    /// How long `req` may take to be answered: the deadline, plus the wait a `journal` request
+    /// asks the agent for; `verify` and `export` read the whole journal, so twenty times it.
+    fn deadline_for(&self, req: &Request) -> Duration {
+        match req {
+            Request::Journal { wait_ms, .. } => self.deadline + Duration::from_millis(*wait_ms),
+            Request::Verify { .. } | Request::Export { .. } => self.deadline * 20,
+            _ => self.deadline,
+        }
+    }
+
     /// Sends a request; returns its id.
     pub fn send(&mut self, req: Request) -> Result<u64, ClientError> {
         let id = self.next_id;
         self.next_id += 1;
         let line = protocol::encode(&ClientFrame { id, req });
-        match &mut self.sealer {
+        let written = match &mut self.sealer {
             Some(sealer) => {
                 // The frame without its newline; the channel frames it anew.
                 let sealed = sealer.seal(&line[..line.len() - 1]);
-                self.stream.write_all(&sealed)?;
+                self.stream.write_all(&sealed)
             }
-            None => self.stream.write_all(&line)?,
+            None => self.stream.write_all(&line),
+        };
+        match written {
+            Ok(()) => Ok(id),
+            Err(e) if timed_out(&e) => Err(self.silent(self.deadline)),
+            Err(e) => Err(e.into()),
         }
-        Ok(id)
     }
 
-    /// Sends a request and waits for its reply (events that arrive meanwhile are kept).
+    /// Sends a request and waits for its reply (events that arrive meanwhile are kept), at most
+    /// its deadline.
     pub fn call(&mut self, req: Request) -> Result<Reply, ClientError> {
+        let within = self.deadline_for(&req);
         let id = self.send(req)?;
+        let until = Instant::now() + within;
         loop {
-            match self.read_frame(None)? {
+            match self.read_frame(until)? {
                 Some(AgentFrame::Reply { id: rid, reply }) if rid == id || rid == 0 => {
                     return match *reply {
                         Reply::Error { code, message } => {
@@ -274,18 +333,20 @@ impl Client {
                 }
                 Some(AgentFrame::Reply { .. }) => {}
                 Some(AgentFrame::Event { id, event }) => self.pending_events.push((id, event)),
-                None => return Err(self.gone()),
+                None => return Err(self.silent(within)),
             }
         }
     }
 
-    /// The next reply to any request sent with `send` (events that arrive meanwhile are kept).
+    /// The next reply to any request sent with `send` (events that arrive meanwhile are kept),
+    /// waiting at most the deadline.
     pub fn next_reply(&mut self) -> Result<(u64, Reply), ClientError> {
+        let until = Instant::now() + self.deadline;
         loop {
-            match self.read_frame(None)? {
+            match self.read_frame(until)? {
                 Some(AgentFrame::Reply { id, reply }) => return Ok((id, *reply)),
                 Some(AgentFrame::Event { id, event }) => self.pending_events.push((id, event)),
-                None => return Err(self.gone()),
+                None => return Err(self.silent(self.deadline)),
             }
         }
     }
@@ -295,11 +356,9 @@ impl Client {
         if !self.pending_events.is_empty() {
             return Ok(Some(self.pending_events.remove(0)));
         }
-        match self.read_frame(Some(timeout))? {
+        match self.read_frame(Instant::now() + timeout)? {
             Some(AgentFrame::Event { id, event }) => Ok(Some((id, event))),
-            Some(AgentFrame::Reply { .. }) => Ok(None),
-            None if timeout.is_zero() => Ok(None),
-            None => Ok(None),
+            Some(AgentFrame::Reply { .. }) | None => Ok(None),
         }
     }
 
@@ -309,10 +368,10 @@ impl Client {
         self.stream.as_fd()
     }
 
-    /// One frame; `None` at end of stream, or when `timeout` passed first.
-    fn read_frame(&mut self, timeout: Option<Duration>) -> Result<Option<AgentFrame>, ClientError> {
+    /// One frame; `None` when `until` passed first (the end of the stream is `gone`).
+    fn read_frame(&mut self, until: Instant) -> Result<Option<AgentFrame>, ClientError> {
         loop {
-            let Some(unit) = self.read_unit(timeout)? else {
+            let Some(unit) = self.read_unit(until)? else {
                 return Ok(None);
             };
             let frame = match &mut self.opener {
@@ -332,14 +391,9 @@ impl Client {
         }
     }
 
-    /// One line, or once the channel is open one sealed message; `None` at end of stream, or
-    /// when `timeout` passed first.
-    fn read_unit(
-        &mut self,
-        timeout: Option<Duration>,
-    ) -> Result<Option<Zeroizing<Vec<u8>>>, ClientError> {
-        self.stream
-            .set_read_timeout(timeout.map(|t| t.max(Duration::from_millis(1))))?;
+    /// One line, or once the channel is open one sealed message; `None` when `until` passed
+    /// first; `gone` at the end of the stream.
+    fn read_unit(&mut self, until: Instant) -> Result<Option<Zeroizing<Vec<u8>>>, ClientError> {
         loop {
             let next = match self.opener {
                 Some(_) => self.splitter.next_sealed(),
@@ -351,29 +405,64 @@ impl Client {
             if next.is_some() {
                 return Ok(next);
             }
+            let left = until.saturating_duration_since(Instant::now());
+            self.stream
+                .set_read_timeout(Some(left.max(Duration::from_millis(1))))?;
             match self.stream.read(&mut self.read_buf[..]) {
-                Ok(0) => {
-                    return if timeout.is_some() {
-                        Err(self.gone())
-                    } else {
-                        Ok(None)
-                    }
-                }
+                Ok(0) => return Err(self.gone()),
                 Ok(n) => self.splitter.push(&self.read_buf[..n]),
-                Err(e)
-                    if timeout.is_some()
-                        && matches!(
-                            e.kind(),
-                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                        ) =>
-                {
-                    return Ok(None)
+                Err(e) if timed_out(&e) => {
+                    if Instant::now() >= until {
+                        return Ok(None);
+                    }
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e.into()),
             }
         }
     }
+}
+
+/// Whether an I/O error is a socket timeout running out.
+fn timed_out(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    )
+}
+
+/// A stream connected to `socket` within `within`: a Unix socket whose queue of connections is
+/// full makes `connect` wait (or, non-blocking, fail with `EAGAIN`), so it is tried again until
+/// then, and `TimedOut` after.
+fn connect_within(socket: &Path, within: Duration) -> std::io::Result<UnixStream> {
+    use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+    let fd = rustix::net::socket_with(
+        AddressFamily::UNIX,
+        SocketType::STREAM,
+        SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
+        None,
+    )?;
+    let addr = SocketAddrUnix::new(socket)?;
+    let until = Instant::now() + within;
+    loop {
+        match rustix::net::connect(&fd, &addr) {
+            Ok(()) => break,
+            Err(e) if e == rustix::io::Errno::INTR => {}
+            Err(e) if e == rustix::io::Errno::AGAIN && Instant::now() < until => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) if e == rustix::io::Errno::AGAIN => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "the vault agent's socket accepted no connection in time",
+                ))
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let stream = UnixStream::from(fd);
+    stream.set_nonblocking(false)?;
+    Ok(stream)
 }
 
 /// A connection to the vault's real agent over the encrypted channel (which only a process that
