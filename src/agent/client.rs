@@ -158,7 +158,7 @@ impl Client {
         let deadline = crate::config::Config::load(paths)
             .map(|c| c.agent_answer())
             .unwrap_or(DEFAULT_ANSWER);
-        let stream = match connect_within(socket, deadline) {
+        let stream = match super::socket::connect_within(socket, deadline) {
             Ok(s) => s,
             Err(e)
                 if matches!(
@@ -310,7 +310,7 @@ impl Client {
         };
         match written {
             Ok(()) => Ok(id),
-            Err(e) if timed_out(&e) => Err(self.silent(self.deadline)),
+            Err(e) if super::socket::timed_out(&e) => Err(self.silent(self.deadline)),
             Err(e) => Err(e.into()),
         }
     }
@@ -411,7 +411,7 @@ impl Client {
             match self.stream.read(&mut self.read_buf[..]) {
                 Ok(0) => return Err(self.gone()),
                 Ok(n) => self.splitter.push(&self.read_buf[..n]),
-                Err(e) if timed_out(&e) => {
+                Err(e) if super::socket::timed_out(&e) => {
                     if Instant::now() >= until {
                         return Ok(None);
                     }
@@ -421,48 +421,6 @@ impl Client {
             }
         }
     }
-}
-
-/// Whether an I/O error is a socket timeout running out.
-fn timed_out(e: &std::io::Error) -> bool {
-    matches!(
-        e.kind(),
-        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-    )
-}
-
-/// A stream connected to `socket` within `within`: a Unix socket whose queue of connections is
-/// full makes `connect` wait (or, non-blocking, fail with `EAGAIN`), so it is tried again until
-/// then, and `TimedOut` after.
-fn connect_within(socket: &Path, within: Duration) -> std::io::Result<UnixStream> {
-    use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
-    let fd = rustix::net::socket_with(
-        AddressFamily::UNIX,
-        SocketType::STREAM,
-        SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
-        None,
-    )?;
-    let addr = SocketAddrUnix::new(socket)?;
-    let until = Instant::now() + within;
-    loop {
-        match rustix::net::connect(&fd, &addr) {
-            Ok(()) => break,
-            Err(e) if e == rustix::io::Errno::INTR => {}
-            Err(e) if e == rustix::io::Errno::AGAIN && Instant::now() < until => {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            Err(e) if e == rustix::io::Errno::AGAIN => {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    "the vault agent's socket accepted no connection in time",
-                ))
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-    let stream = UnixStream::from(fd);
-    stream.set_nonblocking(false)?;
-    Ok(stream)
 }
 
 /// A connection to the vault's real agent over the encrypted channel (which only a process that
