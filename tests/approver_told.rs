@@ -1,11 +1,15 @@
 //! The person is always told, with the real agent: a second `vault unlock` says the vault is
 //! already unlocked and changes nothing (same agent pid, a waiting call still waiting), while
-//! `vault unlock --restart` replaces the agent on purpose.
+//! `vault unlock --restart` replaces the agent on purpose; and a running `vault approve` (on a
+//! real pty) prints a line when a call it shows is withdrawn, when the vault is paused, when the
+//! agent is restarted (and then keeps working: it approves on the new agent, counted at the
+//! target), and when it is locked; its pings do not keep the agent from its idle lock.
 mod support;
 
 use serde_json::{json, Value};
 use std::time::Duration;
 use support::mcp::McpProc;
+use support::pty::PtySession;
 use support::target::HttpTarget;
 use support::*;
 
@@ -96,4 +100,90 @@ fn a_second_unlock_changes_nothing_and_restart_replaces_the_agent() {
     assert!(r.to_string().contains("--restart"), "{r}");
     assert!(t.requests().is_empty());
     p.finish(Duration::from_secs(10));
+}
+
+/// Waits for `text` in what `vault approve` drew, failing with the screen so far.
+#[track_caller]
+fn told(approve: &mut PtySession, text: &str) {
+    assert!(
+        approve.wait_for(text, Duration::from_secs(30)),
+        "`vault approve` never said {text:?}; it drew:\n{}",
+        approve.output().escape_debug()
+    );
+}
+
+#[test]
+fn a_running_approve_is_told_of_withdrawal_pause_restart_and_lock_and_keeps_working() {
+    let t = HttpTarget::start(SECRET);
+    let mut v = TestVault::init("told-approve");
+    v.add_bearer("api", &t.base(), SECRET);
+    let url = format!("{}/v1/items", t.base());
+    let mut approve = PtySession::spawn(v.command(&["approve"]), None);
+    told(&mut approve, "passphrase");
+    std::thread::sleep(Duration::from_millis(200));
+    approve.send(&format!("{PASSPHRASE}\n"));
+    told(&mut approve, "No action waits");
+
+    // Withdrawn: the client cancels the call whose card is on screen.
+    let mut p = mcp(&v);
+    send(&mut p, 1, &url);
+    told(&mut approve, "[a]pprove once");
+    p.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1, "reason": "user pressed stop"}}));
+    told(&mut approve, "withdrawn");
+    told(&mut approve, "cancelled");
+
+    // Paused, with the reason given; and resumed.
+    v.run(&["pause", "--reason", "told-test-pause"], None).ok();
+    told(&mut approve, "paused");
+    told(&mut approve, "told-test-pause");
+    v.run_pp(&["resume"], None).ok();
+    told(&mut approve, "resumed");
+
+    // Restarted: it says so, finds the new agent, and approves on it.
+    let old = v.agent_pid().unwrap();
+    unlock(&mut v, &["--restart"]).ok();
+    let new = v.agent_pid().unwrap();
+    assert_ne!(old, new);
+    told(&mut approve, "--restart");
+    told(&mut approve, &format!("vault agent (pid {new})"));
+    let mut p2 = mcp(&v);
+    send(&mut p2, 2, &url);
+    told(&mut approve, "[a]pprove once");
+    std::thread::sleep(Duration::from_millis(800));
+    approve.send("a");
+    told(&mut approve, "Approved act_");
+    let (r, _) = p2.until_id(&json!(2), Duration::from_secs(30));
+    assert_eq!(
+        r["result"]["structuredContent"]["state"], "completed",
+        "{r}"
+    );
+    assert_eq!(t.requests().len(), 1, "approved on the new agent");
+
+    // Locked: it says so and what to run; unlocked again, it is back.
+    v.run(&["lock"], None).ok();
+    told(&mut approve, "vault lock");
+    told(&mut approve, "vault unlock");
+    unlock(&mut v, &[]).ok();
+    let third = v.agent_pid().unwrap();
+    told(&mut approve, &format!("vault agent (pid {third})"));
+    approve.send("q");
+    assert_eq!(approve.finish(Duration::from_secs(10)), Some(0));
+    p.finish(Duration::from_secs(10));
+    p2.finish(Duration::from_secs(10));
+}
+
+#[test]
+fn a_running_approve_does_not_keep_the_agent_from_its_idle_lock() {
+    let mut v = TestVault::init("told-idle");
+    // `vault approve` pings a quiet agent every 5 s; those pings are not activity.
+    v.configure("[agent]\nidle_seconds = 8\n");
+    let mut approve = PtySession::spawn(v.command(&["approve"]), None);
+    told(&mut approve, "passphrase");
+    std::thread::sleep(Duration::from_millis(200));
+    approve.send(&format!("{PASSPHRASE}\n"));
+    told(&mut approve, "No action waits");
+    told(&mut approve, "idle time");
+    assert_eq!(v.agent_pid(), None, "the agent still runs");
+    approve.send("q");
+    assert_eq!(approve.finish(Duration::from_secs(10)), Some(0));
 }

@@ -4,7 +4,9 @@
 //! mcp` has its own async client (`mcp::link`). Nothing here waits for ever: the connect, the
 //! channel's handshake, each write and each call have a deadline (`[agent] answer_seconds`,
 //! longer for the requests that legitimately take longer), past which the command is told what to
-//! check (`ClientError::Silent`).
+//! check (`ClientError::Silent`); a command that waits on events for long (`vault approve`) pings
+//! the agent when it has been quiet (`keep_alive`). When the agent says it stops, the error says
+//! why.
 use super::channel::{Initiator, Opener, Sealer};
 use super::holder::{Holder, Stopped};
 use super::protocol::{
@@ -43,7 +45,8 @@ pub enum ClientError {
     Refused { code: ErrorCode, message: String },
     #[error("the vault agent did not answer within {secs} s{relay}; check `vault doctor`, or restart it with `vault unlock --restart`")]
     Silent { secs: u64, relay: String },
-
+    #[error("the vault agent stopped: {reason}; run `vault unlock`, then try again")]
+    Stopped { reason: String },
     #[error("talking to the vault agent failed: {0}")]
     Io(#[from] std::io::Error),
     #[error("the vault agent answered something unreadable: {0}")]
@@ -63,7 +66,11 @@ pub struct Client {
     pending_events: Vec<(u64, Event)>,
     /// How long a call waits for its answer (`[agent] answer_seconds`).
     deadline: Duration,
-
+    /// When the agent last sent anything, and when an unanswered `ping` went out.
+    last_heard: Instant,
+    ping_sent: Option<Instant>,
+    /// Why the agent said it stops, if it did.
+    stopping: Option<String>,
     pub vault_id: String,
     pub pid: u32,
     pub socket: PathBuf,
@@ -216,7 +223,9 @@ impl Client {
             next_id: 1,
             pending_events: Vec::new(),
             deadline,
-
+            last_heard: Instant::now(),
+            ping_sent: None,
+            stopping: None,
             vault_id: String::new(),
             pid: 0,
             socket: socket.to_owned(),
@@ -255,15 +264,18 @@ impl Client {
         }
     }
 
-    /// The connection ended mid-request: the agent went away, or the process found standing
-    /// on the socket path (and named when connecting) cut it.
+    /// The connection ended mid-request: the agent stopped (and said why), went away, or the
+    /// process found standing on the socket path (and named when connecting) cut it.
     fn gone(&self) -> ClientError {
-        match self.relay {
-            Some(listener) => ClientError::CutByRelay {
+        match (&self.stopping, self.relay) {
+            (Some(reason), _) => ClientError::Stopped {
+                reason: reason.clone(),
+            },
+            (None, Some(listener)) => ClientError::CutByRelay {
                 socket: self.socket.clone(),
                 listener,
             },
-            None => ClientError::Gone,
+            (None, None) => ClientError::Gone,
         }
     }
 
@@ -280,6 +292,12 @@ impl Client {
         }
     }
 
+    /// The pid of the process on the socket path when it is not the agent (it relays this
+    /// connection, which it can neither read nor change over the encrypted channel).
+    pub fn relayed(&self) -> Option<u32> {
+        self.relay
+    }
+
     /// How long a call waits for the agent's answer.
     pub fn deadline(&self) -> Duration {
         self.deadline
@@ -293,6 +311,26 @@ impl Client {
             Request::Verify { .. } | Request::Export { .. } => self.deadline * 20,
             _ => self.deadline,
         }
+    }
+
+    /// For a command that waits on events for long (`vault approve`): after `every` with nothing
+    /// from the agent, sends a `ping`; `Silent` when neither its answer nor anything else came
+    /// within the deadline.
+    pub fn keep_alive(&mut self, every: Duration) -> Result<(), ClientError> {
+        if let Some(sent) = self.ping_sent {
+            if self.last_heard >= sent {
+                self.ping_sent = None;
+            } else if sent.elapsed() >= self.deadline {
+                return Err(self.silent(self.deadline));
+            } else {
+                return Ok(());
+            }
+        }
+        if self.last_heard.elapsed() >= every {
+            self.send(Request::Ping)?;
+            self.ping_sent = Some(Instant::now());
+        }
+        Ok(())
     }
 
     /// Sends a request; returns its id.
@@ -368,12 +406,14 @@ impl Client {
         self.stream.as_fd()
     }
 
-    /// One frame; `None` when `until` passed first (the end of the stream is `gone`).
+    /// One frame; `None` when `until` passed first (the end of the stream is `gone`). Notes
+    /// when the agent was last heard from, and why it stops if it says so.
     fn read_frame(&mut self, until: Instant) -> Result<Option<AgentFrame>, ClientError> {
         loop {
             let Some(unit) = self.read_unit(until)? else {
                 return Ok(None);
             };
+            self.last_heard = Instant::now();
             let frame = match &mut self.opener {
                 Some(opener) => match opener
                     .open(&unit)
@@ -385,9 +425,16 @@ impl Client {
                 },
                 None => unit,
             };
-            return protocol::decode(&frame)
-                .map(Some)
-                .map_err(|e| ClientError::Protocol(e.to_string()));
+            let frame: AgentFrame =
+                protocol::decode(&frame).map_err(|e| ClientError::Protocol(e.to_string()))?;
+            if let AgentFrame::Event {
+                event: Event::Stopping { reason },
+                ..
+            } = &frame
+            {
+                self.stopping = Some(reason.clone());
+            }
+            return Ok(Some(frame));
         }
     }
 

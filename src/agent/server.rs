@@ -1,7 +1,7 @@
 //! The agent's service loop: the shared state (`Agent`), the listening socket, one task per
 //! connection (`connection.rs`), the expiry of waiting actions, and the lifetimes (absolute,
 //! idle, `vault lock`, `vault unlock --restart` by SIGHUP) with an orderly shutdown that journals
-//! `vault.lock`.
+//! `vault.lock` and tells the person's connections why.
 use super::protocol::AgentStatus;
 use super::socket::{self};
 use super::{AgentError, Start};

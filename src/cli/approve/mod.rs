@@ -9,6 +9,7 @@ mod fit_tests;
 mod layout;
 mod preview;
 mod screen;
+mod watch;
 
 use crate::agent::client::{approver_client, ClientError};
 use crate::agent::protocol::{Reply, Request};

@@ -12,8 +12,8 @@
 //! lines fit (`layout::Shown::fits`); the size is looked at every tick, and a resize redraws.
 use super::card::{self, CardData};
 use super::layout::Size;
-use crate::agent::client::Client;
-use crate::agent::protocol::{ApprovalView, Event, Reply, Request};
+use super::watch::{left_note, Told, Watch};
+use crate::agent::protocol::{ApprovalView, Reply, Request};
 use crate::approvals::Verdict;
 use crate::keys::{ApproverKey, PassphraseSource};
 use crate::paths::VaultPaths;
@@ -187,33 +187,24 @@ impl OnScreen {
 
 /// Asks the passphrase, then connects to the vault's real agent over the encrypted channel
 /// (which only a holder of the key completes) and subscribes to the queue. The master key is
-/// dropped (wiped) once the channel is open: only the approver key stays, to sign.
+/// dropped (wiped) once the channel is open: only the approver key stays, to sign, and the
+/// channel's key (derived from it), to reach the next agent if this one goes.
 fn unlock(
     paths: &VaultPaths,
     source: &PassphraseSource,
     tty: &mut Tty,
-) -> anyhow::Result<(Client, ApproverKey)> {
+) -> anyhow::Result<(Watch, ApproverKey)> {
     tty.raw(false);
     let passphrase = source.read("Vault passphrase: ");
     tty.raw(true);
     let keys = super::super::backend::keys_from(paths, source, &passphrase?)?;
     let mut client = crate::agent::client::approver_client(paths, &keys)?;
+    let psk = crate::agent::channel::channel_key(&keys.master);
     let approver = keys.into_approver();
     match client.call(Request::WatchPending)? {
-        Reply::Ok => Ok((client, approver)),
+        Reply::Ok => Ok((Watch::new(paths.clone(), psk, client), approver)),
         other => Err(super::super::backend::unexpected(other)),
     }
-}
-
-/// The newest queue the agent pushed, if one arrived.
-fn latest_queue(client: &mut Client) -> anyhow::Result<Option<Vec<ApprovalView>>> {
-    let mut latest = None;
-    while let Some((_, event)) = client.next_event(Duration::ZERO)? {
-        if let Event::Queue { actions } = event {
-            latest = Some(actions);
-        }
-    }
-    Ok(latest)
 }
 
 pub(super) fn run(
@@ -223,7 +214,7 @@ pub(super) fn run(
 ) -> anyhow::Result<Exit> {
     let idle = config.approver_idle();
     let mut tty = Tty::open()?;
-    let (mut client, mut keys) = unlock(&paths, &source, &mut tty)?;
+    let (mut watch, mut keys) = unlock(&paths, &source, &mut tty)?;
     let mut screen = Screen {
         style: card::Style {
             color: std::env::var_os("NO_COLOR").is_none(),
@@ -233,11 +224,12 @@ pub(super) fn run(
         dirty: true,
         note: String::from("Unlocked. Waiting for actions."),
         on_screen: OnScreen::default(),
+        decided: Vec::new(),
     };
     let mut last_key = Instant::now();
     loop {
-        if let Some(q) = latest_queue(&mut client)? {
-            screen.take_queue(&mut tty, q);
+        for told in watch.poll()? {
+            screen.told(&mut tty, told);
         }
         // A resized terminal gets the card laid out again (checked at every tick).
         if screen.on_screen.stale(tty.size()) {
@@ -250,7 +242,7 @@ pub(super) fn run(
                 "\x1b[2J\x1b[HIdle for {} minutes: the passphrase is needed again.\n",
                 idle.as_secs() / 60
             ));
-            (client, keys) = unlock(&paths, &source, &mut tty)?;
+            (watch, keys) = unlock(&paths, &source, &mut tty)?;
             last_key = Instant::now();
             screen.dirty = true;
             continue;
@@ -265,8 +257,18 @@ pub(super) fn run(
             Key::Decide(verdict, v) => {
                 // The note names the request as the card showed it, not as the agent words it.
                 let what = card_data(&v).headline();
-                screen.note = match client.decide(&keys, &v, &verdict, config.session_grant()) {
-                    Ok(d) => capital(&super::decided_line(&d, &what)),
+                let decided = match watch.client() {
+                    Some(client) => client
+                        .decide(&keys, &v, &verdict, config.session_grant())
+                        .map_err(|e| e.to_string()),
+                    None => Err("the vault agent is not running".into()),
+                };
+                // (Its `left` event is read after this call returns: it needs no word.)
+                screen.note = match decided {
+                    Ok(d) => {
+                        screen.decided.push(d.action.id.clone());
+                        capital(&super::decided_line(&d, &what))
+                    }
                     Err(e) => format!("Not decided: {e}"),
                 };
                 screen.dirty = true;
@@ -292,6 +294,8 @@ struct Screen {
     dirty: bool,
     note: String,
     on_screen: OnScreen,
+    /// The actions this approver decided (so their leaving the queue needs no word).
+    decided: Vec<String>,
 }
 
 impl Screen {
@@ -389,6 +393,47 @@ impl Screen {
 }
 
 impl Screen {
+    /// What the agent told (or what became of it), on screen: the queue, and a note for the
+    /// rest, so a card never goes and no state changes without a word.
+    fn told(&mut self, tty: &mut Tty, told: Told) {
+        let note = match told {
+            Told::Queue(q) => return self.take_queue(tty, q),
+            Told::Left {
+                action_id,
+                state,
+                reason,
+            } => {
+                if let Some(mine) = self.decided.iter().position(|id| *id == action_id) {
+                    self.decided.remove(mine);
+                    return;
+                }
+                let shown = self.queue.iter().find(|v| v.action.id == action_id);
+                let what = shown.map(|v| card_data(v).headline());
+                match left_note(&action_id, what.as_deref(), state, reason.as_deref()) {
+                    Some(note) => note,
+                    None => return,
+                }
+            }
+            Told::Paused(why) => format!(
+                "Paused: {}. Every tool call fails and the waiting actions were denied; `vault resume` lifts it.",
+                escape(&why)
+            ),
+            Told::Resumed => {
+                "Resumed: the pause was lifted (`vault resume`); tool calls run again.".into()
+            }
+            Told::Gone(why) => {
+                tty.show("\x07");
+                self.take_queue(tty, Vec::new());
+                why
+            }
+            Told::Back(pid) => {
+                format!("Connected to the new vault agent (pid {pid}); watching its queue.")
+            }
+        };
+        self.note = note;
+        self.dirty = true;
+    }
+
     /// `Err(why)` unless the card of `current` may be approved now: drawn whole for the
     /// terminal's size `now` (else it is drawn again), and approvable at all.
     fn may_approve(&mut self, now: Size, current: &ApprovalView) -> Result<(), String> {

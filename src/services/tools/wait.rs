@@ -239,7 +239,7 @@ async fn wait_loop(
 }
 
 /// Why the agent stopped, as a person would say it.
-pub(super) fn stop_text(why: &str) -> &'static str {
+pub(crate) fn stop_text(why: &str) -> &'static str {
     match why {
         "vault lock" => "the person locked it (`vault lock`)",
         "restart" => "the person restarted the vault agent (`vault unlock --restart`)",
