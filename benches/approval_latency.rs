@@ -69,6 +69,10 @@ fn main() {
                 &bv.keys.approver,
                 &view,
                 &Verdict::Approve,
+                // The card's method: the approval PIN, which the agent checks.
+                agent_vault::agent::client::Proof::Pin(agent_vault::wire::Secret::new(
+                    common::PIN.as_bytes().to_vec(),
+                )),
                 Duration::from_secs(3600),
             )
             .expect("decide");

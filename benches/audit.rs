@@ -71,6 +71,7 @@ impl Journal {
                 },
                 profile: "default".into(),
                 protocol_version: "2025-11-25".into(),
+                contained: false,
             };
             audit::append(tx, Some(&session), None, &start)
         } else if k == ROWS_PER_SESSION - 1 {
@@ -100,6 +101,7 @@ impl Journal {
                 summary,
                 reason: None,
                 basis,
+                method: None,
             };
             audit::append(tx, Some(&session), Some(&action), &row)
         };

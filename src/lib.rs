@@ -13,6 +13,8 @@ pub mod audit;
 mod canonical;
 mod cli;
 pub mod config;
+#[cfg(target_os = "linux")]
+pub mod contain;
 pub mod credentials;
 mod demo;
 pub mod exec;

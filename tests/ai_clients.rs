@@ -40,9 +40,24 @@ impl World {
         let target = HttpTarget::start(SECRET);
         let mut vault = TestVault::init(tag);
         vault.add_bearer_with("api", &target.base(), SECRET, &["--approval", "each"]);
-        let home = TempDir::new(&format!("{tag}-home"));
+        // Outside /tmp (which `vault run` makes private): the contained turns then meet the
+        // real home's rules (only the client's own state writable), as a person's would.
+        let home = TempDir(
+            Path::new(env!("CARGO_TARGET_TMPDIR"))
+                .join(format!("{tag}-home-{}", std::process::id())),
+        );
+        let _ = std::fs::remove_dir_all(home.path());
         let project = home.path().join("project");
         std::fs::create_dir_all(&project).unwrap();
+        // A repository of its own, as projects are: the clients take its root as the project
+        // (not the checkout this test runs in).
+        let init = Command::new("git")
+            .arg("init")
+            .arg("-q")
+            .arg(&project)
+            .output()
+            .unwrap();
+        assert!(init.status.success(), "git init: {init:?}");
         Self {
             target,
             vault,
@@ -165,8 +180,41 @@ fn assert_what_the_model_saw(label: &str, requests: &[(String, Value)], results:
     assert_eq!(body["nested"]["comments"][1][0], CANARY, "{label}: {body}");
 }
 
+/// `cmd` as `vault run --project PROJECT -- PROGRAM ARGS…`, with the same environment and
+/// directory: the client contained (tests/containment.rs shows what that holds against).
+fn under_vault_run(cmd: &Command, project: &Path) -> Command {
+    let mut c = Command::new(bin());
+    c.args(["run", "--project"])
+        .arg(project)
+        .arg("--")
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    if let Some(d) = cmd.get_current_dir() {
+        c.current_dir(d);
+    }
+    c
+}
+
+/// Every action the approver decided came from a session the agent marked contained.
+fn all_contained(label: &str, approved: &[Value]) {
+    for a in approved {
+        assert_eq!(a["contained"], true, "{label}: not contained: {a}");
+    }
+}
+
 /// One headless Claude Code turn, configured by the docs' `claude mcp add` line.
 fn claude_code_turn(tag: &str, tool_search: bool) {
+    claude_code_turn_in(tag, tool_search, false)
+}
+
+/// The same turn; `contained`: the client started under `vault run`.
+fn claude_code_turn_in(tag: &str, tool_search: bool, contained: bool) {
     let claude = client_bin("claude", "@anthropic-ai/claude-code");
     let w = World::new(tag);
     let query = tool_search.then_some("http request credential");
@@ -200,6 +248,9 @@ fn claude_code_turn(tag: &str, tool_search: bool) {
     if !tool_search {
         cmd.env("ENABLE_TOOL_SEARCH", "false");
     }
+    if contained {
+        cmd = under_vault_run(&cmd, &w.project);
+    }
     let run = run_ok(tag, cmd, TURN_LIMIT);
     let approved = approver.finish();
     assert_eq!(
@@ -207,6 +258,9 @@ fn claude_code_turn(tag: &str, tool_search: bool) {
         1,
         "{tag}: one action approved: {approved:?}"
     );
+    if contained {
+        all_contained(tag, &approved);
+    }
     let out: Value = serde_json::from_str(&run.stdout).expect("claude prints its result as JSON");
     assert_eq!(out["result"], STANDIN_FINAL, "{tag}: the turn ended: {out}");
     w.target_got_the_secret_once();
@@ -262,6 +316,11 @@ fn claude_code_without_tool_search_forwards_only_wrapped_text() {
     claude_code_turn("claude-plain", false);
 }
 
+#[test]
+fn claude_code_under_vault_run_does_a_whole_gated_turn_contained() {
+    claude_code_turn_in("claude-contained", false, true);
+}
+
 /// Answers Gemini CLI's "Do you trust the files in this folder?" with "1. Trust folder", on a
 /// terminal, as a person does on the first start in a folder.
 fn trust_in_gemini_dialog(w: &World, mut cmd: Command) {
@@ -296,8 +355,18 @@ fn trust_in_gemini_dialog(w: &World, mut cmd: Command) {
 
 #[test]
 fn gemini_cli_in_a_trusted_folder_forwards_only_wrapped_text() {
+    gemini_turn("gemini", false);
+}
+
+#[test]
+fn gemini_cli_under_vault_run_does_a_whole_gated_turn_contained() {
+    gemini_turn("gemini-contained", true);
+}
+
+/// One headless Gemini CLI turn in a folder the person trusted; `contained`: under `vault run`.
+fn gemini_turn(tag: &str, contained: bool) {
     let gemini = client_bin("gemini", "@google/gemini-cli");
-    let w = World::new("gemini");
+    let w = World::new(tag);
     let standin = StandIn::start("gemini", &w.plan(None));
     // What a person's first start records when they pick "Use Gemini API key" (Gemini CLI needs
     // it here: with GOOGLE_GEMINI_BASE_URL set it reads the auth type from the environment as
@@ -349,9 +418,15 @@ fn gemini_cli_in_a_trusted_folder_forwards_only_wrapped_text() {
     let approver = Approver::start(w.vault.vault_dir());
     let mut cmd = gemini_env(w.command(&gemini));
     cmd.args(["-p", &w.prompt(), "--output-format", "json"]);
+    if contained {
+        cmd = under_vault_run(&cmd, &w.project);
+    }
     let run = run_ok("gemini -p", cmd, TURN_LIMIT);
     let approved = approver.finish();
     assert_eq!(approved.len(), 1, "one action approved: {approved:?}");
+    if contained {
+        all_contained(tag, &approved);
+    }
     let out: Value = serde_json::from_str(&run.stdout).expect("gemini prints its result as JSON");
     assert_eq!(out["response"], STANDIN_FINAL, "the turn ended: {out}");
     let calls = &out["stats"]["tools"]["byName"]["mcp_agent-vault_http_request"];
@@ -374,9 +449,9 @@ fn gemini_cli_in_a_trusted_folder_forwards_only_wrapped_text() {
         description.contains("Sends one HTTP request"),
         "{description}"
     );
-    assert_what_the_model_saw("gemini", &requests, &gemini_results(&requests));
+    assert_what_the_model_saw(tag, &requests, &gemini_results(&requests));
     println!(
-        "gemini: {} requests to the model; setup {:.1} s, turn {:.1} s, test {:.1} s",
+        "{tag}: {} requests to the model; setup {:.1} s, turn {:.1} s, test {:.1} s",
         requests.len(),
         setup.as_secs_f64(),
         run.wall.as_secs_f64(),

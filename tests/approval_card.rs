@@ -261,6 +261,7 @@ fn keys_typed_before_a_card_was_seen_decide_nothing() {
         &[
             ("passphrase", &format!("{PASSPHRASE}\n"), 0.2),
             ("[a]pprove once", "a", 0.8),
+            ("PIN to approve", &format!("{PIN}\r"), 0.2),
             ("", "a", 0.05),
             ("", "s", 0.05),
             ("Approved act_", "a", 0.1),

@@ -263,6 +263,7 @@ fn the_interactive_queue_in_a_real_terminal() {
         &[
             ("passphrase", &format!("{PASSPHRASE}\n"), 0.2),
             ("[a]pprove once", "a", 0.8),
+            ("PIN to approve", &format!("{PIN}\r"), 0.2),
             ("Approved act_", "q", 0.2),
         ],
     );
@@ -282,5 +283,72 @@ fn the_interactive_queue_in_a_real_terminal() {
     assert_eq!(target.requests().len(), 1);
     assert_no_leak("approve screen", run.stdout.as_bytes(), SECRET);
     assert_no_leak("approve screen", run.stdout.as_bytes(), PASSPHRASE);
+    p.finish(Duration::from_secs(10));
+}
+
+/// Issue 30, item 6: reads are fetched afresh, writes are replayed. On a `never` credential a
+/// repeated GET (and HEAD) reaches the target again, while a repeated POST returns the first
+/// result (`replayed: true`) and sends nothing; on `each`, a repeated GET waits for a card again.
+#[test]
+fn a_repeated_read_runs_again_and_a_repeated_write_is_replayed() {
+    let (mut v, target) = setup("replay-reads");
+    v.add_bearer_with("auto", &target.base(), SECRET, &["--approval", "never"]);
+    let mut p = McpProc::spawn(v.command(&["mcp"]));
+    p.initialize();
+    let url = format!("{}/echo?page=1", target.base());
+    let call = |p: &mut McpProc, id: i64, cred: &str, method: &str| {
+        let mut args = json!({"credential": cred, "method": method, "url": url, "wait_s": 2});
+        if method == "POST" {
+            args["json"] = json!({"n": 1});
+        }
+        p.call(id, "http_request", args)["result"]["structuredContent"].clone()
+    };
+    let count = |method: &str| {
+        target
+            .requests()
+            .iter()
+            .filter(|r| r["method"] == method)
+            .count()
+    };
+    for (i, method) in ["GET", "HEAD"].iter().enumerate() {
+        let first = call(&mut p, 10 + i as i64 * 2, "auto", method);
+        let again = call(&mut p, 11 + i as i64 * 2, "auto", method);
+        assert_eq!(
+            (first["state"].as_str(), again["state"].as_str()),
+            (Some("completed"), Some("completed")),
+            "{again}"
+        );
+        assert_eq!(again["replayed"], false, "{again}");
+        assert_ne!(again["action_id"], first["action_id"]);
+        assert_eq!(count(method), 2, "{method} reached the target twice");
+    }
+    let first = call(&mut p, 20, "auto", "POST");
+    let again = call(&mut p, 21, "auto", "POST");
+    assert_eq!(first["state"], "completed", "{first}");
+    assert_eq!(again["replayed"], true, "{again}");
+    assert_eq!(again["action_id"], first["action_id"]);
+    assert_eq!(count("POST"), 1, "a replayed POST sends nothing");
+    // Under `each`, the same GET approved once needs a card again.
+    let act = {
+        p.send(&json!({"jsonrpc": "2.0", "id": 30, "method": "tools/call", "params": {"name": "http_request", "arguments": {"credential": "api", "method": "GET", "url": url, "wait_s": 30}}}));
+        v.pending_with("/echo?page=1")["action_id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    v.run(
+        &["approve", "--id", &act, "--approve", "--passphrase-stdin"],
+        Some(&format!("{PASSPHRASE}\n")),
+    )
+    .ok();
+    assert_eq!(
+        result_of(&mut p, 30)["structuredContent"]["state"],
+        "completed"
+    );
+    assert_eq!(count("GET"), 3);
+    let again = call(&mut p, 31, "api", "GET");
+    assert_eq!(again["state"], "pending", "{again}");
+    assert_ne!(again["action_id"], act.as_str());
+    assert_eq!(count("GET"), 3, "nothing ran without the card");
     p.finish(Duration::from_secs(10));
 }

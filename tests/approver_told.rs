@@ -151,6 +151,8 @@ fn a_running_approve_is_told_of_withdrawal_pause_restart_and_lock_and_keeps_work
     told(&mut approve, "[a]pprove once");
     std::thread::sleep(Duration::from_millis(800));
     approve.send("a");
+    told(&mut approve, "PIN to approve");
+    approve.send(&format!("{PIN}\r"));
     told(&mut approve, "Approved act_");
     let (r, _) = p2.until_id(&json!(2), Duration::from_secs(30));
     assert_eq!(

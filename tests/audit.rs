@@ -34,7 +34,7 @@ fn verify_file(file: &std::path::Path, extra: &[&str]) -> (i32, Value) {
 
 #[test]
 fn verify_prints_the_head_and_an_export_verifies_with_no_vault_at_all() {
-    let mut v = TestVault::init("verify");
+    let mut v = TestVault::init_without_pin("verify");
     append_rows(&v, 20);
     let head = {
         let vault = open(&v);
@@ -102,7 +102,7 @@ fn verify_prints_the_head_and_an_export_verifies_with_no_vault_at_all() {
 
 #[test]
 fn a_tampered_export_fails_verification_at_the_right_seq() {
-    let mut v = TestVault::init("export-tamper");
+    let mut v = TestVault::init_without_pin("export-tamper");
     append_rows(&v, 18);
     let file = v.dir.path().join("audit.jsonl");
     v.run(&["export-audit", file.to_str().unwrap()], None).ok();
@@ -236,7 +236,7 @@ fn an_update_by_someone_with_the_key_is_caught() {
 
 #[test]
 fn anchors_catch_a_history_cut_off_with_the_key() {
-    let mut v = TestVault::init("anchors");
+    let mut v = TestVault::init_without_pin("anchors");
     append_rows(&v, 12);
     {
         let vault = open(&v);
@@ -333,6 +333,7 @@ fn log_and_sessions_show_what_each_agent_did() {
                 },
                 profile: "default".into(),
                 protocol_version: "2025-11-25".into(),
+                contained: false,
             };
             audit::append(&tx, Some(ses), None, &start).unwrap();
         }
@@ -344,6 +345,7 @@ fn log_and_sessions_show_what_each_agent_did() {
             hash: "ab".repeat(32),
             reason: None,
             basis: None,
+            method: None,
         };
         for s in [
             State::Pending,

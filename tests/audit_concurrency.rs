@@ -84,7 +84,7 @@ fn eight_processes_appending_at_once_make_one_chain() {
         return;
     }
     let _serial = MULTI_PROCESS.lock().unwrap_or_else(|e| e.into_inner());
-    let mut v = TestVault::init("concurrent");
+    let mut v = TestVault::init_without_pin("concurrent");
     let role = format!("append:{}", v.vault_dir().display());
     let started = Instant::now();
     let children: Vec<_> = (0..8)

@@ -18,7 +18,7 @@ use support::target::HttpTarget;
 use support::*;
 
 const SECRET: &str = "DECOY_sizes_tok_4c81e2";
-const PIN: &str = "SHA256:nThbg6kXUpJWGl7E1IGOCspRomTxdCARLviKw6E5SY8";
+const HOST_KEY: &str = "SHA256:nThbg6kXUpJWGl7E1IGOCspRomTxdCARLviKw6E5SY8";
 const SIZES: [(u16, u16); 3] = [(24, 80), (15, 50), (12, 40)];
 
 /// A loopback port that counts the connections made to it (and closes each): an SSH "host"
@@ -76,6 +76,11 @@ fn card_screen(transcript: &str, before: usize) -> Vec<String> {
         .rsplit("\x1b[2J\x1b[H")
         .find(|s| s.contains("[v]iew"))
         .unwrap_or_else(|| panic!("no card drawn in: {}", transcript.escape_debug()));
+    // Not the PIN prompt that `a` put on the terminal's last row (`ESC [ rows ; 1 H`).
+    let screen = match screen.find(";1H\x1b[2K") {
+        Some(at) => &screen[..screen[..at].rfind("\x1b[").unwrap_or(at)],
+        None => screen,
+    };
     strip_ansi(screen)
         .split('\n')
         .map(|l| l.trim_end_matches('\r').to_owned())
@@ -87,14 +92,16 @@ fn squeezed(s: &str) -> String {
     s.split_whitespace().collect()
 }
 
-/// Runs `vault approve` at `(rows, cols)`, types `a` once the card has been up 0.8 s, then `q`:
-/// the screen `a` was typed on, and whether it said the terminal was too small.
+/// Runs `vault approve` at `(rows, cols)`, types `a` once the card has been up 0.8 s, then the
+/// approval PIN (which a card shown whole asks for; on a too-small screen its keys do nothing),
+/// then `q`: the screen `a` was typed on, and whether it said the terminal was too small.
 fn approve_at(v: &mut TestVault, (rows, cols): (u16, u16)) -> (Vec<String>, bool) {
     let run = v.run_tty_sized(
         &["approve"],
         &[
             ("passphrase", &format!("{PASSPHRASE}\n"), 0.2),
             ("[v]iew", "a", 0.8),
+            ("", &format!("{PIN}\r"), 0.5),
             ("", "q", 1.5),
         ],
         (rows, cols),
@@ -216,7 +223,7 @@ fn an_ssh_card_shows_the_login_the_command_and_the_pinned_key_at_each_size_or_se
             "deploy",
             "--password-stdin",
             "--host-key",
-            PIN,
+            HOST_KEY,
         ],
         Some("DECOY_sizes_pw_1\n"),
     )
@@ -257,7 +264,7 @@ fn an_ssh_card_shows_the_login_the_command_and_the_pinned_key_at_each_size_or_se
                 "credential web1 (profile default, version 1)".into(),
                 format!("ssh deploy@127.0.0.1:{port}"),
                 "command systemctl restart web".into(),
-                format!("host key {PIN} (pinned)"),
+                format!("host key {HOST_KEY} (pinned)"),
                 "[a]".into(),
             ],
             &what,
@@ -299,6 +306,10 @@ fn a_terminal_too_small_for_the_deciding_facts_approves_nothing_until_it_is_larg
     approve.send("s");
     std::thread::sleep(Duration::from_secs(1));
     assert!(t.requests().is_empty(), "sent: {:?}", t.requests());
+    assert!(
+        !approve.output().contains("PIN to approve"),
+        "a too-small card asked for the PIN"
+    );
     assert_eq!(v.wait_pending(1)[0]["action_id"], action.as_str());
     // Made larger, the card is drawn again (no key needed), and then `a` counts.
     approve.resize(24, 80);
@@ -316,6 +327,8 @@ fn a_terminal_too_small_for_the_deciding_facts_approves_nothing_until_it_is_larg
     );
     std::thread::sleep(Duration::from_millis(800));
     approve.send("a");
+    assert!(approve.wait_for("PIN to approve", Duration::from_secs(10)));
+    approve.send(&format!("{PIN}\r"));
     assert!(approve.wait_for("Approved act_", Duration::from_secs(20)));
     approve.send("q");
     assert_eq!(approve.finish(Duration::from_secs(10)), Some(0));

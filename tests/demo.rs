@@ -45,11 +45,15 @@ fn the_demo_runs_the_whole_flow_without_a_terminal() {
 fn the_demo_shows_the_real_card_on_a_terminal() {
     // Two cards of the real `vault approve`: the HTTP action, then the SSH one. After each
     // decision the screen says nothing waits, and [q] goes back to the demo.
+    // The demo vault's approval PIN is printed (a real vault's never is) and typed after [a].
     let script = serde_json::to_string(&[
+        (r"re:approval PIN is (\d+)", "", 0.1),
         ("[a]pprove once", "a", 0.8),
+        ("PIN to approve", "$1\r", 0.2),
         ("No action waits", "q", 0.3),
         ("(credential demo-ssh)", "", 0.1),
         ("[a]pprove once", "a", 0.8),
+        ("PIN to approve", "$1\r", 0.2),
         ("No action waits", "q", 0.3),
     ])
     .unwrap();

@@ -414,6 +414,7 @@ fn the_journal_records_init_unlock_lock_and_credential_changes() {
         kinds,
         [
             "vault.init",
+            "approval.pin_set",
             "vault.unlock",
             "credential.add",
             "credential.edit",

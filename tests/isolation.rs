@@ -71,7 +71,7 @@ fn sessions_see_only_their_own_actions_whatever_the_client_calls_itself() {
     let done = sc(&a.call(
         1,
         "http_request",
-        json!({"credential": "api", "method": "GET", "url": url, "idempotency_key": "k1"}),
+        json!({"credential": "api", "method": "POST", "url": url, "idempotency_key": "k1"}),
     ));
     assert_eq!(done["state"], "completed", "{done}");
     let done_id = done["action_id"].as_str().unwrap().to_owned();
@@ -93,11 +93,11 @@ fn sessions_see_only_their_own_actions_whatever_the_client_calls_itself() {
     assert_eq!(mine["actions"], json!([]), "{mine}");
     let r = b.call(5, "cancel_action", json!({"action_id": waiting_id}));
     assert_eq!(sc(&r)["error"]["code"], "not_found", "{r}");
-    // The same call with the same idempotency key is B's own: it runs (no replay of A's result).
+    // The same write with the same idempotency key is B's own: it runs (no replay of A's result).
     let again = sc(&b.call(
         6,
         "http_request",
-        json!({"credential": "api", "method": "GET", "url": url, "idempotency_key": "k1"}),
+        json!({"credential": "api", "method": "POST", "url": url, "idempotency_key": "k1"}),
     ));
     assert_eq!(
         (again["state"].as_str(), again["replayed"].as_bool()),
@@ -110,7 +110,7 @@ fn sessions_see_only_their_own_actions_whatever_the_client_calls_itself() {
     let replay = sc(&a.call(
         7,
         "http_request",
-        json!({"credential": "api", "method": "GET", "url": url, "idempotency_key": "k1"}),
+        json!({"credential": "api", "method": "POST", "url": url, "idempotency_key": "k1"}),
     ));
     assert_eq!(
         (replay["action_id"].as_str(), replay["replayed"].as_bool()),

@@ -74,6 +74,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         ],
     ),
     ("mcp", &["agent", "config", "paths", "wire"]),
+    ("contain", &["agent", "paths", "sys"]),
     (
         "vault",
         &[
@@ -108,6 +109,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "approvals",
             "audit",
             "config",
+            "contain",
             "credentials",
             "demo",
             "keys",

@@ -296,6 +296,7 @@ fn the_card_shows_the_request_that_runs_whatever_the_relay_writes() {
         &[
             ("passphrase", &format!("{PASSPHRASE}\n"), 0.2),
             ("[a]pprove once", "a", 0.8),
+            ("PIN to approve", &format!("{PIN}\r"), 0.2),
             ("No action waits", "q", 0.3),
         ],
     );

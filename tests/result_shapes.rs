@@ -139,10 +139,11 @@ fn answered_calls(v: &TestVault, target: &HttpTarget, closed: String, shapes: &m
     );
     let c = shapes.add("completed, text body", "http_request", &r);
     assert!(c["http"]["body"]["untrusted_text"].is_string(), "{c}");
+    // A write (reads are never replayed): the same POST again is replayed.
     let keyed = get(
         "auto",
         format!("{base}/echo?n=2"),
-        json!({"idempotency_key": "shape-1"}),
+        json!({"idempotency_key": "shape-1", "method": "POST", "json": {"n": 2}}),
     );
     let r = s.call("http_request", keyed.clone());
     shapes.add_as("completed, keyed", "http_request", &r, "state", "completed");

@@ -361,7 +361,9 @@ fn claude_code_lists_vault_as_connected() {
             && run.stdout.contains("Status: ✔ Connected")
             && run.stdout.contains(
                 "vault: connected; the vault is locked: run `vault unlock` to serve tools"
-            ),
+            )
+            // It says how to start the client contained.
+            && run.stdout.contains("Start it contained: `vault run -- claude`"),
         "{}",
         run.stdout
     );

@@ -38,6 +38,9 @@ pub fn size<T>(quick: bool, full: T, small: T) -> T {
 
 pub const SECRET: &str = "bench-token-not-a-secret";
 pub const PASSPHRASE: &str = "bench passphrase, not secret";
+/// The bench vault's approval PIN (every approval on a card takes it).
+#[allow(dead_code)]
+pub const PIN: &str = "2468";
 
 /// How a measured row relates to the others of its bench, for the report's ratios.
 #[derive(Clone, Copy)]
@@ -203,6 +206,12 @@ impl BenchVault {
         drop(vault);
         start_agent(&paths, &vault_id, &keys);
         let mut cli = secure_cli(&paths, &keys);
+        let pin = Secret::new(PIN.as_bytes().to_vec());
+        let request = agent_vault::approvals::pin::sign_pin(&keys.approver, &vault_id, &pin);
+        match cli.call(Request::SetPin { request, pin }) {
+            Ok(Reply::Ok) => {}
+            other => panic!("setting the approval PIN: {other:?}"),
+        }
         let new = NewCredential {
             id: credentials::new_id("cred"),
             profile: "default".into(),

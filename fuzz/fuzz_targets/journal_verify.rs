@@ -7,8 +7,8 @@
 //! unlock, two interleaved sessions whose actions go through every terminal state (pending →
 //! approved → dispatched on a decision nonce → completed; received → dispatched on the policy →
 //! indeterminate; pending → denied / expired / withdrawn; approved → dispatched on its own nonce
-//! → failed_before_send; received → dispatched on a session grant → completed), a rejected and a
-//! suppressed call, a pause and a resume, a lock. It is exported with `audit::export_to` (the
+//! → failed_before_send; a session grant recorded, received → dispatched on it → completed, the
+//! grant revoked), a rejected and a suppressed call, a pause and a resume, a lock. It is exported with `audit::export_to` (the
 //! bytes `vault export-audit` writes) and must verify as is.
 //!
 //! Input: byte 0 holds the number of phase-1 mutations (bits 0-2), whether a forgery follows
@@ -30,7 +30,10 @@
 //! canonical row) over the body text as written, every anchor at or below k and equal to the hash
 //! at its seq, and the lifecycle (an action starts `pending`/`received`, moves only by
 //! `State::can_go`, a plain kind never names an action, an unknown `action.*` kind is refused, a
-//! dispatch body reads as `ActionRow` and spends a decision nonce at most once).
+//! dispatch body reads as `ActionRow`, names a basis that fits (a decision after `approved`, a
+//! `never`/`writes` policy or a recorded, unrevoked, unexpired grant of its session after
+//! `received`) and spends a decision nonce at most once; a grant is recorded once, in its own
+//! session's rows, and only a recorded grant is revoked, once).
 //!
 //! Invariants:
 //! - no panic, whatever the bytes;
@@ -73,10 +76,10 @@ use agent_vault::keys::Passphrase;
 use agent_vault::paths::VaultPaths;
 use agent_vault::vault::Vault;
 use agent_vault::wire::journal::{
-    ActionRow, Basis, CallSuppressed, ClientLabel, Kind, Process, SessionEnd, SessionStart,
-    VaultInit, VaultLock, VaultPause, VaultResume, VaultUnlock,
+    ActionRow, Basis, CallSuppressed, ClientLabel, GrantAdded, GrantRevoked, Kind, Process,
+    SessionEnd, SessionStart, VaultInit, VaultLock, VaultPause, VaultResume, VaultUnlock,
 };
-use agent_vault::wire::{Hardening, State};
+use agent_vault::wire::{GrantScope, Hardening, State};
 use libfuzzer_sys::arbitrary::Unstructured;
 use libfuzzer_sys::fuzz_target;
 use serde::{Deserialize, Serialize};
@@ -212,6 +215,13 @@ fn split_lines(b: &[u8]) -> Vec<&[u8]> {
     v
 }
 
+/// A journal timestamp in milliseconds since the epoch, parsed as the vault parses it.
+fn ms(ts: &str) -> Option<i64> {
+    agent_vault::wire::ts::millis::deserialize(Value::String(ts.to_owned()))
+        .ok()
+        .map(|t| t.as_millisecond())
+}
+
 /// The reference verdict over parsed rows: Ok, or why not.
 fn reference(rows: &[Row], anchors: &[Anchor]) -> Result<(), String> {
     if rows.is_empty() {
@@ -220,6 +230,8 @@ fn reference(rows: &[Row], anchors: &[Anchor]) -> Result<(), String> {
     let mut prev = [0u8; 32];
     let mut last: HashMap<&str, State> = HashMap::new();
     let mut spent: HashSet<String> = HashSet::new();
+    // Each recorded grant: its session, expiry (ms) and whether it was revoked.
+    let mut grants: HashMap<String, (String, i64, bool)> = HashMap::new();
     for (j, r) in rows.iter().enumerate() {
         if r.seq != j as i64 + 1 {
             return Err(format!("line {} has seq {}", j + 1, r.seq));
@@ -262,6 +274,26 @@ fn reference(rows: &[Row], anchors: &[Anchor]) -> Result<(), String> {
             if to == State::Dispatched {
                 let body: ActionRow = serde_json::from_str(r.body.get())
                     .map_err(|e| format!("row {}: dispatch body {e}", r.seq))?;
+                let from = last[a];
+                let fits = match &body.basis {
+                    None => false,
+                    Some(Basis::Decision { .. }) => from == State::Approved,
+                    Some(Basis::Policy { policy }) => {
+                        from == State::Received
+                            && matches!(policy, Approval::Never | Approval::Writes)
+                    }
+                    Some(Basis::Grant { grant, .. }) => {
+                        from == State::Received
+                            && grants.get(grant.as_str()).is_some_and(|(s, exp, revoked)| {
+                                !revoked
+                                    && r.session.as_deref() == Some(s.as_str())
+                                    && ms(&r.ts).is_some_and(|t| t <= exp + 1000)
+                            })
+                    }
+                };
+                if !fits {
+                    return Err(format!("row {}: no valid basis", r.seq));
+                }
                 if let Some(Basis::Decision { nonce, .. }) = body.basis {
                     if !spent.insert(nonce) {
                         return Err(format!("row {}: nonce spent twice", r.seq));
@@ -269,6 +301,24 @@ fn reference(rows: &[Row], anchors: &[Anchor]) -> Result<(), String> {
                 }
             }
             last.insert(a, to);
+        } else if r.kind == Kind::GrantAdd.as_str() {
+            let add: GrantAdded = serde_json::from_str(r.body.get())
+                .map_err(|e| format!("row {}: grant body {e}", r.seq))?;
+            let exp = ms(&add.expires_at).ok_or_else(|| format!("row {}: expiry", r.seq))?;
+            if r.session.as_deref() != Some(add.session.as_str())
+                || grants.insert(add.grant, (add.session, exp, false)).is_some()
+            {
+                return Err(format!("row {}: grant recorded twice or elsewhere", r.seq));
+            }
+        } else if r.kind == Kind::GrantRevoke.as_str() {
+            let rev: GrantRevoked = serde_json::from_str(r.body.get())
+                .map_err(|e| format!("row {}: revocation body {e}", r.seq))?;
+            match grants.get_mut(rev.grant.as_str()) {
+                Some((s, _, revoked)) if !*revoked && r.session.as_deref() == Some(s.as_str()) => {
+                    *revoked = true
+                }
+                _ => return Err(format!("row {}: revocation of no recorded grant", r.seq)),
+            }
         }
     }
     for a in anchors {
@@ -439,6 +489,21 @@ fn build(vault: &mut Vault, keys: &agent_vault::keys::KeyMaterial) {
     step!(tx, a, 5, Dispatched, decision(5));
     step!(tx, b, 6, Withdrawn, None);
     step!(tx, a, 5, FailedBeforeSend, None);
+    let grant = format!("grt_{:032x}", 7);
+    let added = GrantAdded {
+        grant: grant.clone(),
+        session: a.into(),
+        action: format!("act_{:032x}", 6),
+        credential: "api".into(),
+        credential_id: "cred_1".into(),
+        credential_version: 1,
+        scope: GrantScope::HttpReads {
+            methods: vec!["GET".into(), "HEAD".into()],
+            prefix: "/v1/".into(),
+        },
+        expires_at: "2999-01-01T00:00:00.000Z".into(),
+    };
+    audit::append(&tx, Some(a), None, &added).unwrap();
     step!(tx, a, 7, Received, None);
     step!(
         tx,
@@ -446,11 +511,17 @@ fn build(vault: &mut Vault, keys: &agent_vault::keys::KeyMaterial) {
         7,
         Dispatched,
         Some(Basis::Grant {
-            grant: format!("grt_{:032x}", 7),
+            grant: grant.clone(),
             grant_nonce: format!("{:032x}", 77),
         }),
     );
     step!(tx, a, 7, Completed, None);
+    let revoked = GrantRevoked {
+        grant,
+        session: a.into(),
+        nonce: "e".repeat(32),
+    };
+    audit::append(&tx, Some(a), None, &revoked).unwrap();
     let end = SessionEnd {
         reason: "client closed stdin".into(),
         withdrawn: 0,

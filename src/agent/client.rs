@@ -234,6 +234,33 @@ impl Client {
         }))
     }
 
+    /// For `vault run`'s relay: a plain-text connection to the vault's agent (its listener
+    /// checked as for any plain command) that has told the agent it carries the contained
+    /// process `pid` (`Request::Contained`, answered before anything else; with `None`, a
+    /// weaker sandbox's, nothing is said). The stream is then handed to the relay, which passes
+    /// the contained `vault mcp`'s bytes through as they are.
+    pub fn contained_stream(
+        paths: &VaultPaths,
+        pid: Option<u32>,
+    ) -> Result<Option<UnixStream>, ClientError> {
+        let Some(socket) = socket_of(paths) else {
+            return Ok(None);
+        };
+        let Some(mut c) = Self::open_stream(paths, &socket, false)? else {
+            return Ok(None);
+        };
+        if let Some(pid) = pid {
+            match c.call(Request::Contained { pid })? {
+                Reply::Ok => {}
+                other => return Err(ClientError::Protocol(format!("{other:?}"))),
+            }
+        }
+        // The relay waits on it for as long as the session lasts: no deadline of a call's.
+        c.stream.set_read_timeout(None)?;
+        c.stream.set_write_timeout(None)?;
+        Ok(Some(c.stream))
+    }
+
     fn hello(
         &mut self,
         role: Role,
@@ -500,25 +527,50 @@ pub fn approver_client(paths: &VaultPaths, keys: &KeyMaterial) -> Result<Client,
     Client::connect_secure(paths, &psk, Role::Approver)?.ok_or(ClientError::Gone)
 }
 
-/// A decision the agent recorded, and the end of the session grant it carried, if any.
+/// How the person proved a decision was theirs (`ApprovalMethod`, with what the agent checks).
+#[derive(Debug)]
+pub enum Proof {
+    /// The approval PIN, typed on the card.
+    Pin(crate::wire::Secret),
+    /// The passphrase, typed for this one decision (`vault approve --id`).
+    Passphrase,
+    /// A key press alone: enough to deny, never to approve.
+    Key,
+}
+
+impl Proof {
+    pub fn method(&self) -> crate::wire::ApprovalMethod {
+        match self {
+            Proof::Pin(_) => crate::wire::ApprovalMethod::Pin,
+            Proof::Passphrase => crate::wire::ApprovalMethod::Passphrase,
+            Proof::Key => crate::wire::ApprovalMethod::Key,
+        }
+    }
+}
+
+/// A decision the agent recorded, and the end and scope of the session grant it carried, if any.
 #[derive(Debug)]
 pub struct Decided {
     pub action: Action,
     pub session_until: Option<jiff::Timestamp>,
+    pub scope: Option<crate::wire::GrantScope>,
 }
 
 impl Client {
     /// Signs `verdict` for the action in `v`, after checking that its request hashes to the
     /// action's hash, and has the agent record it. On a credential whose policy is `session`, an
     /// approval covers the session (a grant until `grant_ttl` from now), as the card says.
+    /// `proof` is how the person proved it was them: the PIN typed on the card (sent to the
+    /// agent, which checks it), or the passphrase typed for this decision.
     pub fn decide(
         &mut self,
         approver: &crate::keys::ApproverKey,
         v: &ApprovalView,
         verdict: &Verdict,
+        proof: Proof,
         grant_ttl: Duration,
     ) -> Result<Decided, ClientError> {
-        v.verified_request().map_err(ClientError::Protocol)?;
+        let normalized = v.verified_request().map_err(ClientError::Protocol)?;
         let a = &v.action;
         let verdict = match verdict {
             Verdict::Approve if self.policy_of(a)? == Some(Approval::Session) => {
@@ -531,20 +583,29 @@ impl Client {
             &self.vault_id,
             &a.id,
             &a.action_hash,
-            (&a.credential_id, a.credential_version),
+            &normalized,
             &a.expires_at,
             &verdict,
+            proof.method(),
             grant_ttl,
         );
-        let session_until = signed
+        let grant = signed
             .grant
             .as_ref()
-            .and_then(|g| serde_json::from_str::<crate::wire::GrantPayload>(&g.payload).ok())
-            .map(|g| g.expires_at);
-        match self.call(Request::Decide { decision: signed })? {
+            .and_then(|g| serde_json::from_str::<crate::wire::GrantPayload>(&g.payload).ok());
+        let session_until = grant.as_ref().map(|g| g.expires_at);
+        let pin = match proof {
+            Proof::Pin(p) => Some(p),
+            Proof::Passphrase | Proof::Key => None,
+        };
+        match self.call(Request::Decide {
+            decision: signed,
+            pin,
+        })? {
             Reply::Action(action) => Ok(Decided {
                 action,
                 session_until,
+                scope: grant.map(|g| g.scope),
             }),
             other => Err(ClientError::Protocol(format!("{other:?}"))),
         }

@@ -102,6 +102,27 @@ impl Peer {
         })
     }
 
+    /// A process by pid (the contained peer `vault run`'s relay names): its uid from
+    /// `/proc/PID/status`, its executable and parent as for a socket peer. `None` if it is gone.
+    pub fn of_pid(pid: u32) -> Option<Self> {
+        let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let uid = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()?;
+        let parent_pid = parent_of(pid);
+        Some(Self {
+            uid,
+            pid: Some(pid),
+            exe: exe_of(pid),
+            parent_pid,
+            parent_exe: parent_pid.and_then(exe_of),
+        })
+    }
+
     /// Whether the peer runs as this process's user.
     pub fn is_same_user(&self) -> bool {
         self.uid == uid()

@@ -8,7 +8,10 @@ use crate::audit;
 use crate::keys::ApproverKey;
 use crate::store::{get_meta, set_meta, Store, StoreError};
 use crate::wire::journal::{Kind, VaultPause, VaultResume};
-use crate::wire::{Decision, DecisionPayload, GrantPayload, Op, Payload, ResumePayload};
+use crate::wire::{
+    ApprovalMethod, Decision, DecisionPayload, GrantPayload, NormalizedAction, Op, Payload,
+    ResumePayload, Secret,
+};
 use jiff::Timestamp;
 use rusqlite::{params, Connection};
 use std::time::Duration;
@@ -25,17 +28,20 @@ pub enum Verdict {
 pub use crate::wire::SignedDecision;
 
 /// The approver's side: signs `verdict` for the action `action_id` whose hash the approver
-/// derived itself from what it showed. The grant names the action (not a session): the recorder
-/// applies it to the session its own records say asked for that action.
+/// derived itself from `normalized`, the request it showed, made by `method`. The grant names
+/// the action (not a session): the recorder applies it to the session its own records say asked
+/// for that action. It covers the credential version of `normalized` and the scope
+/// `grant_scope` derives from it, which is what the card said `s` would cover.
 #[allow(clippy::too_many_arguments)]
 pub fn sign_decision(
     key: &ApproverKey,
     vault_id: &str,
     action_id: &str,
     action_hash: &str,
-    credential: (&str, i64),
+    normalized: &NormalizedAction,
     expires_at: &str,
     verdict: &Verdict,
+    method: ApprovalMethod,
     grant_ttl: Duration,
 ) -> SignedDecision {
     // The action's own expiry, as the vault wrote it; one that does not read (a damaged row) is
@@ -56,6 +62,7 @@ pub fn sign_decision(
         expires_at,
         nonce: random_hex(),
         issued_at: now,
+        method,
     };
     let grant = (*verdict == Verdict::ApproveSession).then(|| {
         let g = GrantPayload {
@@ -63,8 +70,9 @@ pub fn sign_decision(
             vault_id: vault_id.to_owned(),
             action_id: action_id.to_owned(),
             action_hash: action_hash.to_owned(),
-            credential_id: credential.0.to_owned(),
-            credential_version: credential.1,
+            credential_id: normalized.credential().id.clone(),
+            credential_version: normalized.credential().version,
+            scope: crate::policy::scope::grant_scope(normalized),
             expires_at: now + grant_ttl,
             nonce: random_hex(),
         };
@@ -82,16 +90,30 @@ fn refuse(why: impl Into<String>) -> ApprovalError {
 
 /// Verifies and records a signed decision on a pending action, and moves it to `approved` or
 /// `denied`. The signature must be the trusted approver's, over exactly this action's id and
-/// stored hash, unexpired, with a nonce never seen before.
+/// stored hash, unexpired, with a nonce never seen before. An approval made with the PIN must
+/// come with the right one (`pin::check`, which counts wrong ones and pauses at the limit); a key
+/// press alone approves nothing.
 pub fn decide(
     store: &mut Store,
     trust: &Trust,
     signed: &SignedDecision,
+    pin: Option<&Secret>,
 ) -> Result<Action, ApprovalError> {
     let d: DecisionPayload = signed
         .decision
         .open(trust)
         .ok_or_else(|| refuse("its signature is not the approver's, or it is for another vault"))?;
+    if d.decision == Decision::Approve {
+        match d.method {
+            ApprovalMethod::Pin => super::pin::check(store, pin, &d.action_id)?,
+            ApprovalMethod::Passphrase => {}
+            ApprovalMethod::Key => {
+                return Err(refuse(
+                    "a key press alone does not approve on this vault; approve with the PIN",
+                ))
+            }
+        }
+    }
     let now = crate::time::now_utc();
     let tx = store.write()?;
     let action = load(&tx, &d.action_id)?;
@@ -129,8 +151,9 @@ pub fn decide(
     .map_err(|_| refuse("this decision was already recorded (its nonce is used)"))?;
     let note = match (&signed.grant, approve) {
         (Some(g), true) => {
-            let expires = record_grant(&tx, trust, g, &action)?;
-            format!("approved for this session (until {expires})")
+            let (expires, scope) = super::grants::record(&tx, trust, g, &action)?;
+            let covers = crate::policy::scope::describe(&scope);
+            format!("approved for this session (until {expires}): {covers}")
         }
         (None, true) => "approved once".to_owned(),
         (_, false) => match &d.reason {
@@ -146,6 +169,7 @@ pub fn decide(
     let change = Change {
         reason: d.reason.as_deref(),
         note: Some(&note),
+        method: Some(d.method),
         ..Change::default()
     };
     let decided = transition(&tx, &action.id, to, change)?;
@@ -153,34 +177,7 @@ pub fn decide(
     Ok(decided)
 }
 
-/// Stores a session grant for the session that asked for `action` (from our own records, not from
-/// anything the approver was shown). Returns its expiry.
-fn record_grant(
-    tx: &Connection,
-    trust: &Trust,
-    g: &Signed,
-    action: &Action,
-) -> Result<String, ApprovalError> {
-    let v: GrantPayload = g
-        .open(trust)
-        .ok_or_else(|| refuse("the session grant's signature is not the approver's"))?;
-    let ok = v.action_id == action.id
-        && v.action_hash == action.action_hash
-        && v.credential_id == action.credential_id
-        && v.credential_version == action.credential_version
-        && v.nonce.len() >= 16;
-    if !ok {
-        return Err(refuse("the session grant does not match this action"));
-    }
-    let expires = crate::time::format_utc(v.expires_at);
-    tx.prepare_cached("INSERT INTO grants (id, session_id, credential_id, credential_version, nonce, payload, signature, expires_at, created_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)")?.execute(params![crate::credentials::new_id("grt"), action.session_id, action.credential_id, action.credential_version, v.nonce, g.payload, g.signature, expires, crate::time::now_utc()],
-    )
-    .map_err(|_| refuse("this session grant was already recorded"))?;
-    Ok(expires)
-}
-
-fn random_hex() -> String {
+pub(super) fn random_hex() -> String {
     let mut b = [0u8; 16];
     getrandom::fill(&mut b).expect("the OS random number generator failed");
     hex::encode(b)
@@ -278,6 +275,8 @@ pub fn resume(store: &mut Store, trust: &Trust, signed: &Signed) -> Result<bool,
         return Err(refuse("this resume request was already used"));
     }
     let was = paused(&tx)?.is_some() || get_meta(&tx, "paused")?.is_some();
+    // The person has looked: wrong PINs before the pause no longer count toward the next one.
+    super::pin::clear_failures(&tx)?;
     tx.prepare_cached("DELETE FROM meta WHERE key = 'paused'")?
         .execute([])?;
     if was {

@@ -9,7 +9,7 @@ use crate::credentials::{self, Approval, Credential};
 use crate::policy::{self, HttpArgs, SshArgs, ValidatedRequest};
 use crate::store::Store;
 use crate::wire::journal::{Basis, Kind};
-use crate::wire::{Decision, DecisionPayload, GrantPayload, NormalizedAction, Outcome};
+use crate::wire::{Decision, DecisionPayload, NormalizedAction, Outcome};
 use jiff::Timestamp;
 use rusqlite::{params, Connection, OptionalExtension};
 
@@ -22,13 +22,15 @@ pub fn effective_approval(trust: &Trust, cred: &Credential, sig: Option<&str>) -
 }
 
 /// `Received` when the credential's (signed) policy lets this request run without a card, or a
-/// session grant the person signed covers it; else `Pending`.
+/// session grant the person signed covers it (`normalized` is the request as hashed); else
+/// `Pending`.
 pub fn gate(
     conn: &Connection,
     trust: &Trust,
     cred: &Credential,
     sig: Option<&str>,
     request: &ValidatedRequest,
+    normalized: &NormalizedAction,
     session_id: &str,
 ) -> Result<State, ApprovalError> {
     Ok(match effective_approval(trust, cred, sig) {
@@ -36,59 +38,14 @@ pub fn gate(
         // A GET/HEAD with a body, a rewriting header or `_method` is a write too.
         Approval::Writes if is_read(request) => State::Received,
         // Whatever the policy, a session grant the person signed (`s` on a card) covers this
-        // session's calls on this credential version until it ends.
+        // session's calls on this credential version that fall in its scope, until it ends.
         Approval::Each | Approval::Writes | Approval::Session => {
-            match valid_grant(conn, trust, session_id, cred)? {
+            match super::grants::covering(conn, trust, session_id, cred, normalized)? {
                 Some(_) => State::Received,
                 None => State::Pending,
             }
         }
     })
-}
-
-/// A signed, unexpired session grant for `session_id` on this credential version: the grant names
-/// the action it was given for, and that action must belong to this session. Returns its id and
-/// nonce.
-fn valid_grant(
-    conn: &Connection,
-    trust: &Trust,
-    session_id: &str,
-    cred: &Credential,
-) -> Result<Option<(String, String)>, ApprovalError> {
-    let now = Timestamp::now();
-    let mut stmt = conn.prepare_cached(
-        "SELECT id, payload, signature FROM grants WHERE session_id = ?1 AND credential_id = ?2 AND credential_version = ?3 AND expires_at > ?4",
-    )?;
-    let rows: Vec<(String, String, String)> = stmt
-        .query_map(
-            params![
-                session_id,
-                cred.id,
-                cred.version,
-                crate::time::format_utc(now)
-            ],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )?
-        .collect::<Result<_, _>>()?;
-    for (id, payload, signature) in rows {
-        let signed = signing::Signed { payload, signature };
-        let Some(g) = signed.open::<GrantPayload>(trust) else {
-            continue;
-        };
-        let of_session = conn
-            .prepare_cached("SELECT session_id FROM actions WHERE id = ?1")?
-            .query_row([&g.action_id], |r| r.get::<_, String>(0))
-            .optional()?
-            .is_some_and(|s| s == session_id);
-        let ok = of_session
-            && g.credential_id == cred.id
-            && g.credential_version == cred.version
-            && g.expires_at > now;
-        if ok {
-            return Ok(Some((id, g.nonce)));
-        }
-    }
-    Ok(None)
 }
 
 /// What a claim produced.
@@ -107,8 +64,8 @@ pub enum Claim {
 /// the approved version, the stored request re-validated against the credential and re-hashed,
 /// the action's last journal row a legal predecessor of `dispatched`, and a valid, unexpired
 /// signed decision for exactly this action and hash whose nonce no `action.dispatched` row names
-/// yet (or the credential's signed policy / a session grant). The `dispatched` row records that
-/// basis.
+/// yet (or the credential's signed policy / a session grant whose scope covers the stored
+/// request). The `dispatched` row records that basis.
 pub fn claim(store: &mut Store, trust: &Trust, action_id: &str) -> Result<Claim, ApprovalError> {
     let tx = store.write()?;
     let action = load(&tx, action_id)?;
@@ -218,12 +175,12 @@ fn check(
                 policy: Approval::Writes,
             },
             Approval::Each | Approval::Writes | Approval::Session => {
-                match valid_grant(tx, trust, &action.session_id, &cred)
+                match super::grants::covering(tx, trust, &action.session_id, &cred, &stored)
                     .map_err(|e| e.to_string())?
                 {
                     Some((grant, grant_nonce)) => Basis::Grant { grant, grant_nonce },
                     None => {
-                        return Err("the credential's policy requires an approval, and no session grant covers this call (it ended or is not valid)".into())
+                        return Err("the credential's policy requires an approval, and no session grant covers this call (it ended, was revoked, or does not cover this method, path or command)".into())
                     }
                 }
             }

@@ -6,6 +6,8 @@
 mod authorized;
 mod decide;
 mod dispatch;
+mod grants;
+pub mod pin;
 pub mod signing;
 mod state;
 
@@ -14,6 +16,7 @@ pub use decide::{
     decide, pause, paused, resume, sign_decision, sign_resume, SignedDecision, Verdict,
 };
 pub use dispatch::{claim, effective_approval, finish, gate, reap_orphans, Claim};
+pub use grants::{list_grants, revoke_grants, sign_revocation};
 pub use signing::{Signed, Trust};
 pub use state::{State, Tone};
 
@@ -22,6 +25,7 @@ use crate::credentials::Credential;
 use crate::policy::ValidatedRequest;
 use crate::store::{Store, StoreError};
 use crate::wire::journal::{ActionRow, Basis};
+use crate::wire::ApprovalMethod;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -37,6 +41,16 @@ pub enum ApprovalError {
     WrongApprover,
     #[error("the signed decision was refused: {0}; run `vault approve` again")]
     BadDecision(String),
+    #[error("this vault has no approval PIN yet, so nothing can be approved on a card; set one with `vault pin` (or start `vault approve`, which asks for one)")]
+    NoPin,
+    #[error("wrong approval PIN; nothing was approved ({left} more wrong in a row and the vault pauses)")]
+    WrongPin { left: u32 },
+    #[error("wrong approval PIN {0} times in a row: the vault is now paused, because something may be typing into the approver's terminal. Check what can reach that terminal (`vault doctor`), then `vault resume`")]
+    PinLimit(u32),
+    #[error("no session grant {0} is in force (it ended, was revoked, or never was); `vault grants` lists the active ones")]
+    NoGrant(String),
+    #[error("the grant revocation was refused: {0}; run `vault grants revoke` again")]
+    BadRevocation(String),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -97,7 +111,8 @@ pub enum Submitted {
     Created(Action),
     /// The same call is already waiting or running: that action, no second card.
     Existing(Action),
-    /// The same call completed within the replay window: its stored result, nothing runs.
+    /// The same write (not a read: `policy::scope::is_read`) completed within the replay window:
+    /// its stored result, nothing runs.
     Replayed(Action),
 }
 
@@ -114,8 +129,11 @@ fn previous_call_sql() -> String {
 }
 
 /// Queues a validated request as a pending action, unless the same session already asked for the
-/// same thing (same tool, canonical arguments and idempotency key). Idempotency is per session:
-/// another session, whatever name its client gives, never sees or replays this one's actions.
+/// same thing (same tool, canonical arguments and idempotency key) and it is still waiting or
+/// running, or it is a write that completed within the replay window. A read (GET or HEAD with no
+/// body, rewriting header or `_method`) is never replayed: a repeated read runs again (or waits
+/// for a card again), so a model that polls sees fresh data. Idempotency is per session: another
+/// session, whatever name its client gives, never sees or replays this one's actions.
 pub fn submit(
     store: &mut Store,
     trust: &Trust,
@@ -147,7 +165,8 @@ pub fn submit(
             .updated_at
             .parse::<jiff::Timestamp>()
             .is_ok_and(|t| now.duration_since(t).as_secs_f64() <= s.replay_window.as_secs_f64());
-        if prev.state == State::Completed && fresh {
+        let write = !crate::policy::scope::is_read(&normalized);
+        if prev.state == State::Completed && fresh && write {
             return Ok(Submitted::Replayed(prev));
         }
     }
@@ -158,6 +177,7 @@ pub fn submit(
         s.credential,
         sig.as_deref(),
         s.request,
+        &normalized,
         s.session_id,
     )?;
     let id = crate::credentials::new_id("act");
@@ -173,7 +193,7 @@ pub fn submit(
         ],
     )?;
     let action = load(&tx, &id)?;
-    journal(&tx, &action, None, None)?;
+    journal(&tx, &action, None, None, None)?;
     tx.commit()?;
     Ok(Submitted::Created(action))
 }
@@ -192,6 +212,7 @@ fn journal(
     a: &Action,
     reason: Option<&str>,
     basis: Option<Basis>,
+    method: Option<ApprovalMethod>,
 ) -> Result<(), ApprovalError> {
     let body = ActionRow {
         state: a.state,
@@ -201,6 +222,7 @@ fn journal(
         hash: a.action_hash.clone(),
         reason: reason.map(str::to_owned),
         basis,
+        method,
     };
     audit::append(tx, Some(&a.session_id), Some(&a.id), &body)?;
     Ok(())
@@ -217,6 +239,8 @@ pub(crate) struct Change<'a> {
     pub result: Option<&'a Value>,
     /// What allowed a dispatch (journaled in the `action.dispatched` row).
     pub basis: Option<Basis>,
+    /// How the person made the decision (journaled in the `approved`/`denied` row).
+    pub method: Option<ApprovalMethod>,
 }
 
 /// The one way an action changes state, inside the caller's transaction: the move must be legal
@@ -248,7 +272,13 @@ pub(crate) fn transition(
         std::process::id()
     ])?;
     let action = load(tx, id)?;
-    journal(tx, &action, change.note.or(change.reason), change.basis)?;
+    journal(
+        tx,
+        &action,
+        change.note.or(change.reason),
+        change.basis,
+        change.method,
+    )?;
     Ok(action)
 }
 

@@ -1,8 +1,8 @@
 //! Activity and Sessions: projections of the journal (never a separate log). Built from the row
 //! contracts the MCP server writes: `session.start`/`session.end`, `action.<state>` transitions
-//! and `call.rejected`.
+//! (with the basis a dispatch names and the reason a refusal gives) and `call.rejected`.
 use super::AuditError;
-use crate::wire::journal::{ActionRow, CallRejected, Kind, SessionEnd, SessionStart};
+use crate::wire::journal::{ActionRow, Basis, CallRejected, Kind, SessionEnd, SessionStart};
 use crate::wire::State;
 use rusqlite::Connection;
 use std::collections::{BTreeMap, HashMap};
@@ -29,6 +29,12 @@ pub struct ActionEntry {
     pub code: Option<i64>,
     /// From the first to the latest row, once the action is in a terminal state.
     pub duration_ms: Option<i64>,
+    /// What allowed it to run, from its `action.dispatched` row: a person's decision (a card),
+    /// a session grant, or the credential's signed policy.
+    pub basis: Option<Basis>,
+    /// The latest row's reason: why it was denied, expired, withdrawn or failed (or how it was
+    /// approved while it waits for dispatch).
+    pub reason: Option<String>,
 }
 
 /// One MCP session, from its `session.start` row.
@@ -41,6 +47,8 @@ pub struct SessionSummary {
     pub parent_exe: Option<String>,
     pub profile: Option<String>,
     pub protocol_version: Option<String>,
+    /// The session came through `vault run`'s relay (its `session.start` row says so).
+    pub contained: bool,
     pub started: String,
     pub ended: Option<String>,
     pub end_reason: Option<String>,
@@ -154,6 +162,7 @@ impl Activity {
                 parent_exe: b.parent.exe,
                 profile: Some(b.profile),
                 protocol_version: Some(b.protocol_version),
+                contained: b.contained,
                 started: ts.to_owned(),
                 ..Default::default()
             },
@@ -191,6 +200,8 @@ impl Activity {
             summary: body.as_ref().map(|b| b.reason.clone()),
             code: body.as_ref().map(|b| b.code),
             duration_ms: None,
+            basis: None,
+            reason: None,
         });
         self.entries.len() - 1
     }
@@ -222,6 +233,8 @@ impl Activity {
                     summary: None,
                     code: None,
                     duration_ms: None,
+                    basis: None,
+                    reason: None,
                 });
                 self.by_action.insert(id, self.entries.len() - 1);
                 self.entries.len() - 1
@@ -236,6 +249,10 @@ impl Activity {
             e.tool = Some(b.tool);
             e.credential = Some(b.credential);
             e.summary = Some(b.summary);
+            e.reason = b.reason;
+            if b.basis.is_some() {
+                e.basis = b.basis;
+            }
         }
         e.duration_ms = state
             .is_terminal()

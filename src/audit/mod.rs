@@ -260,6 +260,8 @@ pub fn record_rejection(
 }
 
 #[cfg(test)]
+mod basis_tests;
+#[cfg(test)]
 pub(crate) mod proptests;
 #[cfg(test)]
 mod tests;

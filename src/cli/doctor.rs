@@ -220,6 +220,15 @@ fn store_checks(s: &StoreStatus, checks: &mut Vec<Check>) {
         Level::Ok,
         format!("{} waiting; `vault approve` decides them", s.pending),
     ));
+    checks.push(if s.pin_set {
+        check("approval PIN", Level::Ok, "set: every approval on a card takes it")
+    } else {
+        check(
+            "approval PIN",
+            Level::Warn,
+            "not set: no card can be approved until it is; `vault pin` (or the first `vault approve`) sets it",
+        )
+    });
 }
 
 pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
@@ -243,6 +252,54 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         Err(e) => checks.push(check("config.toml", Level::Fail, e.to_string())),
     }
     checks.push(binary_check());
+    let exposed = super::exposure::of_this_terminal();
+    checks.push(if exposed.is_empty() {
+        check(
+            "this terminal",
+            Level::Ok,
+            "no tmux, screen or X11 here, and ptrace is restricted: other programs of yours cannot type into it",
+        )
+    } else {
+        let names: Vec<&str> = exposed.iter().map(|e| e.what).collect();
+        let how: Vec<&str> = exposed.iter().map(|e| e.how).collect();
+        check(
+            "this terminal",
+            Level::Warn,
+            format!(
+                "reachable by other programs of yours ({}): {}. {}",
+                names.join(", "),
+                how.join("; "),
+                super::exposure::WHAT_HOLDS
+            ),
+        )
+    });
+    #[cfg(target_os = "linux")]
+    {
+        let support = crate::contain::Support::probe();
+        checks.push(match (&support.userns, support.full()) {
+            (Err(why), _) => check(
+                "vault run (containment)",
+                Level::Warn,
+                format!(
+                    "unavailable: no unprivileged user namespaces ({why}). {}",
+                    crate::contain::userns_fix()
+                ),
+            ),
+            (Ok(()), false) => check(
+                "vault run (containment)",
+                Level::Warn,
+                format!(
+                    "only weaker: Landlock ABI {} (6 needed for its scopes; `--allow-weaker` starts without them, not marked contained)",
+                    support.landlock_abi
+                ),
+            ),
+            (Ok(()), true) => check(
+                "vault run (containment)",
+                Level::Ok,
+                format!("available: {}", support.describe()),
+            ),
+        });
+    }
     checks.push(match crate::sys::ptrace_scope() {
         Some(0) => check("ptrace_scope", Level::Ok, "0: any process may trace a dumpable process of the same user; the agent is not dumpable"),
         Some(n) => check("ptrace_scope", Level::Ok, format!("{n}: tracing is restricted beyond same-user")),

@@ -11,6 +11,10 @@ pub(super) struct Args {
     /// Read the new passphrase from the first line of stdin (else VAULT_PASSPHRASE_FILE, else the terminal).
     #[arg(long)]
     passphrase_stdin: bool,
+    /// Read the approval PIN from the next line of stdin. Without it the PIN is asked on the
+    /// terminal when the passphrase was, else at the first `vault approve` (or `vault pin`).
+    #[arg(long)]
+    pin_stdin: bool,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
@@ -21,8 +25,20 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         // Say so before asking for a passphrase.
         return Err(VaultError::AlreadyInitialized(paths.dir().display().to_string()).into());
     }
-    let passphrase = PassphraseSource::choose(args.passphrase_stdin).read_new()?;
-    let (vault, keys) = Vault::init(paths, &passphrase)?;
+    let source = PassphraseSource::choose(args.passphrase_stdin);
+    let passphrase = source.read_new()?;
+    // Asked before anything is created, so a PIN refused leaves no half-made vault.
+    let pin = if args.pin_stdin || source == PassphraseSource::Terminal {
+        Some(super::pin::read_new(args.pin_stdin)?)
+    } else {
+        None
+    };
+    let (mut vault, keys) = Vault::init(paths, &passphrase)?;
+    if let Some(pin) = &pin {
+        let signed = crate::approvals::pin::sign_pin(&keys.approver, &vault.vault_id, pin);
+        let trust = vault.trust(&keys);
+        crate::approvals::pin::set(&mut vault.store, &trust, &signed, pin)?;
+    }
     let Vault {
         paths, vault_id, ..
     } = vault;
@@ -54,6 +70,9 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
             "Back up {} and remember the passphrase: together they are the only way back in.",
             paths.key_file().display()
         );
+        if pin.is_none() {
+            outln!("No approval PIN yet: `vault approve` asks for one before the first card (or run `vault pin`).");
+        }
     }
     Ok(Exit::Ok)
 }

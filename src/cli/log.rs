@@ -1,6 +1,7 @@
 //! `vault log [--json] [--session S] [--since T] [--follow | --reverse]`: what each agent did, as
-//! a projection of the journal: time, client, tool, credential, state, duration, target summary,
-//! under a header, oldest first (newest with --reverse), the summary cut in the middle to the
+//! a projection of the journal: time, client, tool, credential, state, duration, why it ran (the
+//! basis its dispatch row names: `card` and the decision, `grant` and its id, or `policy` and
+//! which), target summary and why it was refused (the reason of its last row), under a header, oldest first (newest with --reverse), the summary cut in the middle to the
 //! terminal's width.
 //! Text lines print agent-derived fields through `term::escape`; `--json` is JSON-escaped.
 use super::backend::Backend;
@@ -9,6 +10,7 @@ use crate::approvals::{State, Tone};
 use crate::audit::{ActionEntry, Activity};
 use crate::paths::VaultPaths;
 use crate::term::escape;
+use crate::wire::journal::Basis;
 use crate::Exit;
 use serde_json::json;
 use std::io::IsTerminal;
@@ -37,9 +39,39 @@ pub(super) struct Args {
 /// The column titles of `entry_line`.
 fn header() -> String {
     format!(
-        "{:<19}  {:<14}  {:<12}  {:<14}  {:<18}  {:>7}  {}",
-        "TIME (local)", "CLIENT", "TOOL", "CREDENTIAL", "STATE", "TOOK", "WHAT"
+        "{:<19}  {:<14}  {:<12}  {:<14}  {:<18}  {:>7}  {:<13}  {}",
+        "TIME (local)", "CLIENT", "TOOL", "CREDENTIAL", "STATE", "TOOK", "RAN ON", "WHAT"
     )
+}
+
+/// Why a dispatched action ran, as JSON: `{"kind":"card","decision":"dec_…"}`,
+/// `{"kind":"grant","grant":"grt_…"}` or `{"kind":"policy","policy":"never"}`.
+fn basis_json(b: &Basis) -> serde_json::Value {
+    match b {
+        Basis::Decision { decision, .. } => json!({"kind": "card", "decision": decision}),
+        Basis::Grant { grant, .. } => json!({"kind": "grant", "grant": grant}),
+        Basis::Policy { policy } => json!({"kind": "policy", "policy": policy.as_str()}),
+    }
+}
+
+/// Why a dispatched action ran, as text: `card dec_…`, `grant grt_…`, `policy writes`, or `-`;
+/// `short` (a terminal's 13 columns): the id's first hex digits only (`grant 3f57a1b`).
+fn basis_text(b: Option<&Basis>, short: bool) -> String {
+    let id = |kind: &str, id: &str| {
+        if short {
+            let hex = id.split_once('_').map_or(id, |(_, h)| h);
+            let keep = 12 - kind.len();
+            format!("{kind} {}", hex.chars().take(keep).collect::<String>())
+        } else {
+            format!("{kind} {id}")
+        }
+    };
+    match b {
+        Some(Basis::Decision { decision, .. }) => id("card", decision),
+        Some(Basis::Grant { grant, .. }) => id("grant", grant),
+        Some(Basis::Policy { policy }) => format!("policy {}", policy.as_str()),
+        None => "-".into(),
+    }
 }
 
 /// `--since` as a journal timestamp, so it compares as a string.
@@ -115,6 +147,9 @@ fn entry_json(a: &Activity, e: &ActionEntry) -> serde_json::Value {
         "state": e.state,
         "code": e.code,
         "duration_ms": e.duration_ms,
+        "basis": e.basis.as_ref().map(basis_json),
+        "reason": e.reason,
+        "contained": a.session_of(e).is_some_and(|s| s.contained),
     })
 }
 
@@ -135,15 +170,21 @@ fn entry_line(a: &Activity, e: &ActionEntry, style: &Style, width: Option<usize>
         cell(escape(e.tool.as_deref().unwrap_or("-")), 12),
         cell(escape(e.credential.as_deref().unwrap_or("-")), 14),
     );
-    // The summary takes what is left of the width (its middle cut), at least 20 characters.
-    let what = escape(e.summary.as_deref().unwrap_or(""));
-    let used = head.chars().count() + 18 + 2 + 7 + 2;
+    let why = escape(&basis_text(e.basis.as_ref(), width.is_some()));
+    // The summary (and a refusal's reason) takes what is left of the width (its middle cut),
+    // at least 20 characters.
+    let mut what = escape(e.summary.as_deref().unwrap_or(""));
+    let refused = State::parse(&e.state).is_some_and(|s| s.is_terminal() && s != State::Completed);
+    if let (Some(reason), true) = (&e.reason, refused) {
+        what += &format!(" ({})", escape(reason));
+    }
+    let used = head.chars().count() + 18 + 2 + 7 + 2 + 13 + 2;
     let what = match width {
         Some(w) => super::out::middle(&what, w.saturating_sub(used).max(20)),
         None => what,
     };
     format!(
-        "{head}{}  {:>7}  {what}",
+        "{head}{}  {:>7}  {why:<13}  {what}",
         style.state(&escape(&e.state)),
         duration(e.duration_ms),
     )

@@ -23,6 +23,8 @@ mod demo;
 mod doctor;
 mod edit;
 mod export_audit;
+mod exposure;
+mod grants;
 mod init;
 mod list;
 mod lock;
@@ -33,8 +35,11 @@ mod mirror;
 mod out;
 mod pause;
 mod pending;
+mod pin;
 mod resume;
 mod rm;
+#[cfg(target_os = "linux")]
+mod run;
 mod sessions;
 mod setup;
 mod unlock;
@@ -87,12 +92,19 @@ enum Command {
     Approve(approve::Args),
     /// List the actions waiting for a decision (no passphrase needed).
     Pending(pending::Args),
+    /// Set or change the approval PIN that every approval on a card takes (asks for the passphrase).
+    Pin(pin::Args),
     /// Stop everything: every tool call fails and waiting actions are denied.
     Pause(pause::Args),
     /// Lift `vault pause` (asks for the passphrase).
     Resume(resume::Args),
+    /// Session grants in force (what `[s]` on a card granted); `revoke ID|--all` ends them.
+    Grants(grants::Args),
     /// Serve MCP on stdio for an agent's client (stdout carries JSON-RPC only).
     Mcp(mcp::Args),
+    /// Start an AI client in a sandbox: it cannot reach your terminal, desktop, other processes or secrets.
+    #[cfg(target_os = "linux")]
+    Run(run::Args),
     /// Run the whole flow on a throwaway vault against a loopback target.
     Demo(demo::Args),
     /// Recompute the journal's hash chain (of the vault, or of an export with no key); exit 3 if broken.
@@ -119,6 +131,12 @@ enum Command {
 /// (and the custody tests read its memory to show so); `vault agent` hardens itself further.
 fn harden(command: &Command) {
     if matches!(command, Command::Mcp(_)) {
+        return;
+    }
+    // `vault run` holds no key either, and its relay must stay identifiable to the agent (an
+    // undumpable process's executable cannot be read by it).
+    #[cfg(target_os = "linux")]
+    if matches!(command, Command::Run(_)) {
         return;
     }
     let h = crate::sys::deny_inspection();
@@ -166,10 +184,14 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Doctor(a) => doctor::run(paths, a),
         Command::Config(a) => config::run(paths, a),
         Command::Mcp(a) => mcp::run(paths, a),
+        #[cfg(target_os = "linux")]
+        Command::Run(a) => run::run(paths, a),
         Command::Approve(a) => approve::run(paths, a),
         Command::Pending(a) => pending::run(paths, a),
+        Command::Pin(a) => pin::run(paths, a),
         Command::Pause(a) => pause::run(paths, a),
         Command::Resume(a) => resume::run(paths, a),
+        Command::Grants(a) => grants::run(paths, a),
         Command::Demo(a) => demo::run(a),
         Command::Verify(a) => verify::run(paths, a),
         Command::ExportAudit(a) => export_audit::run(paths, a),

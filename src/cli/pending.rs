@@ -25,11 +25,11 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     if args.json {
         let items: Vec<Value> = pending
             .iter()
-            .map(|v| &v.action)
-            .map(|a| json!({
+            .map(|v| (&v.action, v.session.as_ref().is_some_and(|s| s.contained)))
+            .map(|(a, contained)| json!({
                 "action_id": a.id, "tool": a.tool, "credential": a.credential_name, "profile": a.profile,
                 "client": a.client, "summary": a.summary, "hash": a.action_hash,
-                "created_at": a.created_at, "expires_at": a.expires_at,
+                "created_at": a.created_at, "expires_at": a.expires_at, "contained": contained,
             }))
             .collect();
         outln!("{}", Value::Array(items));

@@ -25,6 +25,7 @@ fn session_json(s: &SessionSummary) -> Value {
         "parent": {"pid": s.parent_pid, "exe": s.parent_exe},
         "profile": s.profile,
         "protocol_version": s.protocol_version,
+        "contained": s.contained,
         "started": s.started,
         "ended": s.ended,
         "end_reason": s.end_reason,

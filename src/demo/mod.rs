@@ -147,8 +147,19 @@ fn flow(
         target.port
     ));
 
-    let (vault, keys) = Vault::init(paths.clone(), &Passphrase::from_string(passphrase.clone()))
-        .map_err(|e| step(format!("vault init: {e}")))?;
+    let (mut vault, keys) =
+        Vault::init(paths.clone(), &Passphrase::from_string(passphrase.clone()))
+            .map_err(|e| step(format!("vault init: {e}")))?;
+    // The approval PIN every approval on a card takes; a real vault has the person choose it.
+    let pin = format!(
+        "{:04}",
+        u16::from_str_radix(&random_hex(2), 16).unwrap_or(0) % 10_000
+    );
+    let pin_secret = Secret::new(pin.clone().into_bytes());
+    let trust = vault.trust(&keys);
+    let signed = crate::approvals::pin::sign_pin(&keys.approver, &vault.vault_id, &pin_secret);
+    crate::approvals::pin::set(&mut vault.store, &trust, &signed, &pin_secret)
+        .map_err(|e| step(format!("setting the demo's approval PIN: {e}")))?;
     // For the real `vault approve` on a terminal, and for --keep; never printed.
     crate::paths::write_new_private(
         &passphrase_file(paths),
@@ -170,6 +181,9 @@ fn flow(
         paths.dir().display(),
         agent.pid
     ));
+    if matches!(approver, Approver::Person(_)) {
+        say(&format!("   Its approval PIN is {pin}: every approval on a card takes it, typed after [a] with nothing shown, so a program that can type into your terminal cannot approve. (Your own vault asks you to choose one.)"));
+    }
     let psk = crate::agent::channel::channel_key(&keys.master);
     let mut cli = Client::connect_secure(paths, &psk, Role::Cli)
         .map_err(|e| step(e.to_string()))?
@@ -388,7 +402,7 @@ fn decide(
     let action = &view.action;
     let approved = match approver {
         Approver::Person(screen) => {
-            say("   The real `vault approve` opens now: read the card, press [a] to approve (or [d] to deny), then [q] to come back here.");
+            say("   The real `vault approve` opens now: read the card, press [a] and type the PIN to approve (or [d] to deny), then [q] to come back here.");
             screen(paths.dir(), &passphrase_file(paths)).map_err(step)?;
             // What the person decided, as the agent recorded it.
             return match approver_conn.call(Request::ForApproval {
@@ -419,7 +433,13 @@ fn decide(
         Verdict::Deny(Some("declined in the demo".into()))
     };
     approver_conn
-        .decide(&keys.approver, view, &verdict, Duration::from_secs(60))
+        .decide(
+            &keys.approver,
+            view,
+            &verdict,
+            crate::agent::client::Proof::Passphrase,
+            Duration::from_secs(60),
+        )
         .map_err(|e| step(format!("decide: {e}")))?;
     Ok(approved)
 }

@@ -212,7 +212,7 @@ mod tests {
     #[test]
     fn typed_payloads_are_byte_compatible_with_the_json_they_replace() {
         let d = DecisionPayload {
-            v: 1,
+            v: 2,
             vault_id: "vlt".into(),
             action_id: "act_1".into(),
             action_hash: "ab".into(),
@@ -221,28 +221,70 @@ mod tests {
             expires_at: "2026-11-30T13:47:42Z".parse().unwrap(),
             nonce: "n".repeat(32),
             issued_at: "2026-11-30T13:42:42.5Z".parse().unwrap(),
+            method: crate::wire::ApprovalMethod::Pin,
         };
         let old = json!({
-            "v": 1, "vault_id": "vlt", "action_id": "act_1", "action_hash": "ab",
+            "v": 2, "vault_id": "vlt", "action_id": "act_1", "action_hash": "ab",
             "decision": "approve", "reason": null, "expires_at": "2026-11-30T13:47:42.000Z",
-            "nonce": "n".repeat(32), "issued_at": "2026-11-30T13:42:42.500Z",
+            "nonce": "n".repeat(32), "issued_at": "2026-11-30T13:42:42.500Z", "method": "pin",
         });
         assert_eq!(canonical_payload(&d), canonical::to_string(&old));
         let g = GrantPayload {
-            v: 2,
+            v: 3,
             vault_id: "vlt".into(),
             action_id: "act_1".into(),
             action_hash: "ab".into(),
             credential_id: "cred_1".into(),
             credential_version: 3,
+            scope: crate::wire::GrantScope::HttpReads {
+                methods: vec!["GET".into(), "HEAD".into()],
+                prefix: "/a/".into(),
+            },
             expires_at: "2026-11-30T14:42:42.001Z".parse().unwrap(),
             nonce: "m".repeat(32),
         };
         let old = json!({
-            "v": 2, "vault_id": "vlt", "action_id": "act_1", "action_hash": "ab",
+            "v": 3, "vault_id": "vlt", "action_id": "act_1", "action_hash": "ab",
             "credential_id": "cred_1", "credential_version": 3,
+            "scope": {"kind": "http_reads", "methods": ["GET", "HEAD"], "prefix": "/a/"},
             "expires_at": "2026-11-30T14:42:42.001Z", "nonce": "m".repeat(32),
         });
         assert_eq!(canonical_payload(&g), canonical::to_string(&old));
+    }
+
+    /// A session grant of the earlier format (version 2: any call on the credential, no scope),
+    /// properly signed, opens as nothing: it no longer covers anything.
+    #[test]
+    fn a_version_2_grant_is_not_honoured() {
+        let k = ApproverKey::generate();
+        let trust = Trust::new("vlt", &k);
+        let v2 = json!({
+            "v": 2, "vault_id": "vlt", "action_id": "act_1", "action_hash": "ab",
+            "credential_id": "cred_1", "credential_version": 3,
+            "expires_at": "2999-11-30T14:42:42.001Z", "nonce": "m".repeat(32),
+        });
+        let text = canonical::to_string(&v2);
+        let sig = k.signing_key().sign(&message(GrantPayload::TAG, &text));
+        let signed = Signed {
+            payload: text,
+            signature: hex::encode(sig.to_bytes()),
+        };
+        assert!(verify(
+            &k.public(),
+            GrantPayload::TAG,
+            &signed.payload,
+            &signed.signature
+        ));
+        assert_eq!(signed.open::<GrantPayload>(&trust), None);
+        // The same with a scope but still version 2: refused by its version.
+        let mut with_scope = v2;
+        with_scope["scope"] = json!({"kind": "ssh_command", "command": "ls"});
+        let text = canonical::to_string(&with_scope);
+        let sig = k.signing_key().sign(&message(GrantPayload::TAG, &text));
+        let signed = Signed {
+            payload: text,
+            signature: hex::encode(sig.to_bytes()),
+        };
+        assert_eq!(signed.open::<GrantPayload>(&trust), None);
     }
 }

@@ -126,7 +126,9 @@ impl Link {
                 return Ok(c.clone());
             }
         }
-        if !self.paths.db().exists() {
+        // `vault.id` names the agent's socket; it is also all of the vault `vault run` shows
+        // its client (the database and key file stay hidden).
+        if !self.paths.id_file().exists() {
             return Err(Missing::NoVault(self.paths.dir().display().to_string()));
         }
         let socket = crate::agent::client::socket_of(&self.paths).ok_or(Missing::Locked)?;

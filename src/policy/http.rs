@@ -46,14 +46,7 @@ impl HttpRequest {
     /// Whether the request only reads: GET or HEAD, with no body, no request-rewriting header
     /// and no `_method` parameter (the `writes` policy runs only these without a card).
     pub fn is_read_only(&self) -> bool {
-        let rewrites_method = Url::parse(&self.url).map_or(true, |u| {
-            u.query_pairs()
-                .any(|(k, _)| k.eq_ignore_ascii_case(METHOD_PARAM))
-        });
-        matches!(self.method.as_str(), "GET" | "HEAD")
-            && self.body.is_none()
-            && !rewrites_method
-            && !self.headers.iter().any(|(k, _)| is_rewriting_header(k))
+        super::scope::reads_only(&self.method, &self.url, &self.headers, self.body.is_some())
     }
 }
 

@@ -3,6 +3,7 @@
 //! credential's rules forbid, before anything is queued. No I/O beyond the store; no DNS.
 mod http;
 mod path;
+pub mod scope;
 mod ssh;
 
 pub use http::{HttpArgs, HttpRequest};

@@ -20,6 +20,7 @@ pub(crate) fn session_start(
     client: &ClientInfo,
     profile: &str,
     (peer, parent): (Process, Process),
+    contained: bool,
 ) -> Result<(), StoreError> {
     let body = SessionStart {
         client: ClientLabel {
@@ -30,6 +31,7 @@ pub(crate) fn session_start(
         parent,
         profile: profile.to_owned(),
         protocol_version: client.protocol_version.clone(),
+        contained,
     };
     let tx = store.write()?;
     crate::audit::append(&tx, Some(session_id), None, &body)

@@ -8,7 +8,7 @@ use crate::credentials::{self, CredentialError};
 use crate::paths::VaultPaths;
 use crate::store::{Store, StoreError};
 use crate::wire::journal::{Kind, SessionStart};
-use crate::wire::protocol::{ApprovalView, ErrorCode, JournalRow, Reply, Request};
+use crate::wire::protocol::{ApprovalView, ErrorCode, GrantView, JournalRow, Reply, Request};
 
 /// Runs one person's request. Requests that belong to a live agent (hello, tools, lock, status,
 /// watching) are not handled here.
@@ -41,13 +41,23 @@ pub(crate) fn handle(store: &mut Store, trust: &Trust, paths: &VaultPaths, req: 
         Request::ForApproval { action_id } => approval(
             approvals::find(store, &action_id).and_then(|a| view(store, &a).map(Reply::View)),
         ),
-        Request::Decide { decision } => {
-            approval(approvals::decide(store, trust, &decision).map(Reply::Action))
+        Request::Decide { decision, pin } => {
+            approval(approvals::decide(store, trust, &decision, pin.as_ref()).map(Reply::Action))
+        }
+        Request::SetPin { request, pin } => {
+            approval(approvals::pin::set(store, trust, &request, &pin).map(|()| Reply::Ok))
         }
         Request::Pause { reason } => approval(approvals::pause(store, &reason).map(Reply::Count)),
         Request::Resume { resume } => {
             approval(approvals::resume(store, trust, &resume).map(Reply::Flag))
         }
+        Request::Grants => approval(
+            approvals::list_grants(store, trust).map(|g| Reply::Grants(with_clients(store, g))),
+        ),
+        Request::RevokeGrants { revoke } => approval(
+            approvals::revoke_grants(store, trust, &revoke)
+                .map(|g| Reply::Grants(with_clients(store, g))),
+        ),
         Request::Journal { after, limit, .. } => match journal_rows(store, after, limit) {
             Ok(rows) => Reply::Rows(rows),
             Err(e) => internal(e),
@@ -95,8 +105,13 @@ fn credential(r: Result<Reply, CredentialError>) -> Reply {
 fn approval(r: Result<Reply, ApprovalError>) -> Reply {
     r.unwrap_or_else(|e| {
         let code = match &e {
-            ApprovalError::NotFound(_) => ErrorCode::NotFound,
-            ApprovalError::NotPending { .. } | ApprovalError::BadDecision(_) => ErrorCode::Invalid,
+            ApprovalError::NotFound(_) | ApprovalError::NoGrant(_) => ErrorCode::NotFound,
+            ApprovalError::NotPending { .. }
+            | ApprovalError::BadDecision(_)
+            | ApprovalError::BadRevocation(_)
+            | ApprovalError::NoPin
+            | ApprovalError::WrongPin { .. } => ErrorCode::Invalid,
+            ApprovalError::PinLimit(_) => ErrorCode::Paused,
             ApprovalError::WrongApprover => ErrorCode::WrongApprover,
             _ => ErrorCode::Internal,
         };
@@ -122,15 +137,29 @@ pub(crate) fn session_start_sql() -> String {
     )
 }
 
+/// A session's `session.start` row, if the journal has a readable one.
+fn session_of(store: &Store, session: &str) -> Option<SessionStart> {
+    store
+        .conn()
+        .prepare_cached(&session_start_sql())
+        .ok()?
+        .query_row([session], |r| r.get::<_, String>(0))
+        .ok()
+        .and_then(|b| serde_json::from_str(&b).ok())
+}
+
+/// Grants with the client each one's session said it was.
+fn with_clients(store: &Store, mut grants: Vec<GrantView>) -> Vec<GrantView> {
+    for g in &mut grants {
+        g.client = session_of(store, &g.session).map(|s| s.client);
+    }
+    grants
+}
+
 /// What the approver needs to show an action and re-derive its hash.
 pub(crate) fn view(store: &Store, a: &Action) -> Result<ApprovalView, ApprovalError> {
     let (normalized, body) = approvals::stored_request(store, &a.id)?;
-    let session: Option<Box<SessionStart>> = store
-        .conn()
-        .prepare_cached(&session_start_sql())?
-        .query_row([a.session_id.as_str()], |r| r.get::<_, String>(0))
-        .ok()
-        .and_then(|b| serde_json::from_str(&b).ok());
+    let session = session_of(store, &a.session_id).map(Box::new);
     let changed = match credentials::get_by_id(store.conn(), &a.credential_id) {
         Ok(Some((cred, _))) => super::changes::since_approved(store.conn(), &cred)?,
         _ => None,
@@ -179,6 +208,7 @@ pub(crate) fn store_status(
         journal_head,
         paused: approvals::paused(store.conn())?,
         pending: approvals::list_pending(store).map(|p| p.len()).unwrap_or(0),
+        pin_set: approvals::pin::is_set(store.conn())?,
     })
 }
 

@@ -35,6 +35,11 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
         "0007_fewer_index_pages",
         include_str!("../../schema/0007_fewer_index_pages.sql"),
     ),
+    (
+        8,
+        "0008_grant_rows",
+        include_str!("../../schema/0008_grant_rows.sql"),
+    ),
 ];
 
 /// The schema version this binary writes.

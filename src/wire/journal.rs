@@ -3,7 +3,7 @@
 //! Bodies are read leniently (an older build's extra field is history, protected by the chain),
 //! and written exactly as the hash covers them: a field that is `null` stays `null`, one that is
 //! absent stays absent.
-use super::{Approval, Hardening, State, Target};
+use super::{Approval, ApprovalMethod, GrantScope, Hardening, State, Target};
 use serde::{Deserialize, Serialize};
 
 /// What a journal row records.
@@ -21,13 +21,21 @@ pub enum Kind {
     SessionEnd,
     CallRejected,
     CallSuppressed,
+    /// The approval PIN was set or changed (by the approver's signed request).
+    PinSet,
+    /// A wrong approval PIN was typed on a card.
+    PinWrong,
+    /// A session grant was recorded (`s` on a card).
+    GrantAdd,
+    /// A session grant was revoked (`vault grants revoke`).
+    GrantRevoke,
     /// An action moved to this state (`action.<state>`).
     Action(State),
 }
 
 impl Kind {
     /// Every kind that is not an action's.
-    const PLAIN: [Kind; 12] = [
+    const PLAIN: [Kind; 16] = [
         Kind::VaultInit,
         Kind::VaultUnlock,
         Kind::VaultLock,
@@ -40,6 +48,10 @@ impl Kind {
         Kind::SessionEnd,
         Kind::CallRejected,
         Kind::CallSuppressed,
+        Kind::PinSet,
+        Kind::PinWrong,
+        Kind::GrantAdd,
+        Kind::GrantRevoke,
     ];
 
     /// Every kind, for tests and documentation.
@@ -63,6 +75,10 @@ impl Kind {
             Kind::SessionEnd => "session.end",
             Kind::CallRejected => "call.rejected",
             Kind::CallSuppressed => "call.suppressed",
+            Kind::PinSet => "approval.pin_set",
+            Kind::PinWrong => "approval.pin_wrong",
+            Kind::GrantAdd => "grant.add",
+            Kind::GrantRevoke => "grant.revoke",
             Kind::Action(s) => match s {
                 State::Received => "action.received",
                 State::Pending => "action.pending",
@@ -209,6 +225,10 @@ pub struct SessionStart {
     pub parent: Process,
     pub profile: String,
     pub protocol_version: String,
+    /// The session came through `vault run`'s relay: the client runs in its sandbox. Known to the
+    /// agent from the channel the connection came on, never from anything the client said.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub contained: bool,
 }
 body!(SessionStart, Kind::SessionStart);
 
@@ -239,6 +259,49 @@ pub struct CallSuppressed {
 }
 body!(CallSuppressed, Kind::CallSuppressed);
 
+/// The approval PIN was set: by the signed request with this nonce (the PIN is nowhere here).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PinSet {
+    pub nonce: String,
+}
+body!(PinSet, Kind::PinSet);
+
+/// A wrong approval PIN came with an approval of `action`: the `failures`-th in a row; the
+/// vault pauses at the limit (`paused`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PinWrong {
+    pub action: String,
+    pub failures: u32,
+    pub paused: bool,
+}
+body!(PinWrong, Kind::PinWrong);
+/// A session grant as recorded: which grant, the session it covers (also the row's session),
+/// the action whose card it was given on, the credential version, what it covers and until when
+/// (the journal's timestamp form, so it compares with a row's `ts` as text). Enough for a
+/// verifier with no key to check each dispatch that names the grant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GrantAdded {
+    pub grant: String,
+    pub session: String,
+    pub action: String,
+    /// The credential's name.
+    pub credential: String,
+    pub credential_id: String,
+    pub credential_version: i64,
+    pub scope: GrantScope,
+    pub expires_at: String,
+}
+body!(GrantAdded, Kind::GrantAdd);
+
+/// A session grant ended before its expiry, by the approver's signed revocation (its nonce).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GrantRevoked {
+    pub grant: String,
+    pub session: String,
+    pub nonce: String,
+}
+body!(GrantRevoked, Kind::GrantRevoke);
+
 /// What allowed a dispatch.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
@@ -265,6 +328,9 @@ pub struct ActionRow {
     pub reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub basis: Option<Basis>,
+    /// How the person proved the decision was theirs (`approved` and `denied` rows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<ApprovalMethod>,
 }
 
 impl Body for ActionRow {
@@ -300,7 +366,7 @@ mod tests {
     #[test]
     fn every_kind_reads_back_and_nothing_else_does() {
         let all: Vec<Kind> = Kind::all().collect();
-        assert_eq!(all.len(), 22);
+        assert_eq!(all.len(), 26);
         for k in &all {
             assert_eq!(Kind::parse(k.as_str()), Some(*k), "{k}");
         }
@@ -355,6 +421,7 @@ mod tests {
                 decision: "dec_1".into(),
                 nonce: "n".into(),
             }),
+            method: None,
         };
         same(
             &row,
@@ -393,6 +460,7 @@ mod tests {
                 parent: Process::default(),
                 profile: "default".into(),
                 protocol_version: "2025-11-25".into(),
+                contained: false,
             },
             json!({"client": {"name": "c", "version": "1"}, "peer": {"pid": 7, "exe": null},
                 "parent": {"pid": null, "exe": null}, "profile": "default",

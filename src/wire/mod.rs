@@ -27,8 +27,8 @@ pub use credential::{
 pub use normalized::{CredentialRef, NormalizedAction, NormalizedHttp, NormalizedSsh};
 pub use outcome::Outcome;
 pub use payload::{
-    Decision, DecisionPayload, GrantPayload, Op, Payload, PolicyPayload, RemovalPayload,
-    ResumePayload,
+    ApprovalMethod, Decision, DecisionPayload, GrantPayload, GrantScope, Op, Payload, PinPayload,
+    PolicyPayload, RemovalPayload, ResumePayload, RevocationPayload,
 };
 pub use result::{internal, locked, ToolResult};
 pub use state::State;

@@ -1,5 +1,5 @@
-//! What the approver signs, one type per kind: a decision, a session grant, a credential's
-//! policy, a removal and a resume. Each is signed as `TAG ‖ canonical JSON` of its fields (so
+//! What the approver signs, one type per kind: a decision, a session grant (and its scope), a
+//! credential's policy, a removal, a resume and a grant revocation. Each is signed as `TAG ‖ canonical JSON` of its fields (so
 //! no signature can be replayed as another kind), carries its format version and the vault id,
 //! and is read back only through its type (unknown fields refused, timestamps as instants).
 //! Signing and verifying are `keys::signing`'s; what each payload must match is its consumer's.
@@ -50,8 +50,30 @@ impl Decision {
     }
 }
 
+/// How the person proved, for this decision, that they were the one deciding (docs/design.md
+/// §4): the approval PIN typed on the card (checked by the agent), the passphrase typed for this
+/// decision (`vault approve --id … --passphrase-stdin`), or, where a signed setting allows it, a
+/// key press alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ApprovalMethod {
+    Pin,
+    Passphrase,
+    Key,
+}
+
+impl ApprovalMethod {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalMethod::Pin => "pin",
+            ApprovalMethod::Passphrase => "passphrase",
+            ApprovalMethod::Key => "key",
+        }
+    }
+}
+
 /// A decision on exactly one action (by id and the hash the approver re-derived), valid until
-/// the action expires, single use by its nonce.
+/// the action expires, single use by its nonce, and how it was made (`method`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DecisionPayload {
@@ -67,11 +89,16 @@ pub struct DecisionPayload {
     pub nonce: String,
     #[serde(with = "millis")]
     pub issued_at: Timestamp,
+    pub method: ApprovalMethod,
 }
-payload!(DecisionPayload, b"agent-vault decision v1\n", 1);
+// 2: `method`. A version-1 decision (no method) is no longer accepted.
+payload!(DecisionPayload, b"agent-vault decision v1\n", 2);
 
 /// "Approve for this session": names the action it was given for (the recorder finds the
-/// session from its own records) and the credential version it covers, until `expires_at`.
+/// session from its own records), the credential version, and what it covers (`scope`, computed
+/// from that action by `policy::scope::grant_scope`, shown on the card before `s` and checked
+/// against the action by the recorder), until `expires_at`. Version 3 added the scope; a
+/// version 2 grant (any call on the credential) is no longer honoured.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GrantPayload {
@@ -81,11 +108,50 @@ pub struct GrantPayload {
     pub action_hash: String,
     pub credential_id: String,
     pub credential_version: i64,
+    pub scope: GrantScope,
     #[serde(with = "millis")]
     pub expires_at: Timestamp,
     pub nonce: String,
 }
-payload!(GrantPayload, b"agent-vault session grant v1\n", 2);
+payload!(GrantPayload, b"agent-vault session grant v1\n", 3);
+
+/// What a session grant covers, besides its session, credential version and expiry. Paths are
+/// URL paths exactly as sent (the safe alphabet of `policy::path`: no dot segments or encoded
+/// separators, so a prefix is a directory).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum GrantScope {
+    /// HTTP reads: `methods` (GET and HEAD) with no body, no rewriting header and no `_method`,
+    /// on a path that starts with `prefix` (which ends in `/`), with any query.
+    HttpReads {
+        methods: Vec<String>,
+        prefix: String,
+    },
+    /// One HTTP write: exactly `method` on exactly `path`, with any query, headers and body, and
+    /// exactly these method- or URL-rewriting headers (`name: value`) and `_method` parameters
+    /// (`_method=value`), sorted (usually none).
+    HttpWrite {
+        method: String,
+        path: String,
+        rewrites: Vec<String>,
+    },
+    /// One SSH command, exactly as sent (rebuilt and quoted where a pattern matched it).
+    SshCommand { command: String },
+}
+
+/// Ending session grants: one by id, or (`grant: null`) every grant active when it was issued.
+/// Single use by its nonce, and fresh (`issued_at` within minutes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RevocationPayload {
+    pub v: u32,
+    pub vault_id: String,
+    pub grant: Option<String>,
+    pub nonce: String,
+    #[serde(with = "millis")]
+    pub issued_at: Timestamp,
+}
+payload!(RevocationPayload, b"agent-vault grant revocation v1\n", 1);
 
 /// A credential version's whole policy: its approval and every binding.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -106,6 +172,8 @@ payload!(PolicyPayload, b"agent-vault credential policy v1\n", 1);
 pub enum Op {
     Rm,
     Resume,
+    #[serde(rename = "set_pin")]
+    SetPin,
 }
 
 /// Removing one credential at one version.
@@ -134,3 +202,20 @@ pub struct ResumePayload {
     pub issued_at: Timestamp,
 }
 payload!(ResumePayload, b"agent-vault resume v1\n", 1);
+
+/// Setting the approval PIN, once (by its nonce), soon after it was issued. It carries no PIN and
+/// no hash of one: `commitment` is blake3 of the nonce and the PIN, so the signature covers the
+/// PIN that travels beside it (over the encrypted channel) while the payload, never stored, says
+/// nothing a guesser could test offline without the nonce.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PinPayload {
+    pub v: u32,
+    pub vault_id: String,
+    pub op: Op,
+    pub nonce: String,
+    pub commitment: String,
+    #[serde(with = "millis")]
+    pub issued_at: Timestamp,
+}
+payload!(PinPayload, b"agent-vault approval pin v1\n", 1);

@@ -3,18 +3,19 @@
 //! person's commands are shown (approval views, journal rows, status). Framing (the line splitter,
 //! the frame cap's enforcement) and the encrypted channel are `agent`'s.
 use super::{
-    Action, ClientInfo, Credential, Edit, Hardening, Listed, NewCredential, Signed, SignedDecision,
-    State, ToolResult,
+    Action, ClientInfo, Credential, Edit, Hardening, Listed, NewCredential, Secret, Signed,
+    SignedDecision, State, ToolResult,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// The protocol version both ends must speak (`Hello.v`). 2: the encrypted channel
 /// (`agent::channel`) replaced the key-possession challenge. 3: an `ApprovalView` carries the
-/// session's typed start row instead of loose client and peer JSON. 4: `ping`, and the events
-/// that tell a person's command the agent stops, the vault was paused or resumed, or an action
-/// left the approval queue undecided.
-pub const VERSION: u32 = 4;
+/// session's typed start row instead of loose client and peer JSON. 4: session grants carry a
+/// scope (`GrantPayload` v3), and `grants` / `revoke_grants`. 5: `ping`, and the events that
+/// tell a person's command the agent stops, the vault was paused or resumed, or an action left
+/// the approval queue undecided.
+pub const VERSION: u32 = 5;
 
 /// The longest frame either end accepts (an MCP line is at most 4 MiB; its wrapping is small).
 pub const MAX_FRAME: usize = 8 * 1024 * 1024;
@@ -48,6 +49,14 @@ pub enum Request {
         client: Option<ClientInfo>,
         #[serde(default)]
         profile: Option<String>,
+    },
+    /// Sent first, before `hello`, by `vault run`'s relay for a connection that came from inside
+    /// its sandbox: the peer (`pid`, as the relay's `SO_PEERCRED` saw it) is contained. Accepted
+    /// only from a peer that runs the agent's own executable; answered `ok` (to the relay, which
+    /// then passes bytes through) or refused. The session it opens is marked contained, and only
+    /// the MCP role may follow.
+    Contained {
+        pid: u32,
     },
     /// An MCP `tools/call` (role mcp): events `progress`/`state`, then the `tool` reply.
     Tool {
@@ -105,14 +114,28 @@ pub enum Request {
     ForApproval {
         action_id: String,
     },
+    /// A signed decision; an approval made with the PIN carries it (hex, zeroized).
     Decide {
         decision: SignedDecision,
+        #[serde(default)]
+        pin: Option<Secret>,
+    },
+    /// Sets the approval PIN: the approver's signed request and the PIN it commits to.
+    SetPin {
+        request: Signed,
+        pin: Secret,
     },
     Pause {
         reason: String,
     },
     Resume {
         resume: Signed,
+    },
+    /// The active session grants.
+    Grants,
+    /// End one session grant or all of them, by the approver's signed `RevocationPayload`.
+    RevokeGrants {
+        revoke: Signed,
     },
     /// Journal rows after `after` (at most `limit`); with `wait_ms`, waits that long for one.
     Journal {
@@ -142,7 +165,9 @@ impl Request {
                 | Request::WatchPending
                 | Request::ForApproval { .. }
                 | Request::Decide { .. }
+                | Request::SetPin { .. }
                 | Request::Resume { .. }
+                | Request::RevokeGrants { .. }
         )
     }
 }
@@ -183,6 +208,34 @@ pub struct FieldChange {
     pub field: String,
     pub old: Option<String>,
     pub new: Option<String>,
+}
+
+/// A session grant as `vault grants` lists it: what it covers, for which session and client, on
+/// which credential version, until when, and how many dispatches named it so far.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrantView {
+    pub id: String,
+    pub session: String,
+    /// The session's self-reported client, from its `session.start` row.
+    pub client: Option<super::journal::ClientLabel>,
+    /// The action whose card it was given on.
+    pub action_id: String,
+    pub credential: GrantCredential,
+    pub scope: super::GrantScope,
+    pub created_at: String,
+    pub expires_at: String,
+    /// `action.dispatched` rows whose basis names this grant.
+    pub uses: u64,
+}
+
+/// The credential version a grant covers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrantCredential {
+    pub id: String,
+    pub name: String,
+    pub version: i64,
 }
 
 /// One journal row as stored (the export's fields).
@@ -231,6 +284,9 @@ pub struct StoreStatus {
     pub journal_head: i64,
     pub paused: Option<String>,
     pub pending: usize,
+    /// Whether an approval PIN is set (without one, no card can be approved).
+    #[serde(default)]
+    pub pin_set: bool,
 }
 
 /// The agent's answer to one request.
@@ -261,6 +317,8 @@ pub enum Reply {
     Count(usize),
     Flag(bool),
     Rows(Vec<JournalRow>),
+    /// Session grants: the active ones (`Grants`), or those just revoked (`RevokeGrants`).
+    Grants(Vec<GrantView>),
     /// `vault verify`'s report as its `--json` line (keys in their documented order), and how
     /// many anchors came from `anchors.jsonl`.
     Verify {

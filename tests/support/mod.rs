@@ -19,6 +19,7 @@ pub mod sshd;
 pub mod standin;
 pub mod target;
 pub mod tls;
+pub mod tmux;
 pub mod uid;
 
 use std::path::{Path, PathBuf};
@@ -27,6 +28,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 pub const PASSPHRASE: &str = "correct horse battery staple";
+/// The approval PIN `TestVault::init` sets: typed after `a`/`s` on every card.
+pub const PIN: &str = "2468";
 
 /// The `vault` binary cargo built for these tests, or `$VAULT_TEST_BIN` (CI points it at the
 /// release build, so the shipped binary passes the same checks).
@@ -42,6 +45,17 @@ pub fn python() -> PathBuf {
     let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/venv/bin/python");
     if venv.exists() {
         venv
+    } else {
+        PathBuf::from("python3")
+    }
+}
+
+/// A Python with the standard library only, that an unprivileged test user can run (the venv's
+/// interpreter may live under root's home): the system's, else the first `python3` on PATH.
+pub fn system_python() -> PathBuf {
+    let system = Path::new("/usr/bin/python3");
+    if system.exists() {
+        system.to_owned()
     } else {
         PathBuf::from("python3")
     }
@@ -149,8 +163,20 @@ impl TestVault {
         }
     }
 
-    /// A vault made with `init --passphrase-stdin`.
+    /// A vault made with `init --passphrase-stdin --pin-stdin` (approval PIN `PIN`).
     pub fn init(tag: &str) -> Self {
+        let mut v = Self::empty(tag);
+        v.run(
+            &["init", "--passphrase-stdin", "--pin-stdin"],
+            Some(&format!("{PASSPHRASE}\n{PIN}\n")),
+        )
+        .ok();
+        v
+    }
+
+    /// A vault made with `init --passphrase-stdin` alone: no approval PIN yet, so its journal
+    /// starts with `vault.init` and `vault.unlock` only (tests that count rows).
+    pub fn init_without_pin(tag: &str) -> Self {
         let mut v = Self::empty(tag);
         v.run(
             &["init", "--passphrase-stdin"],
@@ -208,17 +234,7 @@ impl TestVault {
     /// The pid of the vault's agent (from `vault doctor --json`), if one runs.
     pub fn agent_pid(&mut self) -> Option<u32> {
         let run = self.run(&["doctor", "--json"], None);
-        let v: serde_json::Value = serde_json::from_str(run.stdout.trim()).ok()?;
-        v["checks"]
-            .as_array()?
-            .iter()
-            .find(|c| c["check"] == "vault agent" && c["ok"] == true)?["detail"]
-            .as_str()?
-            .strip_prefix("pid ")?
-            .split(',')
-            .next()?
-            .parse()
-            .ok()
+        agent_pid_in(&run.stdout)
     }
 
     /// The path of the vault's agent socket.
@@ -478,4 +494,19 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
 pub fn mode(p: &Path) -> u32 {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
+/// The agent's pid as `vault doctor --json` (its stdout) names it, if one runs.
+pub fn agent_pid_in(doctor: &str) -> Option<u32> {
+    let v: serde_json::Value = serde_json::from_str(doctor.trim()).ok()?;
+    v["checks"]
+        .as_array()?
+        .iter()
+        .find(|c| c["check"] == "vault agent" && c["ok"] == true)?["detail"]
+        .as_str()?
+        .strip_prefix("pid ")?
+        .split(',')
+        .next()?
+        .parse()
+        .ok()
 }

@@ -5,13 +5,16 @@ usage: pty_drive.py SCRIPT_JSON -- COMMAND [ARGS...]
 SCRIPT_JSON is a list of [expect, send] or [expect, send, delay_s] steps: wait until `expect`
 appears in the output (case-insensitive) after where the previous step's `expect` was found, wait
 `delay_s` (default 0.2 s, as a person would), then type `send`. An empty `expect` matches at once,
-so ["", "a", 0.05] types "a" 50 ms after the previous step. The transcript goes to stdout; the
-exit status is the child's.
+so ["", "a", 0.05] types "a" 50 ms after the previous step. An `expect` that starts with "re:"
+is a regular expression instead, and "$1" in a later `send` stands for its first group (what
+the command printed, e.g. a PIN it chose). The transcript goes to stdout; the exit status is the
+child's.
 """
 import fcntl
 import json
 import os
 import pty
+import re
 import select
 import struct
 import sys
@@ -33,17 +36,26 @@ def main():
     deadline = time.time() + 60
     step = 0
     seen_upto = 0
+    group = ""
     while True:
         if step < len(script):
-            want = script[step][0].lower().encode()
-            at = out.lower().find(want, seen_upto)
+            expect = script[step][0]
+            if expect.startswith("re:"):
+                m = re.compile(expect[3:].encode()).search(out, seen_upto)
+                at, end = (m.start(), m.end()) if m else (-1, -1)
+                if m and m.groups():
+                    group = m.group(1).decode()
+            else:
+                want = expect.lower().encode()
+                at = out.lower().find(want, seen_upto)
+                end = at + len(want)
             if at >= 0:
                 # A prompt is printed before echo is turned off; answer after it settled, as a
                 # person would, so the answer is never echoed into the transcript.
                 delay = script[step][2] if len(script[step]) > 2 else 0.2
                 time.sleep(delay)
-                os.write(fd, script[step][1].encode())
-                seen_upto = at + len(want)
+                os.write(fd, script[step][1].replace("$1", group).encode())
+                seen_upto = end
                 step += 1
                 continue
         if time.time() > deadline:

@@ -95,6 +95,8 @@ struct Conn {
     ticket: Ticket,
     /// Set when the connection must close after what it was just told (no room for it).
     closing: Option<&'static str>,
+    /// The connection came through `vault run`'s relay (`Request::Contained`).
+    contained: bool,
 }
 
 pub(super) async fn serve(agent: Arc<Agent>, stream: UnixStream) {
@@ -138,6 +140,7 @@ pub(super) async fn serve(agent: Arc<Agent>, stream: UnixStream) {
         watchers: tokio::task::JoinSet::new(),
         ticket,
         closing: None,
+        contained: false,
     };
     let mut stop = agent.stop.subscribe();
     let said_hello_by = Instant::now() + admission::FIRST_FRAME;
@@ -241,6 +244,7 @@ impl Conn {
         if self.role.is_none() {
             return match req {
                 Request::Hello { .. } => self.hello(id, req).await,
+                Request::Contained { pid } if !self.contained => self.contained(id, pid).await,
                 _ => Err("the first request must be hello".into()),
             };
         }
@@ -282,6 +286,31 @@ impl Conn {
         Ok(())
     }
 
+    /// `vault run`'s relay names the contained process it relays for. Only a peer running this
+    /// agent's own executable may (a hand-written frame from any other program is refused), and
+    /// the peer recorded for the session becomes the contained process.
+    async fn contained(&mut self, id: u64, pid: u32) -> Result<(), String> {
+        let own = std::fs::read_link("/proc/self/exe")
+            .ok()
+            .map(|p| p.display().to_string());
+        if own.is_none() || self.peer.exe != own {
+            return Err(format!(
+                "a contained session is opened only by `vault run` ({}), not by {}",
+                own.as_deref().unwrap_or("?"),
+                self.peer.exe.as_deref().unwrap_or("an unknown program")
+            ));
+        }
+        let inner = Peer::of_pid(pid)
+            .filter(Peer::is_same_user)
+            .ok_or_else(|| {
+                format!("the contained process {pid} is gone or runs as another user")
+            })?;
+        self.peer = inner;
+        self.contained = true;
+        self.writer.reply(id, Reply::Ok).await;
+        Ok(())
+    }
+
     async fn hello(&mut self, id: u64, req: Request) -> Result<(), String> {
         let Request::Hello {
             v,
@@ -297,6 +326,9 @@ impl Conn {
                 "this agent speaks protocol {}, not {v}; run the same `vault` binary for both",
                 protocol::VERSION
             ));
+        }
+        if self.contained && role != Role::Mcp {
+            return Err("from inside `vault run` only `vault mcp` reaches the vault; run other `vault` commands outside it".into());
         }
         if role == Role::Approver && self.opener.is_none() {
             return Err("the approver speaks only over the encrypted channel".into());
@@ -322,11 +354,12 @@ impl Conn {
                 rejections: std::sync::Mutex::default(),
             });
             let (s2, peer) = (session.clone(), (self.peer.process(), self.peer.parent()));
+            let contained = self.contained;
             let started = self
                 .agent
                 .env
                 .db
-                .run(move |st| session_start(st, &s2.id, &s2.client, &s2.profile, peer))
+                .run(move |st| session_start(st, &s2.id, &s2.client, &s2.profile, peer, contained))
                 .await;
             if !matches!(started, Ok(Ok(()))) {
                 return Err("the session could not be journaled".into());

@@ -40,13 +40,14 @@ fn forged_replayed_misapplied_and_stale_approvals_never_dispatch() {
         "vlt_t",
         &b.id,
         &b.action_hash,
-        (&b.credential_id, b.credential_version),
+        &normalized_of(&s, &b),
         &b.expires_at,
         &Verdict::Approve,
+        crate::wire::ApprovalMethod::Passphrase,
         HOUR,
     );
     assert!(matches!(
-        decide(&mut s, &trust(&key), &forged),
+        decide(&mut s, &trust(&key), &forged, None),
         Err(ApprovalError::BadDecision(_))
     ));
     assert_eq!(get(&mut s, "ses_1", &b.id).unwrap().state, State::Pending);
@@ -439,9 +440,10 @@ fn a_decision_whose_nonce_a_dispatch_already_spent_is_refused() {
             "vlt_t",
             &b.id,
             &b.action_hash,
-            (&b.credential_id, b.credential_version),
+            &normalized_of(s, b),
             &b.expires_at,
             &Verdict::Approve,
+            crate::wire::ApprovalMethod::Passphrase,
             HOUR,
         );
         let mut payload: crate::wire::DecisionPayload =

@@ -1,6 +1,8 @@
 //! Verifying the chain: recomputing every row's hash from the genesis, naming the first row that
-//! was changed, removed, inserted, reordered or cut off, checking anchors, and (when an `actions`
-//! table exists) that each action's state equals its last journal transition.
+//! was changed, removed, inserted, reordered or cut off, checking anchors, each action's
+//! lifecycle and the basis of each dispatch (`basis.rs`), and (when an `actions` table exists)
+//! that each action's state equals its last journal transition.
+mod basis;
 #[cfg(test)]
 mod file_tests;
 mod line;
@@ -13,8 +15,9 @@ pub use sources::{
 
 use super::anchor::Anchor;
 use super::{genesis, write_canonical_row};
-use crate::wire::journal::{ActionRow, Basis, HeadLine, Kind, VaultInit, VerifyLine};
+use crate::wire::journal::{Basis, HeadLine, Kind, VaultInit, VerifyLine};
 use crate::wire::State;
+use basis::Detail;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
@@ -62,6 +65,13 @@ pub enum Reason {
     IllegalTransition,
     /// The `meta` pause row disagrees with the last `vault.pause` / `vault.resume` row.
     PauseStateMismatch,
+    /// A dispatch names no basis, or one the journal does not back: a decision on an action
+    /// that was not `approved`, a policy or grant on one that was not `received`, a grant no
+    /// earlier `grant.add` row recorded, revoked before, of another session or expired.
+    NoValidBasis,
+    /// A `grant.add` or `grant.revoke` row that does not read or contradicts the journal: a
+    /// grant recorded twice or in another session's rows, a revocation of an unrecorded grant.
+    GrantMismatch,
 }
 
 impl Reason {
@@ -79,6 +89,8 @@ impl Reason {
             Reason::ActionStateMismatch => "action state mismatch",
             Reason::IllegalTransition => "illegal transition",
             Reason::PauseStateMismatch => "pause state mismatch",
+            Reason::NoValidBasis => "no valid basis",
+            Reason::GrantMismatch => "grant mismatch",
         }
     }
 }
@@ -164,37 +176,23 @@ fn computed_hash(buf: &mut String, row: &RowRef<'_>) -> [u8; 32] {
 }
 
 /// What the in-order checks need of a row that depends on that row alone, so that a worker
-/// thread can take it (`parallel`): its computed hash, its kind, and the decision a dispatch
-/// spends.
+/// thread can take it (`parallel`): its computed hash, its kind, and what a dispatch or grant row
+/// says (`basis::Detail`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Facts {
     hash: [u8; 32],
     kind: Option<Kind>,
-    /// For an `action.dispatched` row: the nonce of the decision it spends (`None` for a policy
-    /// run), or why its body cannot be read.
-    spends: Option<Result<Option<String>, String>>,
+    detail: Detail,
 }
 
 impl Facts {
     /// The facts of `row` (`buf` is scratch space for its canonical form).
     pub fn of(buf: &mut String, row: &RowRef<'_>) -> Self {
         let kind = Kind::parse(row.kind);
-        let spends = (kind == Some(Kind::Action(State::Dispatched))).then(|| {
-            match serde_json::from_str::<ActionRow>(row.body) {
-                Ok(body) => Ok(match body.basis {
-                    Some(Basis::Decision { nonce, .. }) => Some(nonce),
-                    _ => None,
-                }),
-                Err(e) => Err(format!(
-                    "row {} (action.dispatched) has no readable body: {e}",
-                    row.seq
-                )),
-            }
-        });
         Self {
             hash: computed_hash(buf, row),
             kind,
-            spends,
+            detail: Detail::of(kind, row.seq, row.body),
         }
     }
 }
@@ -220,6 +218,8 @@ pub struct Verifier {
     transitions: Transitions,
     /// Decision nonces already spent by an `action.dispatched` row.
     spent: std::collections::HashSet<String, foldhash::fast::RandomState>,
+    /// The grants recorded so far, and whether each was revoked.
+    grants: basis::Grants,
     /// Whether the last `vault.pause` / `vault.resume` row was a pause.
     paused: bool,
     buf: String,
@@ -243,30 +243,36 @@ impl Verifier {
             anchors: map,
             transitions: Transitions::default(),
             spent: Default::default(),
+            grants: basis::Grants::default(),
             paused: false,
             buf: String::with_capacity(512),
         }
     }
 
     /// Checks one `action.<state>` row against the lifecycle (docs/design.md §4): the first row of an
-    /// action is `pending` or `received`, each next state is a legal successor of the last, and a
-    /// dispatch spends a decision nonce at most once.
+    /// action is `pending` or `received`, each next state is a legal successor of the last, a
+    /// dispatch names a basis the journal backs (`basis.rs`), and it spends a decision nonce at
+    /// most once.
     fn check_lifecycle(
         &mut self,
         exp: i64,
+        row: &RowRef<'_>,
         action: &str,
-        kind: &str,
         facts: &Facts,
-    ) -> Result<(), String> {
+    ) -> Result<(), (Reason, String)> {
+        let illegal = |d: String| (Reason::IllegalTransition, d);
+        let kind = row.kind;
         let to = match facts.kind {
             Some(Kind::Action(to)) => to,
             Some(other) => {
-                return Err(format!(
+                return Err(illegal(format!(
                     "row {exp} is a {other} row but names action {action}"
-                ))
+                )))
             }
             None if kind.starts_with("action.") => {
-                return Err(format!("row {exp} names an unknown state {kind:?}"))
+                return Err(illegal(format!(
+                    "row {exp} names an unknown state {kind:?}"
+                )))
             }
             // A kind this build does not know (a newer build's row) is history, not an action step.
             None => return Ok(()),
@@ -274,24 +280,33 @@ impl Verifier {
         let state = to.as_str();
         // One lookup per row: the entry is updated in place at the end.
         let Self {
-            transitions, spent, ..
+            transitions,
+            spent,
+            grants,
+            ..
         } = self;
         let last = transitions.get_mut(action);
         match last.as_deref().copied() {
             None if !to.is_initial() => {
-                return Err(format!("action {action} first appears at seq {exp} as {state}, but an action starts pending or received"));
+                return Err(illegal(format!("action {action} first appears at seq {exp} as {state}, but an action starts pending or received")));
             }
             Some((seq, from)) if !from.can_go(to) => {
-                return Err(format!("action {action} went from {from} (seq {seq}) to {state} (seq {exp}), which the lifecycle does not allow"));
+                return Err(illegal(format!("action {action} went from {from} (seq {seq}) to {state} (seq {exp}), which the lifecycle does not allow")));
             }
-            _ => {}
-        }
-        match &facts.spends {
-            Some(Err(unreadable)) => return Err(unreadable.clone()),
-            Some(Ok(Some(nonce))) if !spent.insert(nonce.clone()) => {
-                return Err(format!("action {action} was dispatched at seq {exp} on a decision an earlier dispatch already spent"));
+            Some((_, from)) => {
+                if let Detail::Dispatch(basis) = &facts.detail {
+                    let basis = basis.as_ref().map_err(|e| illegal(e.clone()))?;
+                    grants
+                        .check_dispatch((exp, row.ts, row.session), action, from, basis.as_ref())
+                        .map_err(|d| (Reason::NoValidBasis, d))?;
+                    if let Some(Basis::Decision { nonce, .. }) = basis {
+                        if !spent.insert(nonce.clone()) {
+                            return Err(illegal(format!("action {action} was dispatched at seq {exp} on a decision an earlier dispatch already spent")));
+                        }
+                    }
+                }
             }
-            _ => {}
+            None => {}
         }
         // The key is allocated once per action, not once per row.
         match last {
@@ -437,8 +452,11 @@ impl Verifier {
             return Err((Reason::AnchorMismatch, detail));
         }
         if let Some(action) = row.action {
-            self.check_lifecycle(exp, action, row.kind, facts)
-                .map_err(|detail| (Reason::IllegalTransition, detail))?;
+            self.check_lifecycle(exp, row, action, facts)?;
+        } else if matches!(facts.detail, Detail::GrantAdd(_) | Detail::GrantRevoke(_)) {
+            self.grants
+                .apply(exp, row.session, &facts.detail)
+                .map_err(|d| (Reason::GrantMismatch, d))?;
         }
         Ok(hash)
     }

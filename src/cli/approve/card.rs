@@ -25,11 +25,15 @@ pub(super) struct CardData {
     pub client_name: String,
     pub client_version: String,
     pub parent_exe: String,
+    /// The session came through `vault run`'s sandbox (the agent knows from the channel).
+    pub contained: bool,
     /// The normalized action (what the hash covers), or `None` when it did not verify.
     pub normalized: Option<NormalizedAction>,
     pub body: Option<Vec<u8>>,
     /// How the credential changed since the person last approved one of its actions.
     pub changed: Option<crate::agent::protocol::CredentialChange>,
+    /// How long `[s]` grants (`[approvals] session_grant_seconds`).
+    pub grant_for: std::time::Duration,
 }
 
 /// Terminal styling of the card (bold/dim off without colour).
@@ -200,6 +204,38 @@ fn ssh_target(s: &crate::wire::NormalizedSsh) -> String {
     format!("{}@{host}:{}", escape(&s.user), s.port)
 }
 
+/// What `[s]` would grant, on one line: the scope (`policy::scope::grant_scope` of the request
+/// whose hash was checked, the same function the agent checks the signed grant against), the
+/// credential version, and for how long: `  [s] covers  GET, HEAD under /a/ (reads only, any
+/// query); api version 3; this session, 60 min (to 15:10)`.
+pub(super) fn grant_line(d: &CardData) -> String {
+    let Some(n) = &d.normalized else {
+        return "  [s] covers  nothing: this action cannot be approved".into();
+    };
+    let scope = crate::policy::scope::describe(&crate::policy::scope::grant_scope(n));
+    let c = n.credential();
+    let secs = d.grant_for.as_secs();
+    let end = jiff::Timestamp::now()
+        .checked_add(jiff::SignedDuration::from_secs(
+            secs.try_into().unwrap_or(i64::MAX),
+        ))
+        .map_or_else(
+            |_| "?".into(),
+            |t| {
+                t.to_zoned_datetime(jiff::tz::TimeZone::system())
+                    .strftime("%H:%M")
+                    .to_string()
+            },
+        );
+    format!(
+        "  [s] covers  {}; {} version {}; this session, {} min (to {end})",
+        escape(&scope),
+        escape(&c.name),
+        c.version,
+        secs.div_ceil(60)
+    )
+}
+
 /// Labelled lines, the label shown once per run of equal labels.
 fn labelled(lines: &[(String, String)]) -> String {
     let mut s = String::new();
@@ -249,9 +285,14 @@ pub(super) fn card(
             Part::Top,
             Emph::Plain,
             format!(
-                "  client      {}  ({})",
+                "  client      {}  ({}){}",
                 client.trim(),
-                escape(&d.parent_exe)
+                escape(&d.parent_exe),
+                if d.contained {
+                    ", contained by vault run"
+                } else {
+                    ", NOT contained"
+                }
             ),
         ),
         Line::new(
@@ -277,6 +318,8 @@ pub(super) fn card(
         };
         lines.push(Line::new(part, emph, text).deciding());
     }
+    // What `[s]` would cover decides it as much as what runs.
+    lines.push(Line::new(Part::Top, Emph::Plain, grant_line(d)).deciding());
     let (query, headers) = d.query_and_headers();
     lines.extend(previewed("query", Part::Query, &query));
     lines.extend(previewed("headers", Part::Header, &headers));
@@ -523,5 +566,39 @@ mod tests {
         ] {
             assert!(c.contains(want), "{want}: {c}");
         }
+    }
+
+    #[test]
+    fn the_card_says_what_s_would_grant_before_it_is_pressed() {
+        let mut d = data(None);
+        d.grant_for = std::time::Duration::from_secs(3600);
+        let Some(NormalizedAction::Http(h)) = &mut d.normalized else {
+            unreachable!("data() is an HTTP request")
+        };
+        (h.method, h.url, h.headers, h.body_blake3) = (
+            "GET".into(),
+            "https://h/repos/acme/app/issues?page=2".into(),
+            vec![],
+            None,
+        );
+        let line = grant_line(&d);
+        assert!(
+            line.starts_with("  [s] covers  GET, HEAD under /repos/acme/app/ (reads only, any query); api version 2; this session, 60 min (to "),
+            "{line}"
+        );
+        assert!(card(&d, 1, Style { color: false }, "", BIG)
+            .text
+            .contains(&line));
+        // The POST of `data()`, with its rewriting header: exactly that.
+        let line = grant_line(&data(Some(b"{}")));
+        assert!(
+            line.contains(
+                "POST on exactly /v1/x (any query and body, with x-http-method-override: DELETE)"
+            ),
+            "{line}"
+        );
+        let mut d = data(None);
+        d.normalized = None;
+        assert!(grant_line(&d).contains("nothing"));
     }
 }

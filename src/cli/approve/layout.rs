@@ -161,15 +161,26 @@ fn indent_of(text: &str) -> usize {
     lead
 }
 
+/// Below this width a continuation is indented by at most `NARROW_INDENT`, not under the text
+/// after a label: on a narrow terminal the rows are worth more than the alignment.
+const NARROW: usize = 60;
+const NARROW_INDENT: usize = 4;
+
 /// `text` cut into pieces of at most `cols` characters, at a space where one falls in the last
-/// two thirds of the piece, else mid-word; continuations start under the line's text.
+/// two thirds of the piece, else mid-word; continuations start under the line's text (on a
+/// terminal narrower than `NARROW`, at most `NARROW_INDENT` in).
 pub(super) fn wrap(text: &str, cols: usize) -> Vec<String> {
     let cols = cols.max(1);
     let chars: Vec<char> = text.chars().collect();
     if chars.len() <= cols {
         return vec![text.to_owned()];
     }
-    let indent = indent_of(text).min(cols / 2);
+    let most = if cols < NARROW {
+        NARROW_INDENT
+    } else {
+        cols / 2
+    };
+    let indent = indent_of(text).min(most).min(cols / 2);
     let pad: String = " ".repeat(indent);
     let mut out = Vec::new();
     let mut start = 0;
@@ -178,7 +189,7 @@ pub(super) fn wrap(text: &str, cols: usize) -> Vec<String> {
         let room = if first { cols } else { cols - indent };
         // The first piece is not cut between its label and its text.
         let least = if first {
-            (room / 3).max(indent)
+            (room / 3).max(indent_of(text).min(cols / 2))
         } else {
             room / 3
         };
@@ -430,7 +441,12 @@ mod tests {
         );
         assert!(w.iter().all(|l| l.chars().count() <= 40), "{w:?}");
         assert_eq!(w[0], "  headers     x-a: one two three four");
-        assert!(w[1].starts_with("              "), "{w:?}");
+        assert!(w[1].starts_with("    five"), "narrow: a short indent {w:?}");
+        let w = wrap(&format!("  headers     x-a: {}", "word ".repeat(20)), 70);
+        assert!(
+            w[1].starts_with("              word"),
+            "under the text {w:?}"
+        );
         let url = format!("GET https://h/{}", "a".repeat(100));
         let w = wrap(&url, 40);
         assert!(w.iter().all(|l| l.chars().count() <= 40), "{w:?}");

@@ -78,7 +78,9 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         }
         Err(e) => return Err(e.into()),
     };
-    let decided = match client.decide(&approver, &view, &verdict, config.session_grant()) {
+    // The passphrase was typed for this decision: that is its proof.
+    let proof = crate::agent::client::Proof::Passphrase;
+    let decided = match client.decide(&approver, &view, &verdict, proof, config.session_grant()) {
         Ok(a) => a,
         Err(ClientError::Refused { code, message }) => {
             return Err(super::backend::Refused {
@@ -93,8 +95,11 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     let what = screen::card_data(&view).headline();
     if args.json {
         let until = decided.session_until.map(crate::wire::ts::format_millis);
+        let grant = decided.scope.as_ref().map(|s| {
+            serde_json::json!({"scope": crate::policy::scope::describe(s), "covers": s, "until": until})
+        });
         super::print_json(
-            &serde_json::json!({"action_id": decided.action.id, "state": decided.action.state.as_str(), "summary": what, "session_until": until}),
+            &serde_json::json!({"action_id": decided.action.id, "state": decided.action.state.as_str(), "summary": what, "session_until": until, "grant": grant}),
         )?;
     } else {
         outln!("{}", decided_line(&decided, &what));
@@ -102,13 +107,23 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     Ok(Exit::Ok)
 }
 
-/// `approved act_…: GET https://… (for this session until 15:10)`: what was decided, and until
-/// when a session grant lets the same session's calls on this credential run without a card.
+/// `approved act_…: GET https://… (for this session until 15:10: GET, HEAD under /a/ …)`: what
+/// was decided, and until when and for what a session grant lets the same session's calls on
+/// this credential run without a card.
 pub(super) fn decided_line(d: &crate::agent::client::Decided, what: &str) -> String {
     let mut line = format!("{} {}: {what}", d.action.state, d.action.id);
     if let Some(until) = d.session_until {
         let local = until.to_zoned_datetime(jiff::tz::TimeZone::system());
-        line += &format!(" (for this session until {})", local.strftime("%H:%M"));
+        let covers = d.scope.as_ref().map_or(String::new(), |s| {
+            format!(
+                ": {}",
+                crate::term::escape(&crate::policy::scope::describe(s))
+            )
+        });
+        line += &format!(
+            " (for this session until {}{covers})",
+            local.strftime("%H:%M")
+        );
     }
     line
 }

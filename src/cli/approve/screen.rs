@@ -1,9 +1,12 @@
 //! The interactive approval queue on the controlling terminal (never stdin/stdout, so
-//! `yes | vault approve` cannot answer it): passphrase once, then one card per waiting action.
-//! Keys: [a] approve once, [s] approve for this session, [d] deny (with an optional reason),
-//! [v] view in full, [q] quit. A bell (and a desktop notification where `notify-send` exists)
-//! marks a new card; the screen is redrawn only when the queue changes or a key is pressed; after
-//! 15 idle minutes the passphrase is asked again.
+//! `yes | vault approve` cannot answer it): passphrase once (and, on a vault without one, a new
+//! approval PIN), then one card per waiting action. Keys: [a] approve once, [s] approve for this
+//! session, [d] deny (with an optional reason), [v] view in full, [q] quit. An approval takes
+//! the PIN too, typed after the key with nothing shown (`read_pin`); the agent checks it. A bell
+//! (and a desktop notification where `notify-send` exists) marks a new card; the screen is
+//! redrawn only when the queue changes or a key is pressed; after 15 idle minutes the
+//! passphrase is asked again. What else can type into this terminal is said above the first
+//! card (`exposure`).
 //!
 //! Keys typed before a card was seen decide nothing: pending input is flushed (`tcflush`) after
 //! every redraw, decision keys are ignored for `SETTLE` after a different card comes on screen,
@@ -13,11 +16,13 @@
 use super::card::{self, CardData};
 use super::layout::Size;
 use super::watch::{left_note, Told, Watch};
+use crate::agent::client::{Client, Proof};
 use crate::agent::protocol::{ApprovalView, Reply, Request};
 use crate::approvals::Verdict;
 use crate::keys::{ApproverKey, PassphraseSource};
 use crate::paths::VaultPaths;
 use crate::term::escape;
+use crate::wire::Secret;
 use crate::Exit;
 use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::termios::{
@@ -34,6 +39,11 @@ const TICK: Duration = Duration::from_millis(250);
 /// Decision keys are ignored for this long after a different card comes on screen, so a key
 /// typed for the previous card (or typed ahead) cannot decide the new one.
 const SETTLE: Duration = Duration::from_millis(500);
+/// A PIN prompt with no key for this long is cancelled.
+const PIN_WAIT: Duration = Duration::from_secs(60);
+/// The longest PIN input read (longer input is cut; the agent refuses it).
+const PIN_INPUT_MAX: usize = 64;
+const ESC: u8 = 27;
 
 /// The terminal in no-echo, one-key-at-a-time mode; restored on drop.
 struct Tty {
@@ -201,10 +211,78 @@ fn unlock(
     let mut client = crate::agent::client::approver_client(paths, &keys)?;
     let psk = crate::agent::channel::channel_key(&keys.master);
     let approver = keys.into_approver();
+    ensure_pin(&mut client, &approver, tty)?;
     match client.call(Request::WatchPending)? {
         Reply::Ok => Ok((Watch::new(paths.clone(), psk, client), approver)),
         other => Err(super::super::backend::unexpected(other)),
     }
+}
+
+/// Reads a PIN on the last line of the screen: nothing is shown as it is typed (not even how
+/// many characters); Enter ends it, Esc or Ctrl-C cancels, and so does `PIN_WAIT` without a key.
+fn read_pin(tty: &mut Tty, prompt: &str) -> Option<Secret> {
+    let rows = tty.rows();
+    tty.show(&format!("\x1b[{rows};1H\x1b[2K{prompt}"));
+    let mut typed = zeroize::Zeroizing::new(Vec::with_capacity(PIN_INPUT_MAX));
+    let mut last = Instant::now();
+    loop {
+        let Some(k) = tty.key() else {
+            if last.elapsed() > PIN_WAIT {
+                return None;
+            }
+            continue;
+        };
+        last = Instant::now();
+        match k {
+            b'\r' | b'\n' => break,
+            ESC | CTRL_C => return None,
+            127 | 8 => {
+                typed.pop();
+            }
+            k if k >= 0x20 && typed.len() < PIN_INPUT_MAX => typed.push(k),
+            _ => {}
+        }
+    }
+    (!typed.is_empty()).then(|| Secret::new(std::mem::take(&mut *typed)))
+}
+
+/// On a vault with no approval PIN, asks the person to choose one (twice) and sets it, signed
+/// with the approver key: no card can be approved without it.
+fn ensure_pin(client: &mut Client, approver: &ApproverKey, tty: &mut Tty) -> anyhow::Result<()> {
+    let set = match client.call(Request::Status)? {
+        Reply::Status(s) => s.store.is_some_and(|s| s.pin_set),
+        other => return Err(super::super::backend::unexpected(other)),
+    };
+    if set {
+        return Ok(());
+    }
+    tty.show(&format!(
+        "\x1b[2J\x1b[HThis vault has no approval PIN yet.\n\nEvery approval takes it, typed after [a] or [s] with nothing shown, so a program\nthat can type into this terminal still cannot approve. {}\n",
+        crate::approvals::pin::RULE
+    ));
+    for _ in 0..3 {
+        let Some(pin) = read_pin(tty, "Choose an approval PIN: ") else {
+            anyhow::bail!("no approval PIN was chosen, so no card could be approved; run `vault approve` again (or `vault pin`)");
+        };
+        let text = String::from_utf8_lossy(pin.expose());
+        if let Err(why) = crate::approvals::pin::check_new(&text) {
+            tty.show(&format!("\r\n{why}; try again.\n"));
+            continue;
+        }
+        let again = read_pin(tty, "Type it again: ");
+        if again.as_ref().map(Secret::expose) != Some(pin.expose()) {
+            tty.show("\r\nThe two did not match; try again.\n");
+            continue;
+        }
+        let request = crate::approvals::pin::sign_pin(approver, &client.vault_id, &pin);
+        match client.call(Request::SetPin { request, pin })? {
+            Reply::Ok => return Ok(()),
+            other => return Err(super::super::backend::unexpected(other)),
+        }
+    }
+    anyhow::bail!(
+        "no approval PIN was set after three tries; run `vault approve` again (or `vault pin`)"
+    )
 }
 
 pub(super) fn run(
@@ -222,8 +300,10 @@ pub(super) fn run(
         queue: Vec::new(),
         last_ids: Vec::new(),
         dirty: true,
-        note: String::from("Unlocked. Waiting for actions."),
+        note: start_note(),
+        warnings: super::super::exposure::warning_lines(),
         on_screen: OnScreen::default(),
+        grant_for: config.session_grant(),
         decided: Vec::new(),
     };
     let mut last_key = Instant::now();
@@ -257,19 +337,30 @@ pub(super) fn run(
             Key::Decide(verdict, v) => {
                 // The note names the request as the card showed it, not as the agent words it.
                 let what = card_data(&v).headline();
-                let decided = match watch.client() {
-                    Some(client) => client
-                        .decide(&keys, &v, &verdict, config.session_grant())
-                        .map_err(|e| e.to_string()),
-                    None => Err("the vault agent is not running".into()),
+                let proof = match verdict {
+                    Verdict::Deny(_) => Some(Proof::Key),
+                    _ => read_pin(
+                        &mut tty,
+                        &format!("PIN to approve {} (Enter; Esc cancels): ", v.action.id),
+                    )
+                    .map(Proof::Pin),
                 };
-                // (Its `left` event is read after this call returns: it needs no word.)
-                screen.note = match decided {
-                    Ok(d) => {
-                        screen.decided.push(d.action.id.clone());
-                        capital(&super::decided_line(&d, &what))
+                screen.note = match (proof, watch.client()) {
+                    (None, _) => format!("Not approved: {} (no PIN was entered).", v.action.id),
+                    (Some(_), None) => "Not decided: the vault agent is not running.".into(),
+                    (Some(proof), Some(client)) => {
+                        match client.decide(&keys, &v, &verdict, proof, config.session_grant()) {
+                            Ok(d) => {
+                                // Off the screen at once: the agent's next queue may come
+                                // later, and a key typed meanwhile must not land on a decided
+                                // card. (Its `left` event, read after this, needs no word.)
+                                screen.queue.retain(|q| q.action.id != d.action.id);
+                                screen.decided.push(d.action.id.clone());
+                                capital(&super::decided_line(&d, &what))
+                            }
+                            Err(e) => format!("Not decided: {e}"),
+                        }
                     }
-                    Err(e) => format!("Not decided: {e}"),
                 };
                 screen.dirty = true;
             }
@@ -293,7 +384,11 @@ struct Screen {
     /// Something changed since the last draw.
     dirty: bool,
     note: String,
+    /// What else can type into this terminal, and what holds (shown while no card waits).
+    warnings: Vec<String>,
     on_screen: OnScreen,
+    /// How long `[s]` grants, for the card's line that says what it would cover.
+    grant_for: Duration,
     /// The actions this approver decided (so their leaving the queue needs no word).
     decided: Vec<String>,
 }
@@ -322,7 +417,10 @@ impl Screen {
         let (screen, layout) = match self.queue.first() {
             Some(v) => {
                 let shown = card::card(
-                    &card_data(v),
+                    &card::CardData {
+                        grant_for: self.grant_for,
+                        ..card_data(v)
+                    },
                     self.queue.len(),
                     self.style,
                     &self.note,
@@ -332,8 +430,12 @@ impl Screen {
             }
             None => (
                 format!(
-                    "\x1b[2J\x1b[H{}\nNo action waits. [q] quit\n",
-                    escape(&self.note)
+                    "\x1b[2J\x1b[H{}\n{}No action waits. [q] quit\n",
+                    escape(&self.note),
+                    self.warnings
+                        .iter()
+                        .map(|w| escape(w) + "\n")
+                        .collect::<String>()
                 ),
                 None,
             ),
@@ -445,6 +547,19 @@ impl Screen {
     }
 }
 
+/// The first note: unlocked, and (in one line) what else can type into this terminal.
+fn start_note() -> String {
+    let found = super::super::exposure::of_this_terminal();
+    if found.is_empty() {
+        return "Unlocked. Waiting for actions.".into();
+    }
+    let names: Vec<&str> = found.iter().map(|e| e.what).collect();
+    format!(
+        "Unlocked. !! Other programs of yours can type into this terminal ({}): approvals take the PIN; `vault doctor` says more.",
+        names.join(", ")
+    )
+}
+
 fn capital(s: &str) -> String {
     let mut c = s.chars();
     c.next()
@@ -484,9 +599,11 @@ pub(super) fn card_data(v: &ApprovalView) -> CardData {
             .as_ref()
             .and_then(|s| s.parent.exe.clone())
             .unwrap_or_else(|| "?".into()),
+        contained: v.session.as_ref().is_some_and(|s| s.contained),
         normalized,
         body,
         changed: v.changed.clone(),
+        grant_for: std::time::Duration::ZERO,
     }
 }
 

@@ -95,6 +95,16 @@ impl Client {
         }
     }
 
+    /// The program a person starts in a terminal (and so under `vault run`), if it is one.
+    pub(super) fn terminal_program(self) -> Option<&'static str> {
+        match self {
+            Client::Claude => Some("claude"),
+            Client::Codex => Some("codex"),
+            Client::Gemini => Some("gemini"),
+            Client::Cursor | Client::Vscode => None,
+        }
+    }
+
     pub(super) fn label(self) -> &'static str {
         match self {
             Client::Claude => "Claude Code",

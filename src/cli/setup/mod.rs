@@ -113,6 +113,15 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         ),
         _ => {}
     }
+    match client.terminal_program() {
+        Some(program) => outln!(
+            "Start it contained: `vault run -- {program}` (it then cannot reach your terminal, desktop, other processes or the secrets outside the vault; SECURITY.md \"Containment\")."
+        ),
+        None => outln!(
+            "{} runs outside `vault run`, which contains terminal clients: its agent can type into your terminals, so approvals there take the PIN (SECURITY.md \"Who can approve\").",
+            client.label()
+        ),
+    }
     let bin = args.client_bin.as_deref();
     check::check(client, args.scope, bin, &server, &at.cwd, &paths)
 }

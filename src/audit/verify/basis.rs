@@ -1,0 +1,178 @@
+//! What allowed each dispatch, as the journal alone proves it (a verifier with no key): every
+//! `action.dispatched` row names a basis, and that basis must fit the rows before it. A decision
+//! (a card) only after the action's `approved` row; the credential's policy (`never`, or
+//! `writes` for a read) only after `received`; a session grant only after `received`, and only a
+//! grant whose `grant.add` row came earlier, for the dispatch row's session, not yet revoked by a
+//! `grant.revoke` row, and not past its expiry. The rows of grants are checked too: a grant is
+//! recorded once, for the session its row names, and only a recorded grant is revoked. What the
+//! journal cannot prove (that a signature is the approver's, that a grant's scope covers the
+//! request) is the agent's to check before it writes the row.
+use crate::wire::journal::{ActionRow, Basis, GrantAdded, GrantRevoked, Kind};
+use crate::wire::{Approval, State};
+use std::collections::HashMap;
+
+/// A grant dispatch may be journaled this long after the expiry the agent checked against (it
+/// checks, then appends the row with a timestamp of its own).
+const EXPIRY_SLACK_MS: i64 = 1000;
+
+/// What the basis checks need of one row, taken from the row alone (by a worker thread).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Detail {
+    None,
+    /// An `action.dispatched` row's basis (`None`: it names none), or why its body cannot be read.
+    Dispatch(Result<Option<Basis>, String>),
+    /// A `grant.add` row's body, or why it cannot be read.
+    GrantAdd(Result<GrantAdded, String>),
+    /// A `grant.revoke` row's body, or why it cannot be read.
+    GrantRevoke(Result<GrantRevoked, String>),
+}
+
+impl Detail {
+    /// The detail of a row of `kind` with this body.
+    pub(super) fn of(kind: Option<Kind>, seq: i64, body: &str) -> Self {
+        let unreadable =
+            |e: serde_json::Error, k: Kind| format!("row {seq} ({k}) has no readable body: {e}");
+        match kind {
+            Some(Kind::Action(State::Dispatched)) => Detail::Dispatch(
+                serde_json::from_str::<ActionRow>(body)
+                    .map(|b| b.basis)
+                    .map_err(|e| unreadable(e, Kind::Action(State::Dispatched))),
+            ),
+            Some(Kind::GrantAdd) => Detail::GrantAdd(
+                serde_json::from_str(body).map_err(|e| unreadable(e, Kind::GrantAdd)),
+            ),
+            Some(Kind::GrantRevoke) => Detail::GrantRevoke(
+                serde_json::from_str(body).map_err(|e| unreadable(e, Kind::GrantRevoke)),
+            ),
+            _ => Detail::None,
+        }
+    }
+}
+
+/// A recorded grant, as far as the journal has told so far.
+#[derive(Debug)]
+struct Grant {
+    session: Box<str>,
+    /// Its expiry, in milliseconds since the epoch.
+    expires_ms: i64,
+    revoked: bool,
+}
+
+/// Every grant the journal recorded so far.
+#[derive(Debug, Default)]
+pub(super) struct Grants {
+    by_id: HashMap<Box<str>, Grant, foldhash::fast::RandomState>,
+}
+
+fn millis(ts: &str) -> Option<i64> {
+    ts.parse::<jiff::Timestamp>()
+        .ok()
+        .map(|t| t.as_millisecond())
+}
+
+impl Grants {
+    /// A `grant.add` or `grant.revoke` row at `seq` whose session column is `session`; `Err` says
+    /// how it contradicts the journal.
+    pub(super) fn apply(
+        &mut self,
+        seq: i64,
+        session: Option<&str>,
+        detail: &Detail,
+    ) -> Result<(), String> {
+        match detail {
+            Detail::GrantAdd(add) => {
+                let add = add.as_ref().map_err(Clone::clone)?;
+                if session != Some(add.session.as_str()) {
+                    return Err(format!("row {seq} records grant {} for session {} but stands in another session's rows", add.grant, add.session));
+                }
+                let expires_ms = millis(&add.expires_at).ok_or_else(|| {
+                    format!(
+                        "row {seq} records grant {} with an expiry that is not a time",
+                        add.grant
+                    )
+                })?;
+                let grant = Grant {
+                    session: add.session.as_str().into(),
+                    expires_ms,
+                    revoked: false,
+                };
+                if self
+                    .by_id
+                    .insert(add.grant.as_str().into(), grant)
+                    .is_some()
+                {
+                    return Err(format!(
+                        "row {seq} records grant {} a second time",
+                        add.grant
+                    ));
+                }
+                Ok(())
+            }
+            Detail::GrantRevoke(rev) => {
+                let rev = rev.as_ref().map_err(Clone::clone)?;
+                match self.by_id.get_mut(rev.grant.as_str()) {
+                    Some(g) if !g.revoked && Some(&*g.session) == session => {
+                        g.revoked = true;
+                        Ok(())
+                    }
+                    Some(g) if g.revoked => {
+                        Err(format!("row {seq} revokes grant {} again", rev.grant))
+                    }
+                    Some(_) => Err(format!(
+                        "row {seq} revokes grant {} in another session's rows",
+                        rev.grant
+                    )),
+                    None => Err(format!(
+                        "row {seq} revokes grant {}, which no earlier row recorded",
+                        rev.grant
+                    )),
+                }
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether a dispatch of `action` at `seq` (row session `session`, time `ts`), whose previous
+    /// state was `from`, names a basis that fits the journal; `Err` says why not.
+    pub(super) fn check_dispatch(
+        &self,
+        (seq, ts, session): (i64, &str, Option<&str>),
+        action: &str,
+        from: State,
+        basis: Option<&Basis>,
+    ) -> Result<(), String> {
+        let after = |want: State, what: &str| {
+            if from == want {
+                Ok(())
+            } else {
+                Err(format!("action {action} was dispatched at seq {seq} on {what}, but its previous row is {from}, not {want}"))
+            }
+        };
+        match basis {
+            None => Err(format!("action {action} was dispatched at seq {seq} with no basis: neither a decision, a grant nor a policy")),
+            Some(Basis::Decision { .. }) => after(State::Approved, "a person's decision"),
+            Some(Basis::Policy { policy }) => {
+                if !matches!(policy, Approval::Never | Approval::Writes) {
+                    return Err(format!("action {action} was dispatched at seq {seq} on the policy {}, which never runs an action without a card", policy.as_str()));
+                }
+                after(State::Received, "the credential's policy")
+            }
+            Some(Basis::Grant { grant, .. }) => {
+                after(State::Received, "a session grant")?;
+                let Some(g) = self.by_id.get(grant.as_str()) else {
+                    return Err(format!("action {action} was dispatched at seq {seq} on grant {grant}, which no earlier row recorded"));
+                };
+                if g.revoked {
+                    return Err(format!("action {action} was dispatched at seq {seq} on grant {grant}, which was revoked before"));
+                }
+                if session != Some(&*g.session) {
+                    return Err(format!("action {action} was dispatched at seq {seq} on grant {grant}, which was given to session {}, not this one", g.session));
+                }
+                match millis(ts) {
+                    Some(at) if at <= g.expires_ms + EXPIRY_SLACK_MS => Ok(()),
+                    _ => Err(format!("action {action} was dispatched at seq {seq} on grant {grant} after it expired")),
+                }
+            }
+        }
+    }
+}

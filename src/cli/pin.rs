@@ -1,0 +1,61 @@
+//! `vault pin`: set or change the approval PIN, the short secret every approval on a card takes
+//! (SECURITY.md "Who can approve"). It takes the passphrase: the approver signs the change, so a
+//! process of the person's user cannot set a PIN it knows.
+use super::backend::{keys_from, unexpected, Backend, PassphraseArg};
+use crate::agent::protocol::{Reply, Request};
+use crate::approvals::pin;
+use crate::keys::{read_stdin_line, read_terminal};
+use crate::paths::VaultPaths;
+use crate::vault::Vault;
+use crate::wire::Secret;
+use crate::Exit;
+
+#[derive(Debug, clap::Args)]
+pub(super) struct Args {
+    #[command(flatten)]
+    passphrase: PassphraseArg,
+    /// Read the new PIN from the next line of stdin (after the passphrase, with
+    /// --passphrase-stdin) instead of the terminal.
+    #[arg(long)]
+    pin_stdin: bool,
+}
+
+/// How a PIN is given without a terminal.
+const PIN_INSTEAD: &str = "give it with --pin-stdin (a line of stdin)";
+
+/// A new PIN: from the next line of stdin, or asked twice on the terminal; checked against
+/// `pin::check_new`.
+pub(super) fn read_new(from_stdin: bool) -> anyhow::Result<Secret> {
+    let first = if from_stdin {
+        read_stdin_line("PIN")?
+    } else {
+        read_terminal(
+            "PIN",
+            "New approval PIN (typed on every approval): ",
+            PIN_INSTEAD,
+        )?
+    };
+    pin::check_new(&first).map_err(|why| anyhow::anyhow!("{why}; choose another"))?;
+    if !from_stdin {
+        let again = read_terminal("PIN", "Repeat the PIN: ", PIN_INSTEAD)?;
+        if *again != *first {
+            anyhow::bail!("the two PINs differ; nothing changed. Run `vault pin` again");
+        }
+    }
+    Ok(Secret::new(first.as_bytes().to_vec()))
+}
+
+pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
+    let vault_id = Vault::id_of(&paths)?;
+    let source = args.passphrase.source();
+    let passphrase = source.read("Vault passphrase: ")?;
+    let keys = keys_from(&paths, &source, &passphrase)?;
+    let new = read_new(args.pin_stdin)?;
+    let request = pin::sign_pin(&keys.approver, &vault_id, &new);
+    let mut backend = Backend::secure(&paths, keys)?;
+    match backend.call(Request::SetPin { request, pin: new })? {
+        Reply::Ok => outln!("Approval PIN set: every approval on a card now takes it."),
+        other => return Err(unexpected(other)),
+    }
+    Ok(Exit::Ok)
+}

@@ -1,0 +1,183 @@
+//! `vault run [--project DIR] [--allow-write PATH]… [--allow-read PATH]… [--allow-weaker] --
+//! CLIENT [ARGS…]`: starts the AI client in a sandbox the kernel enforces (`crate::contain`),
+//! with its own terminal, and exits with its exit code. It says on stderr, in one line, what is
+//! contained on this kernel; it refuses, naming what is missing and the one change that enables
+//! it, where the kernel cannot contain (never a silently weaker sandbox).
+use crate::contain::{
+    self, ContainError, Launch, Listener, Plan, SocketAt, Spec, Support, VaultFiles,
+};
+use crate::paths::VaultPaths;
+use crate::Exit;
+use std::ffi::{CString, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, clap::Args)]
+pub(super) struct Args {
+    /// The project the client may change (default: the working directory).
+    #[arg(long, value_name = "DIR")]
+    project: Option<PathBuf>,
+    /// Also writable inside (repeatable).
+    #[arg(long, value_name = "PATH")]
+    allow_write: Vec<PathBuf>,
+    /// Show a secret file or directory that is hidden by default (repeatable).
+    #[arg(long, value_name = "PATH")]
+    allow_read: Vec<PathBuf>,
+    /// Start even where the kernel lacks Landlock's scopes (ABI 6): a weaker sandbox, whose
+    /// actions are not marked contained.
+    #[arg(long)]
+    allow_weaker: bool,
+    /// The AI client and its arguments (after `--`).
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CLIENT"
+    )]
+    command: Vec<OsString>,
+}
+
+/// `name` on `PATH` (or as given, if it has a slash).
+fn resolve(name: &OsString) -> Option<PathBuf> {
+    let p = Path::new(name);
+    if p.components().count() > 1 {
+        return p.is_file().then(|| p.to_owned());
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join(name))
+        .find(|c| {
+            use std::os::unix::fs::PermissionsExt;
+            c.metadata()
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+fn cstring(s: &std::ffi::OsStr) -> anyhow::Result<CString> {
+    CString::new(s.as_bytes()).map_err(|_| anyhow::anyhow!("{s:?} holds a NUL byte"))
+}
+
+fn absolute(p: &Path) -> anyhow::Result<PathBuf> {
+    std::fs::canonicalize(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))
+}
+
+pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
+    // No fork to probe: the sandbox's own `unshare` reports a refusal (`NoUserNamespaces`).
+    let support = Support::without_probe();
+    if let Err(why) = &support.userns {
+        return Err(ContainError::NoUserNamespaces {
+            why: why.clone(),
+            fix: contain::userns_fix(),
+        }
+        .into());
+    }
+    let full = support.full();
+    if !full && !args.allow_weaker {
+        return Err(ContainError::NoLandlock {
+            abi: support.landlock_abi,
+        }
+        .into());
+    }
+    let home = dirs::home_dir().ok_or_else(|| anyhow::anyhow!("no home directory: set HOME"))?;
+    let project = absolute(&match &args.project {
+        Some(p) => p.clone(),
+        None => std::env::current_dir()?,
+    })?;
+    let spec = Spec {
+        home: home.clone(),
+        project: project.clone(),
+        vault_dir: std::path::absolute(paths.dir())?,
+        vault_exe: absolute(&std::env::current_exe()?)?,
+        runtime_dir: std::env::var_os("XDG_RUNTIME_DIR")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute()),
+        socket_dirs: [
+            Some(crate::agent::socket::socket_dir()),
+            std::env::var_os("TMPDIR").map(PathBuf::from),
+            std::env::var_os("TMUX_TMPDIR").map(PathBuf::from),
+            Some(PathBuf::from(format!(
+                "/run/user/{}",
+                rustix::process::getuid().as_raw()
+            ))),
+        ]
+        .into_iter()
+        .flatten()
+        .filter(|p| p.is_absolute())
+        .collect(),
+        allow_write: args
+            .allow_write
+            .iter()
+            .map(|p| absolute(p))
+            .collect::<Result<_, _>>()?,
+        allow_read: args
+            .allow_read
+            .iter()
+            .map(|p| absolute(p))
+            .collect::<Result<_, _>>()?,
+        env: std::env::vars_os().collect(),
+    };
+    let plan = Plan::new(&spec)?;
+    for d in plan.to_create() {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&d)?;
+    }
+    let program = resolve(&args.command[0]).ok_or_else(|| {
+        anyhow::anyhow!(
+            "{} is not a program on PATH; give its path, e.g. `vault run -- /usr/local/bin/claude`",
+            args.command[0].to_string_lossy()
+        )
+    })?;
+    let argv = args
+        .command
+        .iter()
+        .map(|a| cstring(a))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    // The one way to the vault: a relay socket, bound inside where `vault mcp` looks.
+    let vault_dir = spec.vault_dir.clone();
+    let (socket, relay, files) = match paths.read_id() {
+        Ok(id) if !id.is_empty() => {
+            let dir = crate::agent::socket::socket_dir();
+            crate::agent::socket::prepare_dir(&dir)?;
+            let listener = Listener::bind(&dir)?;
+            let socket = SocketAt {
+                outside: listener.path.clone(),
+                inside: crate::agent::socket::socket_path(&id),
+            };
+            let files: Vec<PathBuf> = [paths.id_file(), paths.config()]
+                .into_iter()
+                .filter(|f| f.exists())
+                .map(|f| vault_dir.join(f.file_name().unwrap_or_default()))
+                .collect();
+            (Some(socket), Some((listener, paths.clone(), full)), files)
+        }
+        _ => (None, None, Vec::new()),
+    };
+    let writable: Vec<String> = std::iter::once(project.display().to_string())
+        .chain(args.allow_write.iter().map(|p| p.display().to_string()))
+        .collect();
+    super::out::note(format_args!(
+        "vault run: {} contained ({}); writable: {}, a private /tmp and the client's own state under {}; hidden: the vault and {} secret path(s); the network stays open, loopback services included{}",
+        program.display(),
+        support.describe(),
+        writable.join(", "),
+        home.display(),
+        plan.hidden_dirs.len() + plan.hidden_files.len(),
+        if full { "" } else { ". WEAKER than a full sandbox (--allow-weaker): its actions are not marked contained" },
+    ));
+    let launch = Launch {
+        plan,
+        program: cstring(program.as_os_str())?,
+        argv,
+        cwd: project,
+        socket,
+        vault: VaultFiles {
+            dir: vault_dir,
+            files,
+        },
+        weaker_ok: args.allow_weaker,
+    };
+    let code = contain::run(launch, relay)?;
+    std::process::exit(code)
+}

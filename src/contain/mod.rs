@@ -1,0 +1,288 @@
+//! `vault run -- CLIENT`: the AI client in a sandbox the kernel enforces, as the same uid, with
+//! no root and no setuid helper (docs/design.md §8, SECURITY.md "Containment").
+//!
+//! `vault run` (outside) checks what the kernel offers (`support`), makes the plan
+//! (`plan.rs`), opens the relay's socket (`relay.rs`) and forks. The child moves into new user,
+//! mount, PID and IPC namespaces (mapping the person's uid and gid to themselves) and forks PID
+//! 1 of the new PID namespace, which builds the client's view (`mounts.rs`), makes itself
+//! unreadable, applies Landlock and seccomp (`confine.rs`), forks the client with the terminal,
+//! the project as working directory and the environment of the plan, and reaps until the client
+//! ends. When PID 1 ends, the kernel ends every process left in the namespace; when `vault run`
+//! ends, a parent-death signal ends PID 1. Setup errors come back to `vault run` over a pipe
+//! that closes when the client is exec'd.
+mod confine;
+mod mounts;
+pub mod plan;
+mod relay;
+
+pub use mounts::{SocketAt, VaultFiles};
+pub use plan::{Plan, PlanError, Spec};
+pub use relay::{Listener, Names};
+
+use crate::sys::sandbox::{self, Disposition, Forked};
+use std::ffi::CString;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+
+/// Why `vault run` did not start the client, or could not contain it.
+#[derive(Debug, thiserror::Error)]
+pub enum ContainError {
+    #[error("this kernel does not let an unprivileged user create namespaces ({why}), so `vault run` cannot contain the client and starts nothing. {fix}")]
+    NoUserNamespaces { why: String, fix: &'static str },
+    #[error("this kernel has Landlock ABI {abi}; containing the client needs ABI 6 (Linux 6.12) for its scopes (no signals or abstract sockets to the outside). `vault run` starts nothing. Run a newer kernel, or pass --allow-weaker to start a sandbox without them (its actions are then not marked contained)")]
+    NoLandlock { abi: u32 },
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error("setting up the sandbox failed: {0}; nothing was started")]
+    Setup(String),
+    #[error("cannot start {program}: {why}")]
+    Exec { program: String, why: String },
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// What the kernel offers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Support {
+    /// `Err(why)` when an unprivileged user namespace cannot be made.
+    pub userns: Result<(), String>,
+    pub landlock_abi: u32,
+}
+
+/// The one change that enables unprivileged user namespaces where they are off.
+pub fn userns_fix() -> &'static str {
+    if std::path::Path::new("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").exists() {
+        "On Ubuntu 24.04 and later, AppArmor restricts them: `sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0` (or an AppArmor profile for `vault` that allows `userns`)"
+    } else if std::path::Path::new("/proc/sys/kernel/unprivileged_userns_clone").exists() {
+        "Enable them: `sudo sysctl kernel.unprivileged_userns_clone=1`"
+    } else {
+        "Enable them: `sudo sysctl user.max_user_namespaces=15000` (it is 0, or a limit is reached)"
+    }
+}
+
+impl Support {
+    /// What `vault run` knows before it forks: the Landlock ABI. Whether a user namespace can be
+    /// made it learns by making one (the child reports a refusal as `NoUserNamespaces`).
+    pub fn without_probe() -> Self {
+        Self {
+            userns: Ok(()),
+            landlock_abi: sandbox::landlock_abi(),
+        }
+    }
+
+    /// Probes by doing it: a child that tries to make a user namespace (`vault doctor`).
+    pub fn probe() -> Self {
+        let userns = match sandbox::fork() {
+            Ok(Forked::Child) => {
+                let code = match sandbox::unshare(libc::CLONE_NEWUSER) {
+                    Ok(()) => 0,
+                    Err(e) => e.raw_os_error().unwrap_or(1),
+                };
+                sandbox::exit_now(code)
+            }
+            Ok(Forked::Parent { child }) => match wait(child) {
+                0 => Ok(()),
+                libc::ENOSPC => {
+                    Err("user.max_user_namespaces is 0, or its limit is reached".into())
+                }
+                libc::EPERM => Err("not permitted for an unprivileged user".into()),
+                errno => Err(std::io::Error::from_raw_os_error(errno).to_string()),
+            },
+            Err(e) => Err(e.to_string()),
+        };
+        Self {
+            userns,
+            landlock_abi: sandbox::landlock_abi(),
+        }
+    }
+
+    /// Whether the sandbox has everything (`vault run` then marks its actions contained).
+    pub fn full(&self) -> bool {
+        self.userns.is_ok() && self.landlock_abi >= 6
+    }
+
+    /// One line: what is contained on this kernel.
+    pub fn describe(&self) -> String {
+        let ll = match self.landlock_abi {
+            0 => "no Landlock".to_owned(),
+            n if n >= 9 => {
+                format!("Landlock ABI {n}: files, named and abstract Unix sockets, signals")
+            }
+            n if n >= 6 => format!("Landlock ABI {n}: files, abstract Unix sockets, signals"),
+            n => format!(
+                "Landlock ABI {n}: files only (no scopes: abstract sockets and signals are open)"
+            ),
+        };
+        format!("user, mount, PID and IPC namespaces; {ll}; seccomp: no TIOCSTI")
+    }
+}
+
+/// Everything the child needs, made before the fork.
+pub struct Launch {
+    pub plan: Plan,
+    /// The client's executable (resolved on `PATH`) and its arguments (`argv[0]` included).
+    pub program: CString,
+    pub argv: Vec<CString>,
+    pub cwd: PathBuf,
+    pub socket: Option<SocketAt>,
+    pub vault: VaultFiles,
+    pub weaker_ok: bool,
+}
+
+/// The exit code of a child from its wait status (128 + the signal that ended it).
+fn wait(pid: i32) -> i32 {
+    let Some(pid) = rustix::process::Pid::from_raw(pid) else {
+        return 1;
+    };
+    loop {
+        match rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty()) {
+            Ok(Some((_, st))) => return code_of(st),
+            Ok(None) => continue,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(_) => return 1,
+        }
+    }
+}
+
+fn code_of(st: rustix::process::WaitStatus) -> i32 {
+    if let Some(c) = st.exit_status() {
+        c
+    } else if let Some(s) = st.terminating_signal() {
+        128 + s
+    } else {
+        1
+    }
+}
+
+/// Starts the client contained and waits for it; returns its exit code. Called while this
+/// process has no thread but the main one (`relay` starts its threads after the fork).
+/// `relay`: the relay's listener, the vault, and whether its sessions are marked contained (not
+/// for a weaker sandbox).
+pub fn run(
+    launch: Launch,
+    relay: Option<(Listener, crate::paths::VaultPaths, bool)>,
+) -> Result<i32, ContainError> {
+    let (mut errors, report) = std::io::pipe()?;
+    let (uid, gid) = (
+        rustix::process::getuid().as_raw(),
+        rustix::process::getgid().as_raw(),
+    );
+    // A wrapper: the terminal's Ctrl-C and Ctrl-\ are for the client.
+    sandbox::set_signal(libc::SIGINT, Disposition::Ignore);
+    sandbox::set_signal(libc::SIGQUIT, Disposition::Ignore);
+    let outer = match sandbox::fork()? {
+        Forked::Child => {
+            drop(errors);
+            let code = match namespaces(uid, gid) {
+                Ok(()) => pid_one(&launch, report),
+                Err(e) => tell(report, &e),
+            };
+            sandbox::exit_now(code)
+        }
+        Forked::Parent { child } => child,
+    };
+    drop(report);
+    let names = relay.map(|(listener, paths, mark)| listener.serve(paths, mark));
+    let mut said = String::new();
+    let _ = errors.read_to_string(&mut said);
+    // The client runs (or setup failed): the sandbox holds its own bind of the socket.
+    if let Some(n) = &names {
+        n.remove();
+    }
+    let code = wait(outer);
+    match said.split_once(':') {
+        Some(("userns", why)) => Err(ContainError::NoUserNamespaces {
+            why: why.trim().to_owned(),
+            fix: userns_fix(),
+        }),
+        Some(("exec", why)) => Err(ContainError::Exec {
+            program: launch.program.to_string_lossy().into_owned(),
+            why: why.trim().to_owned(),
+        }),
+        Some((_, why)) => Err(ContainError::Setup(why.trim().to_owned())),
+        None => Ok(code),
+    }
+}
+
+/// Reports a setup error to `vault run` (`kind: text`) and gives the code to exit with.
+fn tell(mut report: std::io::PipeWriter, what: &str) -> i32 {
+    let _ = report.write_all(what.as_bytes());
+    125
+}
+
+/// In the first child: the new namespaces, with the person's uid and gid mapped to themselves.
+fn namespaces(uid: u32, gid: u32) -> Result<(), String> {
+    let _ = rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL));
+    sandbox::unshare(sandbox::NEW_NAMESPACES).map_err(|e| format!("userns: {e}"))?;
+    let write = |file: &str, text: String| {
+        std::fs::write(format!("/proc/self/{file}"), text)
+            .map_err(|e| format!("setup: writing /proc/self/{file}: {e}"))
+    };
+    write("setgroups", "deny".into())?;
+    write("uid_map", format!("{uid} {uid} 1"))?;
+    write("gid_map", format!("{gid} {gid} 1"))?;
+    Ok(())
+}
+
+/// In the first child, after the namespaces: forks PID 1, waits for it, exits with its code.
+fn pid_one(launch: &Launch, report: std::io::PipeWriter) -> i32 {
+    match sandbox::fork() {
+        Ok(Forked::Child) => sandbox::exit_now(init(launch, report)),
+        Ok(Forked::Parent { child }) => {
+            drop(report);
+            wait(child)
+        }
+        Err(e) => tell(report, &format!("setup: fork: {e}")),
+    }
+}
+
+/// PID 1 of the sandbox: builds the view, confines itself (and so all it starts), starts the
+/// client and reaps every process until the client ends.
+fn init(launch: &Launch, report: std::io::PipeWriter) -> i32 {
+    let _ = rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL));
+    if let Err(e) = mounts::build(&launch.plan, launch.socket.as_ref(), &launch.vault) {
+        return tell(report, &format!("setup: {e}"));
+    }
+    if let Err(e) = std::env::set_current_dir(&launch.cwd) {
+        return tell(report, &format!("setup: cd {}: {e}", launch.cwd.display()));
+    }
+    // No process of the sandbox may trace PID 1, which holds the namespace's capabilities.
+    crate::sys::deny_inspection();
+    if let Err(e) = confine::landlock(&launch.plan, launch.weaker_ok) {
+        return tell(report, &format!("setup: {e}"));
+    }
+    if let Err(e) = confine::seccomp() {
+        return tell(report, &format!("setup: {e}"));
+    }
+    let env: Vec<CString> = launch
+        .plan
+        .env
+        .iter()
+        .filter_map(|(k, v)| {
+            let mut kv = k.clone();
+            kv.push("=");
+            kv.push(v);
+            CString::new(std::os::unix::ffi::OsStringExt::into_vec(kv)).ok()
+        })
+        .collect();
+    let client = match sandbox::fork() {
+        Ok(Forked::Child) => {
+            for sig in [libc::SIGINT, libc::SIGQUIT, libc::SIGPIPE] {
+                sandbox::set_signal(sig, Disposition::Default);
+            }
+            let e = sandbox::exec(&launch.program, &launch.argv, &env);
+            sandbox::exit_now(tell(report, &format!("exec: {e}")))
+        }
+        Ok(Forked::Parent { child }) => child,
+        Err(e) => return tell(report, &format!("setup: fork: {e}")),
+    };
+    drop(report);
+    loop {
+        match rustix::process::wait(rustix::process::WaitOptions::empty()) {
+            Ok(Some((pid, st))) if pid.as_raw_nonzero().get() == client => return code_of(st),
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => return 1,
+        }
+    }
+}

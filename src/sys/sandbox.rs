@@ -1,0 +1,98 @@
+//! The few calls `vault run` makes that no safe wrapper covers: `fork` (in a process that is
+//! single-threaded at that moment), `unshare` of the user, mount, PID and IPC namespaces, signal
+//! dispositions around the client, `execve`, `_exit` (a forked child never runs the parent's
+//! destructors or atexit handlers), and the Landlock ABI the kernel speaks. Everything else of
+//! the sandbox (mounts, `waitpid`, the death signal, Landlock rules, the seccomp filter) goes
+//! through safe APIs in the `contain` module.
+use std::ffi::CString;
+use std::io;
+
+/// Which side of a `fork` this process is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Forked {
+    Parent { child: i32 },
+    Child,
+}
+
+/// `fork(2)`. The caller must be single-threaded (no thread of its own is running: the child
+/// would get a copy of a lock held by a thread that does not exist there).
+pub fn fork() -> io::Result<Forked> {
+    // SAFETY: plain fork; the callers (`contain`) fork before starting any thread, so the child
+    // is a complete copy of a single-threaded process and may allocate and run Rust code.
+    match unsafe { libc::fork() } {
+        -1 => Err(io::Error::last_os_error()),
+        0 => Ok(Forked::Child),
+        child => Ok(Forked::Parent { child }),
+    }
+}
+
+/// `_exit(2)`: ends a forked child at once, without unwinding or running the parent's exit
+/// handlers (which would flush or delete what belongs to the parent).
+pub fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit never returns and touches no memory of ours.
+    unsafe { libc::_exit(code) }
+}
+
+/// The namespaces `vault run` gives the client.
+pub const NEW_NAMESPACES: i32 =
+    libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC;
+
+/// `unshare(2)` of `flags` (`NEW_NAMESPACES`): this process moves into a new user, mount and IPC
+/// namespace; its next child is PID 1 of a new PID namespace.
+pub fn unshare(flags: i32) -> io::Result<()> {
+    // SAFETY: unshare of namespaces only (no CLONE_FILES/CLONE_FS sharing changes that could
+    // invalidate references this process holds).
+    if unsafe { libc::unshare(flags) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// What a signal does in this process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Disposition {
+    Default,
+    Ignore,
+}
+
+/// Sets the disposition of `sig` (a wrapper ignores the terminal's SIGINT and SIGQUIT while its
+/// client runs, as `system(3)` does; the client gets them back at their defaults).
+pub fn set_signal(sig: i32, d: Disposition) {
+    let handler = match d {
+        Disposition::Default => libc::SIG_DFL,
+        Disposition::Ignore => libc::SIG_IGN,
+    };
+    // SAFETY: SIG_DFL and SIG_IGN are not functions of ours; nothing runs in a handler.
+    unsafe {
+        libc::signal(sig, handler);
+    }
+}
+
+/// `execve(2)` of `program` with `argv` and `env`; returns only on failure.
+pub fn exec(program: &CString, argv: &[CString], env: &[CString]) -> io::Error {
+    let mut args: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+    args.push(std::ptr::null());
+    let mut envp: Vec<*const libc::c_char> = env.iter().map(|e| e.as_ptr()).collect();
+    envp.push(std::ptr::null());
+    // SAFETY: every pointer is a NUL-terminated string owned by the caller and alive across the
+    // call; both arrays end with a null pointer.
+    unsafe { libc::execve(program.as_ptr(), args.as_ptr(), envp.as_ptr()) };
+    io::Error::last_os_error()
+}
+
+/// The Landlock ABI version the kernel speaks (0: none, or disabled).
+pub fn landlock_abi() -> u32 {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: landlock_create_ruleset with a null attribute, size 0 and the VERSION flag only
+    // returns the ABI version (or an error); it reads and writes no memory.
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    u32::try_from(v).unwrap_or(0)
+}
