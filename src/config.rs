@@ -58,6 +58,7 @@ pub const BOUNDS: &[(&str, &str, u64, u64, &str)] = &[
     ("approvals", "approver_idle_seconds", 1, 86400, "seconds"),
     ("approvals", "replay_window_seconds", 0, 86400, "seconds"),
     ("agent", "idle_seconds", 0, 30 * 86400, "seconds; 0: never"),
+    ("agent", "answer_seconds", 1, 600, "seconds"),
 ];
 
 /// Errors reading the configuration.
@@ -100,6 +101,8 @@ pub struct Approvals {
 pub struct Agent {
     /// The agent locks itself after this long with no request (0: never).
     pub idle_seconds: u64,
+    /// A person's command waits this long for the agent to answer, then says so and ends.
+    pub answer_seconds: u64,
 }
 
 /// Every field is required here: the user's keys are laid over the shipped file's table first,
@@ -253,6 +256,9 @@ impl Config {
     }
     pub fn shutdown_grace(&self) -> Duration {
         Duration::from_secs(self.limits.shutdown_grace_seconds)
+    }
+    pub fn agent_answer(&self) -> Duration {
+        Duration::from_secs(self.agent.answer_seconds)
     }
 }
 

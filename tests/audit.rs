@@ -297,7 +297,7 @@ fn unlock_shows_the_last_anchored_head() {
     let last: Value = serde_json::from_str(line.lines().last().unwrap()).unwrap();
     let unlock = v
         .run(
-            &["unlock", "--passphrase-stdin"],
+            &["unlock", "--restart", "--passphrase-stdin"],
             Some(&format!("{PASSPHRASE}\n")),
         )
         .ok();

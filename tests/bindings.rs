@@ -219,7 +219,7 @@ fn a_signed_change_is_named_on_the_next_card() {
         "changed since you last approved one of its actions (then version 1)",
         &format!("host_key: {PIN} → {EVIL_PIN}"),
         &format!("{EVIL_PIN} (pinned)"),
-        "deploy@127.0.0.1 port 9: uptime",
+        "deploy@127.0.0.1:9 $ uptime",
     ] {
         assert!(
             screen.contains(want),

@@ -734,7 +734,10 @@ fn killing_vault_run_ends_everything_the_client_started() {
     let mut run = c.spawn().unwrap();
     let t0 = Instant::now();
     while with_marker(&marker).len() < 2 {
-        assert!(t0.elapsed() < Duration::from_secs(20), "the client never started");
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "the client never started"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     run.kill().unwrap();

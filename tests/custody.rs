@@ -502,8 +502,9 @@ fn unlock_refuses_a_database_whose_approver_key_was_swapped() {
             )
             .unwrap();
     }
+    // A new agent (the one init started is replaced) must refuse it.
     let r = v.run(
-        &["unlock", "--passphrase-stdin"],
+        &["unlock", "--restart", "--passphrase-stdin"],
         Some(&format!("{PASSPHRASE}\n")),
     );
     assert_ne!(r.code, 0, "unlock must refuse: {}", r.stdout);
@@ -515,7 +516,7 @@ fn unlock_refuses_a_database_whose_approver_key_was_swapped() {
 fn the_agent_ends_with_its_lifetime_and_tool_calls_then_say_locked() {
     let mut v = TestVault::init("lifetime");
     v.run(
-        &["unlock", "--passphrase-stdin", "--for", "2s"],
+        &["unlock", "--restart", "--passphrase-stdin", "--for", "2s"],
         Some(&format!("{PASSPHRASE}\n")),
     )
     .ok();

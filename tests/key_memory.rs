@@ -141,7 +141,7 @@ fn commands_waiting_at_a_passphrase_prompt_are_unreadable() {
     let fresh = TestVault::empty("keymem-init");
     let new_line = format!("{NEW_SECRET}\n");
     let cases: [(&str, &TestVault, &[&str], Option<&str>); 5] = [
-        ("vault unlock", &v, &["unlock"], None),
+        ("vault unlock", &v, &["unlock", "--restart"], None),
         (
             "vault add",
             &v,

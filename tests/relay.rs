@@ -12,7 +12,7 @@ use agent_vault::keys::Passphrase;
 use agent_vault::paths::VaultPaths;
 use agent_vault::vault::Vault;
 use serde_json::{json, Value};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use support::mcp::McpProc;
@@ -426,5 +426,89 @@ fn a_relay_that_changes_a_byte_of_the_channel_is_refused_and_nothing_is_added() 
         stored_secret(&v, "after").as_deref(),
         Some(ADDED.as_bytes())
     );
+    assert_none(&findings);
+}
+
+#[test]
+fn a_command_through_a_relay_that_holds_the_agents_answers_ends_within_its_deadline() {
+    if !run_unprivileged(
+        "a_command_through_a_relay_that_holds_the_agents_answers_ends_within_its_deadline",
+    ) {
+        return;
+    }
+    let target = HttpTarget::start(OLD);
+    let mut v = TestVault::init("relay-hold");
+    v.add_bearer("api", &target.base(), OLD);
+    // The person's commands wait this long for the agent (`[agent] answer_seconds`, 30 s by
+    // default); read by each command, not the agent.
+    std::fs::write(
+        v.vault_dir().join("config.toml"),
+        "[agent]\nanswer_seconds = 3\n",
+    )
+    .unwrap();
+    let secret = v.dir.path().join("secret");
+    std::fs::write(&secret, format!("{ADDED}\n")).unwrap();
+    let passphrase = v.dir.path().join("passphrase");
+    std::fs::write(&passphrase, format!("{PASSPHRASE}\n")).unwrap();
+    // Found: through a relay that held frames back, `vault add` and `vault edit` hung for more
+    // than 120 s with no word. This relay holds every frame from the agent after the handshake.
+    let release = Arc::new(AtomicBool::new(false));
+    let held = release.clone();
+    let r = Relay::tampering(
+        &v.socket(),
+        &v.dir.path().join("relay-hold"),
+        move |dir, _, bytes| {
+            // (The handshake's line passes: the hook sees only what follows it.)
+            while dir == Dir::ToClient && !bytes.is_empty() && !held.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        },
+    );
+    let secret = secret.to_str().unwrap();
+    let base = target.base();
+    let mut findings = Vec::new();
+    for (what, args) in [
+        (
+            "vault add",
+            vec![
+                "add",
+                "http",
+                "api2",
+                "--host",
+                &base,
+                "--bearer",
+                "--secret-file",
+                secret,
+            ],
+        ),
+        ("vault edit", vec!["edit", "api", "--secret-file", secret]),
+    ] {
+        let mut c = v.command(&args);
+        c.env("VAULT_PASSPHRASE_FILE", &passphrase);
+        let run = run_limited(&mut c, Duration::from_secs(60)).unwrap();
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        eprintln!("{what}: {:?} after {:?}: {stderr}", run.status, run.wall);
+        match run.status {
+            None => findings.push(format!("{what} still waited after 60 s")),
+            Some(s) if s.success() => findings.push(format!("{what} succeeded: {stderr}")),
+            Some(_) if run.wall > Duration::from_secs(20) => {
+                findings.push(format!("{what} took {:?} to give up", run.wall))
+            }
+            Some(_) => {}
+        }
+        if !(stderr.contains("did not answer within 3 s")
+            && stderr.contains("vault doctor")
+            && stderr.contains("vault unlock --restart"))
+        {
+            findings.push(format!("{what} did not say what to check: {stderr}"));
+        }
+    }
+    release.store(true, Ordering::SeqCst);
+    drop(r);
+    if stored_secret(&v, "api2").is_some()
+        || stored_secret(&v, "api").as_deref() != Some(OLD.as_bytes())
+    {
+        findings.push("a change was made although no answer came".into());
+    }
     assert_none(&findings);
 }

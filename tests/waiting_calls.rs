@@ -150,7 +150,7 @@ fn the_end_of_the_agents_lifetime_answers_the_waiting_call() {
     let mut v = TestVault::init("wait-life");
     v.add_bearer("api", "api.example.com", DECOY);
     v.run(
-        &["unlock", "--for", "4s", "--passphrase-stdin"],
+        &["unlock", "--restart", "--for", "4s", "--passphrase-stdin"],
         Some(&format!("{PASSPHRASE}\n")),
     )
     .ok();

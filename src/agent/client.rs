@@ -1,6 +1,12 @@
 //! The blocking client the CLI and `vault approve` use: find the vault's agent, say hello (in
 //! plain text, or over the encrypted channel that only the real agent can complete when the
-//! command holds the vault's key), send typed requests and read their replies and events. `vault mcp` has its own async client (`mcp::link`).
+//! command holds the vault's key), send typed requests and read their replies and events. `vault
+//! mcp` has its own async client (`mcp::link`). Nothing here waits for ever: the connect, the
+//! channel's handshake, each write and each call have a deadline (`[agent] answer_seconds`,
+//! longer for the requests that legitimately take longer), past which the command is told what to
+//! check (`ClientError::Silent`); a command that waits on events for long (`vault approve`) pings
+//! the agent when it has been quiet (`keep_alive`). When the agent says it stops, the error says
+//! why.
 use super::channel::{Initiator, Opener, Sealer};
 use super::holder::{Holder, Stopped};
 use super::protocol::{
@@ -13,11 +19,12 @@ use crate::wire::Approval;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use zeroize::Zeroizing;
 
-/// How long a client waits for the agent's half of the handshake.
-const HANDSHAKE_WAIT: Duration = Duration::from_secs(10);
+/// How long a command waits for the agent when `config.toml` does not say (`[agent]
+/// answer_seconds`).
+const DEFAULT_ANSWER: Duration = Duration::from_secs(30);
 
 /// Errors talking to the agent.
 #[derive(Debug, thiserror::Error)]
@@ -36,6 +43,10 @@ pub enum ClientError {
     },
     #[error("the vault agent refused: {message}")]
     Refused { code: ErrorCode, message: String },
+    #[error("the vault agent did not answer within {secs} s{relay}; check `vault doctor`, or restart it with `vault unlock --restart`")]
+    Silent { secs: u64, relay: String },
+    #[error("the vault agent stopped: {reason}; run `vault unlock`, then try again")]
+    Stopped { reason: String },
     #[error("talking to the vault agent failed: {0}")]
     Io(#[from] std::io::Error),
     #[error("the vault agent answered something unreadable: {0}")]
@@ -53,6 +64,13 @@ pub struct Client {
     opener: Option<Opener>,
     next_id: u64,
     pending_events: Vec<(u64, Event)>,
+    /// How long a call waits for its answer (`[agent] answer_seconds`).
+    deadline: Duration,
+    /// When the agent last sent anything, and when an unanswered `ping` went out.
+    last_heard: Instant,
+    ping_sent: Option<Instant>,
+    /// Why the agent said it stops, if it did.
+    stopping: Option<String>,
     pub vault_id: String,
     pub pid: u32,
     pub socket: PathBuf,
@@ -114,10 +132,11 @@ impl Client {
             Initiator::start(psk, &vault_id).map_err(|e| ClientError::Protocol(e.to_string()))?;
         let impostor = || ClientError::Impostor(socket.clone());
         c.stream.write_all(&open).map_err(|_| impostor())?;
-        let accept = c
-            .read_unit(Some(HANDSHAKE_WAIT))
-            .map_err(|_| impostor())?
-            .ok_or_else(impostor)?;
+        let accept = match c.read_unit(Instant::now() + c.deadline) {
+            Ok(Some(accept)) => accept,
+            Ok(None) => return Err(c.silent(c.deadline)),
+            Err(_) => return Err(impostor()),
+        };
         let (sealer, opener) = init.finish(&accept).map_err(|_| impostor())?;
         c.sealer = Some(sealer);
         c.opener = Some(opener);
@@ -143,7 +162,10 @@ impl Client {
                 return Ok(None);
             }
         }
-        let stream = match UnixStream::connect(socket) {
+        let deadline = crate::config::Config::load(paths)
+            .map(|c| c.agent_answer())
+            .unwrap_or(DEFAULT_ANSWER);
+        let stream = match super::socket::connect_within(socket, deadline) {
             Ok(s) => s,
             Err(e)
                 if matches!(
@@ -153,8 +175,15 @@ impl Client {
             {
                 return Ok(None)
             }
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                return Err(ClientError::Silent {
+                    secs: deadline.as_secs(),
+                    relay: String::new(),
+                })
+            }
             Err(e) => return Err(e.into()),
         };
+        stream.set_write_timeout(Some(deadline))?;
         let (mut warnings, mut relay) = (Vec::new(), None);
         let listener = super::holder::peer_pid(&stream);
         match (super::holder::holder(paths), listener) {
@@ -193,6 +222,10 @@ impl Client {
             opener: None,
             next_id: 1,
             pending_events: Vec::new(),
+            deadline,
+            last_heard: Instant::now(),
+            ping_sent: None,
+            stopping: None,
             vault_id: String::new(),
             pid: 0,
             socket: socket.to_owned(),
@@ -216,13 +249,16 @@ impl Client {
         let Some(mut c) = Self::open_stream(paths, &socket, false)? else {
             return Ok(None);
         };
-        let Some(pid) = pid else {
-            return Ok(Some(c.stream));
-        };
-        match c.call(Request::Contained { pid })? {
-            Reply::Ok => Ok(Some(c.stream)),
-            other => Err(ClientError::Protocol(format!("{other:?}"))),
+        if let Some(pid) = pid {
+            match c.call(Request::Contained { pid })? {
+                Reply::Ok => {}
+                other => return Err(ClientError::Protocol(format!("{other:?}"))),
+            }
         }
+        // The relay waits on it for as long as the session lasts: no deadline of a call's.
+        c.stream.set_read_timeout(None)?;
+        c.stream.set_write_timeout(None)?;
+        Ok(Some(c.stream))
     }
 
     fn hello(
@@ -255,16 +291,73 @@ impl Client {
         }
     }
 
-    /// The connection ended mid-request: the agent went away, or the process found standing
-    /// on the socket path (and named when connecting) cut it.
+    /// The connection ended mid-request: the agent stopped (and said why), went away, or the
+    /// process found standing on the socket path (and named when connecting) cut it.
     fn gone(&self) -> ClientError {
-        match self.relay {
-            Some(listener) => ClientError::CutByRelay {
+        match (&self.stopping, self.relay) {
+            (Some(reason), _) => ClientError::Stopped {
+                reason: reason.clone(),
+            },
+            (None, Some(listener)) => ClientError::CutByRelay {
                 socket: self.socket.clone(),
                 listener,
             },
-            None => ClientError::Gone,
+            (None, None) => ClientError::Gone,
         }
+    }
+
+    /// No answer within `waited`; names the process on the socket path when it is not the agent.
+    fn silent(&self, waited: Duration) -> ClientError {
+        ClientError::Silent {
+            secs: waited.as_secs(),
+            relay: self.relay.map_or(String::new(), |pid| {
+                format!(
+                    " (the process on its socket {}, pid {pid}, is not the agent and stands in between: `vault lock`, then `vault unlock`, takes the path back)",
+                    self.socket.display()
+                )
+            }),
+        }
+    }
+
+    /// The pid of the process on the socket path when it is not the agent (it relays this
+    /// connection, which it can neither read nor change over the encrypted channel).
+    pub fn relayed(&self) -> Option<u32> {
+        self.relay
+    }
+
+    /// How long a call waits for the agent's answer.
+    pub fn deadline(&self) -> Duration {
+        self.deadline
+    }
+
+    /// How long `req` may take to be answered: the deadline, plus the wait a `journal` request
+    /// asks the agent for; `verify` and `export` read the whole journal, so twenty times it.
+    fn deadline_for(&self, req: &Request) -> Duration {
+        match req {
+            Request::Journal { wait_ms, .. } => self.deadline + Duration::from_millis(*wait_ms),
+            Request::Verify { .. } | Request::Export { .. } => self.deadline * 20,
+            _ => self.deadline,
+        }
+    }
+
+    /// For a command that waits on events for long (`vault approve`): after `every` with nothing
+    /// from the agent, sends a `ping`; `Silent` when neither its answer nor anything else came
+    /// within the deadline.
+    pub fn keep_alive(&mut self, every: Duration) -> Result<(), ClientError> {
+        if let Some(sent) = self.ping_sent {
+            if self.last_heard >= sent {
+                self.ping_sent = None;
+            } else if sent.elapsed() >= self.deadline {
+                return Err(self.silent(self.deadline));
+            } else {
+                return Ok(());
+            }
+        }
+        if self.last_heard.elapsed() >= every {
+            self.send(Request::Ping)?;
+            self.ping_sent = Some(Instant::now());
+        }
+        Ok(())
     }
 
     /// Sends a request; returns its id.
@@ -272,22 +365,29 @@ impl Client {
         let id = self.next_id;
         self.next_id += 1;
         let line = protocol::encode(&ClientFrame { id, req });
-        match &mut self.sealer {
+        let written = match &mut self.sealer {
             Some(sealer) => {
                 // The frame without its newline; the channel frames it anew.
                 let sealed = sealer.seal(&line[..line.len() - 1]);
-                self.stream.write_all(&sealed)?;
+                self.stream.write_all(&sealed)
             }
-            None => self.stream.write_all(&line)?,
+            None => self.stream.write_all(&line),
+        };
+        match written {
+            Ok(()) => Ok(id),
+            Err(e) if super::socket::timed_out(&e) => Err(self.silent(self.deadline)),
+            Err(e) => Err(e.into()),
         }
-        Ok(id)
     }
 
-    /// Sends a request and waits for its reply (events that arrive meanwhile are kept).
+    /// Sends a request and waits for its reply (events that arrive meanwhile are kept), at most
+    /// its deadline.
     pub fn call(&mut self, req: Request) -> Result<Reply, ClientError> {
+        let within = self.deadline_for(&req);
         let id = self.send(req)?;
+        let until = Instant::now() + within;
         loop {
-            match self.read_frame(None)? {
+            match self.read_frame(until)? {
                 Some(AgentFrame::Reply { id: rid, reply }) if rid == id || rid == 0 => {
                     return match *reply {
                         Reply::Error { code, message } => {
@@ -298,18 +398,20 @@ impl Client {
                 }
                 Some(AgentFrame::Reply { .. }) => {}
                 Some(AgentFrame::Event { id, event }) => self.pending_events.push((id, event)),
-                None => return Err(self.gone()),
+                None => return Err(self.silent(within)),
             }
         }
     }
 
-    /// The next reply to any request sent with `send` (events that arrive meanwhile are kept).
+    /// The next reply to any request sent with `send` (events that arrive meanwhile are kept),
+    /// waiting at most the deadline.
     pub fn next_reply(&mut self) -> Result<(u64, Reply), ClientError> {
+        let until = Instant::now() + self.deadline;
         loop {
-            match self.read_frame(None)? {
+            match self.read_frame(until)? {
                 Some(AgentFrame::Reply { id, reply }) => return Ok((id, *reply)),
                 Some(AgentFrame::Event { id, event }) => self.pending_events.push((id, event)),
-                None => return Err(self.gone()),
+                None => return Err(self.silent(self.deadline)),
             }
         }
     }
@@ -319,11 +421,9 @@ impl Client {
         if !self.pending_events.is_empty() {
             return Ok(Some(self.pending_events.remove(0)));
         }
-        match self.read_frame(Some(timeout))? {
+        match self.read_frame(Instant::now() + timeout)? {
             Some(AgentFrame::Event { id, event }) => Ok(Some((id, event))),
-            Some(AgentFrame::Reply { .. }) => Ok(None),
-            None if timeout.is_zero() => Ok(None),
-            None => Ok(None),
+            Some(AgentFrame::Reply { .. }) | None => Ok(None),
         }
     }
 
@@ -333,12 +433,14 @@ impl Client {
         self.stream.as_fd()
     }
 
-    /// One frame; `None` at end of stream, or when `timeout` passed first.
-    fn read_frame(&mut self, timeout: Option<Duration>) -> Result<Option<AgentFrame>, ClientError> {
+    /// One frame; `None` when `until` passed first (the end of the stream is `gone`). Notes
+    /// when the agent was last heard from, and why it stops if it says so.
+    fn read_frame(&mut self, until: Instant) -> Result<Option<AgentFrame>, ClientError> {
         loop {
-            let Some(unit) = self.read_unit(timeout)? else {
+            let Some(unit) = self.read_unit(until)? else {
                 return Ok(None);
             };
+            self.last_heard = Instant::now();
             let frame = match &mut self.opener {
                 Some(opener) => match opener
                     .open(&unit)
@@ -350,20 +452,22 @@ impl Client {
                 },
                 None => unit,
             };
-            return protocol::decode(&frame)
-                .map(Some)
-                .map_err(|e| ClientError::Protocol(e.to_string()));
+            let frame: AgentFrame =
+                protocol::decode(&frame).map_err(|e| ClientError::Protocol(e.to_string()))?;
+            if let AgentFrame::Event {
+                event: Event::Stopping { reason },
+                ..
+            } = &frame
+            {
+                self.stopping = Some(reason.clone());
+            }
+            return Ok(Some(frame));
         }
     }
 
-    /// One line, or once the channel is open one sealed message; `None` at end of stream, or
-    /// when `timeout` passed first.
-    fn read_unit(
-        &mut self,
-        timeout: Option<Duration>,
-    ) -> Result<Option<Zeroizing<Vec<u8>>>, ClientError> {
-        self.stream
-            .set_read_timeout(timeout.map(|t| t.max(Duration::from_millis(1))))?;
+    /// One line, or once the channel is open one sealed message; `None` when `until` passed
+    /// first; `gone` at the end of the stream.
+    fn read_unit(&mut self, until: Instant) -> Result<Option<Zeroizing<Vec<u8>>>, ClientError> {
         loop {
             let next = match self.opener {
                 Some(_) => self.splitter.next_sealed(),
@@ -375,23 +479,16 @@ impl Client {
             if next.is_some() {
                 return Ok(next);
             }
+            let left = until.saturating_duration_since(Instant::now());
+            self.stream
+                .set_read_timeout(Some(left.max(Duration::from_millis(1))))?;
             match self.stream.read(&mut self.read_buf[..]) {
-                Ok(0) => {
-                    return if timeout.is_some() {
-                        Err(self.gone())
-                    } else {
-                        Ok(None)
-                    }
-                }
+                Ok(0) => return Err(self.gone()),
                 Ok(n) => self.splitter.push(&self.read_buf[..n]),
-                Err(e)
-                    if timeout.is_some()
-                        && matches!(
-                            e.kind(),
-                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                        ) =>
-                {
-                    return Ok(None)
+                Err(e) if super::socket::timed_out(&e) => {
+                    if Instant::now() >= until {
+                        return Ok(None);
+                    }
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e.into()),
@@ -419,8 +516,14 @@ pub fn approver_client(paths: &VaultPaths, keys: &KeyMaterial) -> Result<Client,
     let vault_id = paths
         .read_id()
         .map_err(|e| ClientError::Protocol(e.to_string()))?;
-    super::handoff::start_agent(paths, &vault_id, keys, super::DEFAULT_LIFETIME)
-        .map_err(|e| ClientError::Protocol(e.to_string()))?;
+    super::handoff::start_agent(
+        paths,
+        &vault_id,
+        keys,
+        super::DEFAULT_LIFETIME,
+        super::handoff::IfRunning::Replace,
+    )
+    .map_err(|e| ClientError::Protocol(e.to_string()))?;
     Client::connect_secure(paths, &psk, Role::Approver)?.ok_or(ClientError::Gone)
 }
 
@@ -523,11 +626,17 @@ impl Client {
     }
 }
 
-/// Stops the vault's running agent by signal to the holder of its lock (never through the
-/// socket, which may not be its own). Where the kernel's list of locks cannot be read (not
-/// Linux), it falls back to asking whatever listens on the socket to lock, and says so.
+/// `vault lock`: stops the vault's running agent (`stop_running_for` with `Order::Lock`).
 pub fn stop_running(paths: &VaultPaths) -> Stopped {
-    match super::holder::stop(paths, Duration::from_secs(15)) {
+    stop_running_for(paths, super::holder::Order::Lock)
+}
+
+/// Stops the vault's running agent by signal to the holder of its lock (never through the
+/// socket, which may not be its own), with `order` (`Lock`, or `Restart` when a new agent
+/// follows). Where the kernel's list of locks cannot be read (not Linux), it falls back to asking
+/// whatever listens on the socket to lock, and says so.
+pub fn stop_running_for(paths: &VaultPaths, order: super::holder::Order) -> Stopped {
+    match super::holder::stop_for(paths, Duration::from_secs(15), order) {
         Stopped::Unreachable => {
             tracing::warn!("the vault agent's pid cannot be known on this system; asking it to lock through its socket");
             let asked = socket_of(paths)

@@ -48,17 +48,42 @@ struct Ready {
     error: Option<String>,
 }
 
-/// Stops the vault's running agent (if any) and starts a new one holding `keys.master`, trusting
-/// `keys.approver`'s public key. Returns the new agent's status.
+/// What `start_agent` does when an agent already holds the vault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IfRunning {
+    /// Leave it, and start nothing (`AgentError::Running`): `vault unlock` without `--restart`.
+    Keep,
+    /// Stop it (it withdraws and answers the calls that wait, and tells the person's commands a
+    /// new agent follows), then start the new one: `vault unlock --restart`.
+    Restart,
+    /// Stop it as `vault lock` would: what answers on the socket could not prove it holds the
+    /// key (`vault approve` finding an impostor).
+    Replace,
+}
+
+/// Starts an agent holding `keys.master`, trusting `keys.approver`'s public key, after stopping
+/// a running one unless `if_running` keeps it. Returns the new agent's status.
 pub fn start_agent(
     paths: &VaultPaths,
     vault_id: &str,
     keys: &KeyMaterial,
     lifetime: Duration,
+    if_running: IfRunning,
 ) -> Result<AgentStatus, AgentError> {
     let socket = super::socket::socket_path(vault_id);
-    if super::client::stop_running(paths) == super::holder::Stopped::Unreachable {
-        return Err(AgentError::StillRunning(15));
+    let order = match if_running {
+        IfRunning::Keep => match super::holder::holder(paths) {
+            super::holder::Holder::Nobody => None,
+            super::holder::Holder::Pid(pid) => return Err(AgentError::Running(Some(pid))),
+            super::holder::Holder::Unknown => return Err(AgentError::Running(None)),
+        },
+        IfRunning::Restart => Some(super::holder::Order::Restart),
+        IfRunning::Replace => Some(super::holder::Order::Lock),
+    };
+    if let Some(order) = order {
+        if super::client::stop_running_for(paths, order) == super::holder::Stopped::Unreachable {
+            return Err(AgentError::StillRunning(15));
+        }
     }
     let (ours, theirs) = UnixStream::pair()?;
     let exe = std::env::current_exe()?;

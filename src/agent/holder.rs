@@ -21,8 +21,10 @@ pub enum Holder {
 /// The signals the agent answers (besides SIGTERM, a plain stop).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Order {
-    /// SIGUSR1: `vault lock` (or `vault unlock` replacing the agent): journal the lock, stop.
+    /// SIGUSR1: `vault lock`: journal the lock, stop.
     Lock,
+    /// SIGHUP: `vault unlock --restart`: the same, saying a new agent follows.
+    Restart,
     /// SIGUSR2: `vault pause` when the socket cannot be used or trusted.
     Pause,
 }
@@ -31,6 +33,7 @@ impl Order {
     fn signal(self) -> rustix::process::Signal {
         match self {
             Order::Lock => rustix::process::Signal::USR1,
+            Order::Restart => rustix::process::Signal::HUP,
             Order::Pause => rustix::process::Signal::USR2,
         }
     }
@@ -91,12 +94,18 @@ pub enum Stopped {
 /// Stops the vault's agent by signal (never through the socket, which may not be its own): asks
 /// it to lock, waits up to `wait` for it to let go of the lock, and kills it if it does not.
 pub fn stop(paths: &VaultPaths, wait: Duration) -> Stopped {
+    stop_for(paths, wait, Order::Lock)
+}
+
+/// `stop` with the order the agent is given: `Lock`, or `Restart` (it tells its connections a
+/// new agent follows).
+pub fn stop_for(paths: &VaultPaths, wait: Duration, order: Order) -> Stopped {
     let pid = match holder(paths) {
         Holder::Nobody => return Stopped::NotRunning,
         Holder::Unknown => return Stopped::Unreachable,
         Holder::Pid(p) => p,
     };
-    if !send(pid, Order::Lock) {
+    if !send(pid, order) {
         return if super::is_running(paths) {
             Stopped::Unreachable
         } else {
@@ -113,8 +122,9 @@ pub fn stop(paths: &VaultPaths, wait: Duration) -> Stopped {
     Stopped::Killed(pid)
 }
 
-/// Waits until nobody holds the lock, at most `wait`.
-fn released(paths: &VaultPaths, wait: Duration) -> bool {
+/// Waits until nobody holds the lock, at most `wait` (an agent that is stopping lets go once its
+/// connections had their grace period).
+pub fn released(paths: &VaultPaths, wait: Duration) -> bool {
     let deadline = Instant::now() + wait;
     loop {
         if !super::is_running(paths) {

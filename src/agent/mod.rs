@@ -29,6 +29,8 @@ pub const DEFAULT_LIFETIME: Duration = Duration::from_secs(8 * 3600);
 pub enum AgentError {
     #[error("another vault agent for this vault did not stop within {0} s; run `vault lock`, then try again")]
     StillRunning(u64),
+    #[error("a vault agent{} already holds this vault; `vault unlock --restart` replaces it", .0.map_or(String::new(), |p| format!(" (pid {p})")))]
+    Running(Option<u32>),
     #[error("the agent could not start: {0}")]
     Start(String),
     #[error(transparent)]

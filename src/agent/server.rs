@@ -1,6 +1,7 @@
 //! The agent's service loop: the shared state (`Agent`), the listening socket, one task per
 //! connection (`connection.rs`), the expiry of waiting actions, and the lifetimes (absolute,
-//! idle, `vault lock`) with an orderly shutdown that journals `vault.lock`.
+//! idle, `vault lock`, `vault unlock --restart` by SIGHUP) with an orderly shutdown that journals
+//! `vault.lock` and tells the person's connections why.
 use super::protocol::AgentStatus;
 use super::socket::{self};
 use super::{AgentError, Start};
@@ -251,6 +252,7 @@ async fn run(agent: Arc<Agent>, listener: UnixListener, lifetime: Duration) -> &
     // `vault lock` and `vault pause` reach the agent by signal, not through a socket that a
     // same-uid process can move, relay or flood.
     let mut lock_signal = signal(SignalKind::user_defined1()).ok();
+    let mut restart_signal = signal(SignalKind::hangup()).ok();
     let mut pause_signal = signal(SignalKind::user_defined2()).ok();
     let mut watch = tokio::time::interval(Duration::from_secs(1));
     loop {
@@ -284,6 +286,7 @@ async fn run(agent: Arc<Agent>, listener: UnixListener, lifetime: Duration) -> &
             _ = watch.tick() => if let Some(why) = agent.own.check(&agent) { return why },
             _ = recv(&mut sigterm) => return "signal",
             _ = recv(&mut lock_signal) => return "vault lock",
+            _ = recv(&mut restart_signal) => return "restart",
             _ = recv(&mut pause_signal) => {
                 let paused = agent
                     .env

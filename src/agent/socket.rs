@@ -1,11 +1,13 @@
 //! Where the custody agent listens and who may talk to it: a per-user `0700` directory
 //! (`$XDG_RUNTIME_DIR/agent-vault`, else `agent-vault-<uid>` under the temp dir) whose owner and
-//! mode are checked before use, one socket per vault id, and the peer's uid (`SO_PEERCRED`),
-//! pid and executable for every connection.
+//! mode are checked before use, one socket per vault id, the peer's uid (`SO_PEERCRED`), pid and
+//! executable for every connection, and a client's connect that gives up after a deadline.
 use std::fs;
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// Errors about the socket directory.
 #[derive(Debug, thiserror::Error)]
@@ -156,6 +158,48 @@ fn parent_of(pid: u32) -> Option<u32> {
     rest.split(' ').nth(1)?.parse().ok()
 }
 
+/// Whether an I/O error is a socket timeout running out.
+pub(crate) fn timed_out(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    )
+}
+
+/// A stream connected to `socket` within `within`: a Unix socket whose queue of connections is
+/// full makes `connect` wait (or, non-blocking, fail with `EAGAIN`), so it is tried again until
+/// then, and `TimedOut` after.
+pub(crate) fn connect_within(socket: &Path, within: Duration) -> std::io::Result<UnixStream> {
+    use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+    let fd = rustix::net::socket_with(
+        AddressFamily::UNIX,
+        SocketType::STREAM,
+        SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
+        None,
+    )?;
+    let addr = SocketAddrUnix::new(socket)?;
+    let until = Instant::now() + within;
+    loop {
+        match rustix::net::connect(&fd, &addr) {
+            Ok(()) => break,
+            Err(e) if e == rustix::io::Errno::INTR => {}
+            Err(e) if e == rustix::io::Errno::AGAIN && Instant::now() < until => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) if e == rustix::io::Errno::AGAIN => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "the vault agent's socket accepted no connection in time",
+                ))
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let stream = UnixStream::from(fd);
+    stream.set_nonblocking(false)?;
+    Ok(stream)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,5 +229,30 @@ mod tests {
             parent_of(std::process::id()),
             Some(std::os::unix::process::parent_id())
         );
+    }
+
+    #[test]
+    fn a_connect_to_a_socket_that_accepts_nothing_gives_up_at_its_deadline() {
+        use rustix::net::{AddressFamily, SocketAddrUnix, SocketType};
+        let dir = std::env::temp_dir().join(format!("av-connect-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.sock");
+        // A listener with a queue of one that never accepts: what a stuck agent looks like.
+        let listener = rustix::net::socket(AddressFamily::UNIX, SocketType::STREAM, None).unwrap();
+        rustix::net::bind(&listener, &SocketAddrUnix::new(&path).unwrap()).unwrap();
+        rustix::net::listen(&listener, 1).unwrap();
+        let started = Instant::now();
+        let mut held = Vec::new();
+        let err = loop {
+            match connect_within(&path, Duration::from_millis(300)) {
+                Ok(s) => held.push(s),
+                Err(e) => break e,
+            }
+            assert!(held.len() < 16, "the queue never filled");
+        };
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut, "{err}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+        let _ = fs::remove_dir_all(&dir);
     }
 }

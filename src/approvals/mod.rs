@@ -449,7 +449,6 @@ pub fn next_expiry(store: &Store) -> Result<Option<String>, ApprovalError> {
         .query_row([], |r| r.get(0))?)
 }
 
-#[cfg(test)]
 pub(crate) use decide::PAUSE_ROWS;
 #[cfg(test)]
 pub(crate) use dispatch::nonce_spent_sql;

@@ -42,7 +42,13 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     let Vault {
         paths, vault_id, ..
     } = vault;
-    let agent = handoff::start_agent(&paths, &vault_id, &keys, DEFAULT_LIFETIME);
+    let agent = handoff::start_agent(
+        &paths,
+        &vault_id,
+        &keys,
+        DEFAULT_LIFETIME,
+        handoff::IfRunning::Keep,
+    );
     drop(keys);
     if args.json {
         super::print_json(&serde_json::json!({

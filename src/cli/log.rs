@@ -236,8 +236,10 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         return Ok(Exit::Ok);
     }
     loop {
-        // The agent answers as soon as a row lands (or after a minute with none).
-        if mirror.fetch(&mut backend, 60_000)? == 0 {
+        // The agent answers as soon as a row lands, or after 10 s with none: each answer is
+        // also the sign it is alive (a call not answered within that and its deadline ends the
+        // follow with what to check, rather than waiting on a dead or silent agent).
+        if mirror.fetch(&mut backend, 10_000)? == 0 {
             if !backend.is_agent() {
                 std::thread::sleep(std::time::Duration::from_millis(300));
             }

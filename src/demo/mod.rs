@@ -168,9 +168,14 @@ fn flow(
     .map_err(|e| step(format!("writing the demo passphrase file: {e}")))?;
     let vault_id = vault.vault_id.clone();
     drop(vault);
-    let agent =
-        crate::agent::handoff::start_agent(paths, &vault_id, &keys, Duration::from_secs(600))
-            .map_err(|e| step(format!("starting the vault agent: {e}")))?;
+    let agent = crate::agent::handoff::start_agent(
+        paths,
+        &vault_id,
+        &keys,
+        Duration::from_secs(600),
+        crate::agent::handoff::IfRunning::Keep,
+    )
+    .map_err(|e| step(format!("starting the vault agent: {e}")))?;
     say(&format!(
         "2. Throwaway vault in {} (a random passphrase, never shown); its key is held only by the vault agent, pid {} (not dumpable, no core, not readable by other processes)",
         paths.dir().display(),

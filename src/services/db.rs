@@ -241,8 +241,30 @@ impl Sync {
     }
 }
 
-/// Publishes the actions whose journal rows landed in `(from, to]`, and the new head.
+/// Publishes the actions whose journal rows landed in `(from, to]`, the pause switch if one of
+/// them pulled or lifted it, and the new head.
 fn publish(store: &Store, hub: &Hub, from: i64, to: i64) {
+    // `kind IN (…)` spelled as the partial index `audit_pause` has it; the seq range keeps it to
+    // the rows of this commit.
+    let switch: Option<(String, String)> = store
+        .conn()
+        .prepare_cached(&format!(
+            "SELECT kind, body FROM audit WHERE {} AND seq > ?1 AND seq <= ?2 ORDER BY seq DESC LIMIT 1",
+            approvals::PAUSE_ROWS
+        ))
+        .and_then(|mut s| {
+            use rusqlite::OptionalExtension;
+            s.query_row([from, to], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()
+        })
+        .unwrap_or_default();
+    if let Some((kind, body)) = switch {
+        let paused = (kind == crate::wire::journal::Kind::VaultPause.as_str()).then(|| {
+            serde_json::from_str::<crate::wire::journal::VaultPause>(&body)
+                .map_or_else(|_| "(reason not readable)".to_owned(), |p| p.reason)
+        });
+        hub.switched(paused);
+    }
     let ids: Vec<String> = store
         .conn()
         .prepare_cached(

@@ -1,6 +1,7 @@
 //! Where committed changes are announced inside the agent: each watched action's latest row, a
-//! counter of approval-queue changes, and the journal head. The writer thread publishes after
-//! every commit; waiting tool calls, `vault approve` and `vault log --follow` subscribe.
+//! counter of approval-queue changes, the journal head, and the pause switch. The writer thread
+//! publishes after every commit; waiting tool calls, `vault approve` and `vault log --follow`
+//! subscribe.
 use crate::approvals::Action;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -10,6 +11,9 @@ pub(crate) struct Hub {
     actions: Mutex<HashMap<String, watch::Sender<Action>>>,
     queue: watch::Sender<u64>,
     head: watch::Sender<i64>,
+    /// The pause switch as the last committed `vault.pause`/`vault.resume` row set it: why, or
+    /// `None` once lifted. Sent only when such a row commits.
+    pause: watch::Sender<Option<String>>,
 }
 
 impl Default for Hub {
@@ -18,6 +22,7 @@ impl Default for Hub {
             actions: Mutex::default(),
             queue: watch::channel(0).0,
             head: watch::channel(0).0,
+            pause: watch::channel(None).0,
         }
     }
 }
@@ -40,6 +45,16 @@ impl Hub {
     /// The journal head seq after each commit.
     pub(crate) fn watch_head(&self) -> watch::Receiver<i64> {
         self.head.subscribe()
+    }
+
+    /// Each time the pause switch is pulled (why) or lifted (`None`).
+    pub(crate) fn watch_pause(&self) -> watch::Receiver<Option<String>> {
+        self.pause.subscribe()
+    }
+
+    /// A `vault.pause` (`Some(why)`) or `vault.resume` (`None`) row committed.
+    pub(super) fn switched(&self, paused: Option<String>) {
+        self.pause.send_replace(paused);
     }
 
     pub(super) fn publish(&self, changed: Vec<Action>, head: i64) {

@@ -12,8 +12,10 @@ use serde_json::{Map, Value};
 /// The protocol version both ends must speak (`Hello.v`). 2: the encrypted channel
 /// (`agent::channel`) replaced the key-possession challenge. 3: an `ApprovalView` carries the
 /// session's typed start row instead of loose client and peer JSON. 4: session grants carry a
-/// scope (`GrantPayload` v3), and `grants` / `revoke_grants`.
-pub const VERSION: u32 = 4;
+/// scope (`GrantPayload` v3), and `grants` / `revoke_grants`. 5: `ping`, and the events that
+/// tell a person's command the agent stops, the vault was paused or resumed, or an action left
+/// the approval queue undecided.
+pub const VERSION: u32 = 5;
 
 /// The longest frame either end accepts (an MCP line is at most 4 MiB; its wrapping is small).
 pub const MAX_FRAME: usize = 8 * 1024 * 1024;
@@ -78,6 +80,9 @@ pub enum Request {
         reason: String,
     },
     Status,
+    /// Answered at once (`ok`) by the connection itself: how a command that waits for long
+    /// (`vault approve`) learns the agent still answers.
+    Ping,
     /// `vault lock`: the agent journals it, zeroizes the key and exits.
     Lock,
     Credentials {
@@ -358,6 +363,21 @@ pub enum Event {
     State { action_id: String, state: State },
     /// The approval queue changed (after `WatchPending`).
     Queue { actions: Vec<ApprovalView> },
+    /// An action left the approval queue (after `WatchPending`, before the `queue` that no
+    /// longer lists it): its state now and why (withdrawn because its call was cancelled or its
+    /// client went away, expired, denied by a pause, or decided by another approver).
+    Left {
+        action_id: String,
+        state: State,
+        reason: Option<String>,
+    },
+    /// The vault was paused, and why (after `WatchPending`; also first when it already is).
+    Paused { reason: String },
+    /// The pause was lifted (after `WatchPending`).
+    Resumed,
+    /// The agent is stopping, and why in the person's words (to every connection but an MCP
+    /// session's, with id 0, just before it closes them).
+    Stopping { reason: String },
 }
 
 /// An agent's frame: a reply or an event, each with the id of the request it belongs to.

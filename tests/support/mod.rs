@@ -215,7 +215,7 @@ impl TestVault {
     /// Replaces the vault's agent with one started under `VAULT_LOG=level` (its log is
     /// `agent.log` in the vault directory): how a test scans the executors' logs.
     pub fn restart_agent_logging(&mut self, level: &str) {
-        let mut c = self.command(&["unlock", "--passphrase-stdin"]);
+        let mut c = self.command(&["unlock", "--restart", "--passphrase-stdin"]);
         c.env("VAULT_LOG", level);
         self.run_command(&mut c, Some(&format!("{PASSPHRASE}\n")))
             .ok();
@@ -225,7 +225,7 @@ impl TestVault {
     pub fn configure(&mut self, toml: &str) {
         std::fs::write(self.vault_dir().join("config.toml"), toml).unwrap();
         self.run(
-            &["unlock", "--passphrase-stdin"],
+            &["unlock", "--restart", "--passphrase-stdin"],
             Some(&format!("{PASSPHRASE}\n")),
         )
         .ok();

@@ -120,6 +120,22 @@ impl PtySession {
         }
     }
 
+    /// Sets the terminal's size (the kernel tells the command with SIGWINCH).
+    pub fn resize(&mut self, rows: u16, cols: u16) {
+        use std::os::fd::AsRawFd;
+        let size = libc::winsize {
+            ws_row: rows,
+            ws_col: cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        // SAFETY: TIOCSWINSZ reads a winsize from the pointer it is given.
+        check(
+            unsafe { libc::ioctl(self.master.as_raw_fd(), libc::TIOCSWINSZ, &size) },
+            "TIOCSWINSZ",
+        );
+    }
+
     /// Types `keys`.
     pub fn send(&mut self, keys: &str) {
         let _ = self.master.write_all(keys.as_bytes());

@@ -11,23 +11,74 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// Sends the approval queue now and after every change, until the connection goes.
+/// Sends the approval queue now and after every change, until the connection goes: before each
+/// queue, a `left` event for every action that left it since the last (so the approver hears
+/// why a card went); and the pause switch, now if it is pulled and whenever it moves.
 pub(super) async fn watch_pending(agent: Arc<Agent>, writer: Arc<Writer>, id: u64) {
     let mut queue = agent.env.hub.watch_queue();
+    let mut pause = agent.env.hub.watch_pause();
     let mut stop = agent.stop.subscribe();
     writer.reply(id, Reply::Ok).await;
+    let send = |event| {
+        let writer = writer.clone();
+        async move { writer.frame(&AgentFrame::Event { id, event }).await }
+    };
+    if let Ok(Ok(Some(reason))) = agent
+        .env
+        .db
+        .run(|s| crate::approvals::paused(s.conn()))
+        .await
+    {
+        send(Event::Paused { reason }).await;
+    }
+    let mut shown: Vec<String> = Vec::new();
     loop {
         let views = agent.env.db.run(ops::pending).await;
         let Ok(Ok(actions)) = views else { return };
-        writer
-            .frame(&AgentFrame::Event {
-                id,
-                event: Event::Queue { actions },
+        let gone: Vec<String> = shown
+            .iter()
+            .filter(|id| !actions.iter().any(|v| &v.action.id == *id))
+            .cloned()
+            .collect();
+        let left = match gone.is_empty() {
+            // Most changes of the queue only add to it: no job for the writer then.
+            true => Vec::new(),
+            false => agent
+                .env
+                .db
+                .run(move |s| {
+                    gone.iter()
+                        .filter_map(|id| crate::approvals::find(s, id).ok())
+                        .collect::<Vec<_>>()
+                })
+                .await
+                .unwrap_or_default(),
+        };
+        for left in left {
+            send(Event::Left {
+                action_id: left.id,
+                state: left.state,
+                reason: left.reason,
             })
             .await;
-        tokio::select! {
-            changed = queue.changed() => if changed.is_err() { return },
-            _ = stop.changed() => return,
+        }
+        shown = actions.iter().map(|v| v.action.id.clone()).collect();
+        send(Event::Queue { actions }).await;
+        loop {
+            tokio::select! {
+                changed = queue.changed() => if changed.is_err() { return } else { break },
+                changed = pause.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    let event = match pause.borrow_and_update().clone() {
+                        Some(reason) => Event::Paused { reason },
+                        None => Event::Resumed,
+                    };
+                    send(event).await;
+                }
+                _ = stop.changed() => return,
+            }
         }
     }
 }

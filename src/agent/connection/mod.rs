@@ -160,7 +160,6 @@ pub(super) async fn serve(agent: Arc<Agent>, stream: UnixStream) {
                     match next {
                         Ok(None) => break,
                         Ok(Some(line)) => {
-                            agent.touch();
                             if let Err(why) = conn.line(&line).await {
                                 conn.refused(why, &line).await;
                                 break 'outer "protocol_error";
@@ -176,7 +175,11 @@ pub(super) async fn serve(agent: Arc<Agent>, stream: UnixStream) {
                     }
                 }
             }
-            _ = stop.changed() => break "agent stopping",
+            _ = stop.changed() => {
+                let why = *stop.borrow();
+                conn.tell_stopping(why).await;
+                break "agent stopping";
+            }
             _ = tokio::time::sleep_until(said_hello_by), if conn.role.is_none() => {
                 tracing::debug!(pid = ?conn.peer.pid, "closed a connection that said nothing");
                 break "silent";
@@ -233,6 +236,11 @@ impl Conn {
     async fn frame(&mut self, line: &[u8]) -> Result<(), String> {
         let frame: ClientFrame = protocol::decode(line).map_err(|e| e.to_string())?;
         let (id, req) = (frame.id, frame.req);
+        // Every request is activity (it keeps the agent from its idle lock) but a ping: a
+        // `vault approve` left open must not keep the key unlocked for ever.
+        if !matches!(req, Request::Ping) {
+            self.agent.touch();
+        }
         if self.role.is_none() {
             return match req {
                 Request::Hello { .. } => self.hello(id, req).await,
@@ -424,6 +432,7 @@ impl Conn {
                 writer.reply(id, Reply::Ok).await;
             }
             Request::Status => writer.reply(id, Reply::Status(status(&agent).await)).await,
+            Request::Ping => writer.reply(id, Reply::Ok).await,
             Request::Lock => {
                 writer.reply(id, Reply::Ok).await;
                 agent.stop("vault lock");
@@ -506,6 +515,21 @@ impl Conn {
             agent.busy.fetch_sub(1, Ordering::SeqCst);
             agent.touch();
         });
+    }
+
+    /// Tells a person's command (not an MCP session, whose calls are answered one by one) that
+    /// the agent stops, and why, before the connection closes: `vault approve` says so and
+    /// waits for the next agent; another command names it in its error.
+    async fn tell_stopping(&self, why: Option<&'static str>) {
+        if matches!(self.role, Some(Role::Cli | Role::Approver)) {
+            let reason = tools::stop_text(why.unwrap_or("locked")).to_owned();
+            self.writer
+                .frame(&AgentFrame::Event {
+                    id: 0,
+                    event: Event::Stopping { reason },
+                })
+                .await;
+        }
     }
 
     /// Cancels what the connection has in flight (tool calls get the grace period), then

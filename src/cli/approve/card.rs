@@ -9,16 +9,10 @@
 //! long for the full view to show whole makes the action impossible to approve. A credential
 //! changed since the person last approved one of its actions says so, old and new. Every string
 //! goes through `term::escape`.
-use super::layout;
+use super::layout::{self, Emph, Line, Part};
+use super::preview::{body_lines, gutter, previewed};
 use crate::term::{escape, show_body, MAX_SHOWN_BODY_BYTES};
 use crate::wire::{CredentialRef, NormalizedAction};
-
-/// Lines of the body the card shows before pointing at the full view.
-const PREVIEW_LINES: usize = 12;
-/// Query parameters, and headers, the card shows before pointing at the full view.
-const PREVIEW_PAIRS: usize = 4;
-/// Bytes of displayed body text the card shows before pointing at the full view.
-const PREVIEW_BYTES: usize = 1024;
 
 /// What a card shows about one pending action; filled by `screen.rs` from the vault.
 #[derive(Debug, Clone, Default)]
@@ -60,7 +54,7 @@ impl Style {
 
 impl CardData {
     /// The body as shown to a person, if any.
-    fn shown_body(&self) -> Option<String> {
+    pub(super) fn shown_body(&self) -> Option<String> {
         self.body.as_deref().map(show_body)
     }
 
@@ -79,19 +73,34 @@ impl CardData {
         }
     }
 
-    /// What runs, on one line: `DELETE https://…` or `deploy@host port 22: uptime`.
+    /// What runs, on one line: `DELETE https://…?…` or `deploy@host:22 $ uptime`.
     pub(super) fn headline(&self) -> String {
         match &self.normalized {
             Some(NormalizedAction::Http(h)) => format!("{} {}", escape(&h.method), escape(&h.url)),
-            Some(NormalizedAction::Ssh(s)) => format!(
-                "{}@{} port {}: {}",
-                escape(&s.user),
-                escape(&s.host),
-                s.port,
-                escape(&s.command)
-            ),
+            Some(NormalizedAction::Ssh(s)) => {
+                format!("{} $ {}", ssh_target(s), escape(&s.command))
+            }
             None => "(a request that does not match its hash: not shown)".into(),
         }
+    }
+
+    /// Where an HTTP request goes, as the decision rests on it: the method and
+    /// `scheme://host:port/path`, the port always spelled out (the query is shown, and cut
+    /// when the terminal is short, on lines of its own).
+    fn http_target(h: &crate::wire::NormalizedHttp) -> String {
+        let Ok(u) = url::Url::parse(&h.url) else {
+            return format!("{} {}", escape(&h.method), escape(&h.url));
+        };
+        let port = u
+            .port_or_known_default()
+            .map_or(String::new(), |p| format!(":{p}"));
+        format!(
+            "{} {}://{}{port}{}",
+            escape(&h.method),
+            escape(u.scheme()),
+            escape(u.host_str().unwrap_or("")),
+            escape(u.path())
+        )
     }
 
     fn credential_ref(&self) -> Option<&CredentialRef> {
@@ -111,33 +120,53 @@ impl CardData {
         }
     }
 
-    /// The lines that say what will be sent besides the headline: query, headers, or the SSH
-    /// pinned key and the shell syntax of the command.
-    fn request_lines(&self) -> Vec<(String, String)> {
-        let mut out = Vec::new();
+    /// Every query parameter (`name = value`) and every header the agent supplied
+    /// (`name: value`) of an HTTP request.
+    fn query_and_headers(&self) -> (Vec<String>, Vec<String>) {
+        let Some(NormalizedAction::Http(h)) = &self.normalized else {
+            return (Vec::new(), Vec::new());
+        };
+        let query = url::Url::parse(&h.url)
+            .map(|u| {
+                u.query_pairs()
+                    .map(|(k, v)| format!("{} = {}", escape(&k), escape(&v)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let headers = h
+            .headers
+            .iter()
+            .map(|(k, v)| format!("{}: {}", escape(k), escape(v)))
+            .collect();
+        (query, headers)
+    }
+
+    /// The lines that say what runs where, each a fact the decision rests on, as (part,
+    /// emphasis, label, text): the method and URL; or the login, the command, the pinned host
+    /// key and the command's shell syntax.
+    fn what_runs(&self) -> Vec<(Part, Emph, &'static str, String)> {
         match &self.normalized {
             Some(NormalizedAction::Http(h)) => {
-                if let Ok(u) = url::Url::parse(&h.url) {
-                    for (k, v) in u.query_pairs() {
-                        out.push(("query".into(), format!("{} = {}", escape(&k), escape(&v))));
-                    }
-                }
-                for (k, v) in &h.headers {
-                    out.push(("headers".into(), format!("{}: {}", escape(k), escape(v))));
-                }
+                vec![(Part::Top, Emph::Bold, "", Self::http_target(h))]
             }
             Some(NormalizedAction::Ssh(s)) => {
-                out.push((
-                    "host key".into(),
-                    format!("{} (pinned)", escape(&s.host_key)),
-                ));
+                let mut out = vec![
+                    (Part::Top, Emph::Bold, "ssh", ssh_target(s)),
+                    (Part::Top, Emph::Bold, "command", escape(&s.command)),
+                    (
+                        Part::Request,
+                        Emph::Plain,
+                        "host key",
+                        format!("{} (pinned)", escape(&s.host_key)),
+                    ),
+                ];
                 for what in crate::policy::shell_syntax(&s.command) {
-                    out.push(("!! shell".into(), what.to_owned()));
+                    out.push((Part::Request, Emph::Bold, "!! shell", what.to_owned()));
                 }
+                out
             }
-            None => {}
+            None => vec![(Part::Top, Emph::Bold, "", self.headline())],
         }
-        out
     }
 
     /// What changed in the credential since the person last approved one of its actions.
@@ -163,6 +192,16 @@ impl CardData {
         }
         out
     }
+}
+
+/// `user@host:port` of an SSH action (an IPv6 host in brackets).
+fn ssh_target(s: &crate::wire::NormalizedSsh) -> String {
+    let host = if s.host.contains(':') {
+        format!("[{}]", escape(&s.host))
+    } else {
+        escape(&s.host)
+    };
+    format!("{}@{host}:{}", escape(&s.user), s.port)
 }
 
 /// What `[s]` would grant, on one line: the scope (`policy::scope::grant_scope` of the request
@@ -197,28 +236,6 @@ pub(super) fn grant_line(d: &CardData) -> String {
     )
 }
 
-/// At most `PREVIEW_PAIRS` lines of each label, then a count of the rest.
-fn capped(lines: Vec<(String, String)>) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < lines.len() {
-        let label = lines[i].0.clone();
-        let run = lines[i..].iter().take_while(|(l, _)| *l == label).count();
-        out.extend(lines[i..i + run.min(PREVIEW_PAIRS)].iter().cloned());
-        if run > PREVIEW_PAIRS {
-            out.push((
-                label.clone(),
-                format!(
-                    "… {} more not shown here: [v] shows all",
-                    run - PREVIEW_PAIRS
-                ),
-            ));
-        }
-        i += run;
-    }
-    out
-}
-
 /// Labelled lines, the label shown once per run of equal labels.
 fn labelled(lines: &[(String, String)]) -> String {
     let mut s = String::new();
@@ -229,11 +246,6 @@ fn labelled(lines: &[(String, String)]) -> String {
         last = label;
     }
     s
-}
-
-/// Body lines behind a gutter, so no line of it can pass for a line of the card.
-fn gutter<'a>(lines: impl Iterator<Item = &'a str>) -> String {
-    lines.map(|l| format!("              │ {l}\n")).collect()
 }
 
 /// `in 4 min 10 s` / `12 s ago` from a UTC timestamp.
@@ -250,98 +262,71 @@ fn until(ts: &str) -> String {
 }
 
 /// The card for the first of `waiting` actions, under a `note` (the last decision or refusal),
-/// laid out for a terminal of `size` (`layout::render`).
+/// laid out for a terminal of `size` (`layout::render`). The tool, the credential, what runs
+/// where, every warning and the keys are deciding lines: on screen at every size, or the card
+/// says the terminal is too small and `Shown::fits` is false.
 pub(super) fn card(
     d: &CardData,
     waiting: usize,
     style: Style,
     note: &str,
     size: layout::Size,
-) -> String {
-    use layout::{Emph, Line, Part};
+) -> layout::Shown {
+    let client = format!("{} {}", escape(&d.client_name), escape(&d.client_version));
     let mut lines = vec![
         Line::new(Part::Top, Emph::Dim, escape(note)),
-        Line::new(Part::Top, Emph::Plain, ""),
+        Line::new(Part::Meta, Emph::Plain, ""),
         Line::new(
             Part::Top,
             Emph::Bold,
             format!("Action 1 of {waiting} waiting"),
         ),
-    ];
-    let client = format!("{} {}", escape(&d.client_name), escape(&d.client_version));
-    lines.push(Line::new(
-        Part::Top,
-        Emph::Plain,
-        format!(
-            "  client      {}  ({}){}",
-            client.trim(),
-            escape(&d.parent_exe),
-            if d.contained {
-                ", contained by vault run"
-            } else {
-                ", NOT contained"
-            }
-        ),
-    ));
-    lines.push(Line::new(
-        Part::Top,
-        Emph::Plain,
-        format!("  tool        {}", escape(&d.tool)),
-    ));
-    lines.push(Line::new(
-        Part::Top,
-        Emph::Plain,
-        format!("  credential  {}", d.credential()),
-    ));
-    for line in d.change_lines() {
-        lines.push(Line::new(Part::Change, Emph::Bold, format!("  {line}")));
-    }
-    lines.push(Line::new(
-        Part::Top,
-        Emph::Bold,
-        format!("  {}", d.headline()),
-    ));
-    lines.push(Line::new(Part::Top, Emph::Plain, grant_line(d)));
-    for l in labelled(&capped(d.request_lines())).lines() {
-        lines.push(Line::new(Part::Request, Emph::Plain, l));
-    }
-    let mut body_total = 0;
-    if let Some(body) = d.shown_body() {
-        let raw = d.body.as_ref().map_or(0, Vec::len);
-        body_total = body.lines().count();
-        lines.push(Line::new(
-            Part::BodyHead,
+        Line::new(
+            Part::Top,
             Emph::Plain,
-            format!("  body        {raw} bytes"),
-        ));
-        let mut shown = 0;
-        let mut kept = 0;
-        for line in body.lines().take(PREVIEW_LINES) {
-            if shown + line.len() > PREVIEW_BYTES {
-                break;
-            }
-            shown += line.len() + 1;
-            kept += 1;
-            lines.push(Line::new(
-                Part::Body,
-                Emph::Plain,
-                gutter(std::iter::once(line)).trim_end(),
-            ));
-        }
-        if kept < body_total {
-            lines.push(Line::new(
-                Part::BodyHead,
-                Emph::Plain,
-                format!("  … {} more lines: [v] shows all", body_total - kept),
-            ));
-        }
+            format!(
+                "  client      {}  ({}){}",
+                client.trim(),
+                escape(&d.parent_exe),
+                if d.contained {
+                    ", contained by vault run"
+                } else {
+                    ", NOT contained"
+                }
+            ),
+        ),
+        Line::new(
+            Part::Top,
+            Emph::Plain,
+            format!("  tool        {}", escape(&d.tool)),
+        )
+        .deciding(),
+        Line::new(
+            Part::Top,
+            Emph::Plain,
+            format!("  credential  {}", d.credential()),
+        )
+        .deciding(),
+    ];
+    for line in d.change_lines() {
+        lines.push(Line::new(Part::Change, Emph::Bold, format!("  {line}")).deciding());
     }
+    for (part, emph, label, text) in d.what_runs() {
+        let text = match label {
+            "" => format!("  {text}"),
+            label => format!("  {label:<11} {text}"),
+        };
+        lines.push(Line::new(part, emph, text).deciding());
+    }
+    // What `[s]` would cover decides it as much as what runs.
+    lines.push(Line::new(Part::Top, Emph::Plain, grant_line(d)).deciding());
+    let (query, headers) = d.query_and_headers();
+    lines.extend(previewed("query", Part::Query, &query));
+    lines.extend(previewed("headers", Part::Header, &headers));
+    lines.extend(body_lines(d));
     if let Err(why) = d.approvable() {
-        lines.push(Line::new(
-            Part::Warn,
-            Emph::Bold,
-            format!("  !! This action {why}."),
-        ));
+        lines
+            .push(Line::new(Part::Warn, Emph::Bold, format!("  !! This action {why}.")).deciding());
     }
     lines.push(Line::new(
         Part::Meta,
@@ -367,8 +352,8 @@ pub(super) fn card(
     } else {
         "[a]once [s]ession [d]eny [v]iew [q]uit"
     };
-    lines.push(Line::new(Part::Bottom, Emph::Plain, keys));
-    layout::render(lines, size, style.codes(), body_total)
+    lines.push(Line::new(Part::Bottom, Emph::Plain, keys).deciding());
+    layout::render(lines, size, style.codes())
 }
 
 /// The full view, as lines: every field of the action in the card's form and the whole body.
@@ -387,7 +372,18 @@ pub(super) fn full_view(d: &CardData) -> Vec<String> {
     for line in d.change_lines() {
         s += &format!("  {line}\n");
     }
-    s += &labelled(&d.request_lines());
+    let (query, headers) = d.query_and_headers();
+    let mut request: Vec<(String, String)> = query
+        .into_iter()
+        .map(|q| ("query".to_owned(), q))
+        .chain(headers.into_iter().map(|h| ("headers".to_owned(), h)))
+        .collect();
+    if let Some(NormalizedAction::Ssh(_)) = &d.normalized {
+        for (_, _, label, text) in d.what_runs() {
+            request.push((label.to_owned(), text));
+        }
+    }
+    s += &labelled(&request);
     let limits = match &d.normalized {
         Some(NormalizedAction::Http(h)) => Some((h.timeout_s, h.max_output_bytes)),
         Some(NormalizedAction::Ssh(x)) => Some((x.timeout_s, x.max_output_bytes)),
@@ -453,8 +449,9 @@ mod tests {
     #[test]
     fn the_card_shows_headers_query_and_body_and_counts_what_it_hides() {
         let d = data(Some(br#"{"name":"harmless"}"#));
-        let c = card(&d, 1, Style { color: false }, "note\u{1b}[2K", BIG);
+        let c = card(&d, 1, Style { color: false }, "note\u{1b}[2K", BIG).text;
         for want in [
+            "POST https://h:443/v1/x\n",
             "POST https://h/v1/x?a=1&b=%1B",
             "api (profile default, version 2)",
             "x-http-method-override: DELETE",
@@ -473,7 +470,7 @@ mod tests {
         assert!(d.approvable().is_ok());
         let long = "x\n".repeat(2000);
         let d = data(Some(long.as_bytes()));
-        let c = card(&d, 1, Style { color: false }, "", BIG);
+        let c = card(&d, 1, Style { color: false }, "", BIG).text;
         assert!(c.contains("1988 more lines: [v] shows all"), "{c}");
         assert_eq!(
             full_view(&d).iter().filter(|l| l.ends_with("│ x")).count(),
@@ -482,7 +479,7 @@ mod tests {
         let huge = "y".repeat(MAX_SHOWN_BODY_BYTES + 1);
         let d = data(Some(huge.as_bytes()));
         assert!(d.approvable().is_err());
-        let c = card(&d, 1, Style { color: false }, "", BIG);
+        let c = card(&d, 1, Style { color: false }, "", BIG).text;
         let words = c.split_whitespace().collect::<Vec<_>>().join(" ");
         assert!(words.contains("cannot be approved"), "{c}");
     }
@@ -505,13 +502,14 @@ mod tests {
                 cols: 120,
                 rows: 24,
             },
-        );
+        )
+        .text;
         let lines: Vec<&str> = c.lines().collect();
         assert!(lines.len() <= 24, "{} lines: {c}", lines.len());
         assert!(
             lines[..8]
                 .iter()
-                .any(|l| l.contains("POST https://h/v1/x?q0=1")),
+                .any(|l| l.contains("POST https://h:443/v1/x")),
             "{c}"
         );
         // What did not fit is counted, and the keys are the last line.
@@ -528,7 +526,7 @@ mod tests {
         // An unverified request shows nothing of it, and cannot be approved.
         let mut d = data(None);
         d.normalized = None;
-        let c = card(&d, 1, Style { color: false }, "", BIG);
+        let c = card(&d, 1, Style { color: false }, "", BIG).text;
         assert!(c.contains("does not match its hash"), "{c}");
         assert!(d.approvable().is_err());
         // SSH: user, host, port, pinned key, command, and its shell syntax named.
@@ -554,9 +552,11 @@ mod tests {
                 },
             ],
         });
-        let c = card(&d, 1, Style { color: false }, "", BIG);
+        let c = card(&d, 1, Style { color: false }, "", BIG).text;
         for want in [
-            "deploy@10.0.0.5 port 22: git pull; id",
+            "deploy@10.0.0.5:22\n",
+            "git pull; id\n",
+            "deploy@10.0.0.5:22 $ git pull; id",
             "SHA256:new (pinned)",
             "`;` runs a second command",
             "web1 (profile ops, version 5)",
@@ -586,7 +586,9 @@ mod tests {
             line.starts_with("  [s] covers  GET, HEAD under /repos/acme/app/ (reads only, any query); api version 2; this session, 60 min (to "),
             "{line}"
         );
-        assert!(card(&d, 1, Style { color: false }, "", BIG).contains(&line));
+        assert!(card(&d, 1, Style { color: false }, "", BIG)
+            .text
+            .contains(&line));
         // The POST of `data()`, with its rewriting header: exactly that.
         let line = grant_line(&data(Some(b"{}")));
         assert!(

@@ -4,8 +4,12 @@
 //! action's hash from the request it shows, and signs exactly that hash with the approver key
 //! from `vault.key.age`; nothing here runs an action.
 mod card;
+#[cfg(test)]
+mod fit_tests;
 mod layout;
+mod preview;
 mod screen;
+mod watch;
 
 use crate::agent::client::{approver_client, ClientError};
 use crate::agent::protocol::{Reply, Request};

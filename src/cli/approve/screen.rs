@@ -10,10 +10,14 @@
 //!
 //! Keys typed before a card was seen decide nothing: pending input is flushed (`tcflush`) after
 //! every redraw, decision keys are ignored for `SETTLE` after a different card comes on screen,
-//! and each key is bound to the action whose card was on screen when it was read.
+//! and each key is bound to the action whose card was on screen when it was read. `a`/`s` count
+//! only while the terminal has the size the card on screen was laid out for and its deciding
+//! lines fit (`layout::Shown::fits`); the size is looked at every tick, and a resize redraws.
 use super::card::{self, CardData};
+use super::layout::Size;
+use super::watch::{left_note, Told, Watch};
 use crate::agent::client::{Client, Proof};
-use crate::agent::protocol::{ApprovalView, Event, Reply, Request};
+use crate::agent::protocol::{ApprovalView, Reply, Request};
 use crate::approvals::Verdict;
 use crate::keys::{ApproverKey, PassphraseSource};
 use crate::paths::VaultPaths;
@@ -125,13 +129,13 @@ impl Tty {
 
     /// The terminal's size now (80×24 when it does not say): asked at every draw, so a
     /// resized window gets a card that fits.
-    fn size(&self) -> super::layout::Size {
+    fn size(&self) -> Size {
         match termios::tcgetwinsize(&self.file) {
-            Ok(w) if w.ws_row > 0 && w.ws_col > 0 => super::layout::Size {
+            Ok(w) if w.ws_row > 0 && w.ws_col > 0 => Size {
                 cols: usize::from(w.ws_col),
                 rows: usize::from(w.ws_row),
             },
-            _ => super::layout::Size { cols: 80, rows: 24 },
+            _ => Size { cols: 80, rows: 24 },
         }
     }
 
@@ -147,43 +151,69 @@ impl Drop for Tty {
     }
 }
 
-/// Which card is on screen and since when: a decision key applies to this action only, and
-/// only once it has been visible for `SETTLE`.
+/// Which card is on screen, since when, and how it was laid out: a decision key applies to this
+/// action only, only once it has been visible for `SETTLE`, and an approval only while the
+/// terminal still has the size the card was laid out for and every deciding line fit in it.
 #[derive(Debug, Default)]
 struct OnScreen {
     id: Option<String>,
     since: Option<Instant>,
+    /// The size the card was laid out for, and whether its deciding lines fit (`Shown::fits`).
+    layout: Option<(Size, bool)>,
 }
 
 impl OnScreen {
-    fn drawn(&mut self, id: Option<&str>) {
-        if self.id.as_deref() != id {
+    fn drawn(&mut self, id: Option<&str>, layout: Option<(Size, bool)>) {
+        // A card seen whole for the first time (a new one, or one the terminal was too small
+        // for) has not been read yet.
+        let whole = |l: Option<(Size, bool)>| l.is_some_and(|(_, fits)| fits);
+        if self.id.as_deref() != id || (whole(layout) && !whole(self.layout)) {
             self.id = id.map(str::to_owned);
             self.since = Some(Instant::now());
         }
+        self.layout = layout;
     }
     fn settled(&self) -> bool {
         self.since.is_some_and(|t| t.elapsed() >= SETTLE)
+    }
+    /// Whether the terminal, `now`, still has the size the card on screen was laid out for.
+    fn stale(&self, now: Size) -> bool {
+        self.layout.is_some_and(|(size, _)| size != now)
+    }
+    /// `Err(why)` unless the card on screen shows every deciding fact at the terminal's size
+    /// `now`: the same fit the drawing computed, for the size at the time of the key.
+    fn shown_whole(&self, now: Size) -> Result<(), String> {
+        match self.layout {
+            Some((size, true)) if size == now => Ok(()),
+            Some((size, _)) if size != now => Err(
+                "was laid out for another terminal size: it is drawn again, read it, then press the key again".into(),
+            ),
+            _ => Err(
+                "is not shown whole: the terminal is too small for what decides it. Make it larger first".into(),
+            ),
+        }
     }
 }
 
 /// Asks the passphrase, then connects to the vault's real agent over the encrypted channel
 /// (which only a holder of the key completes) and subscribes to the queue. The master key is
-/// dropped (wiped) once the channel is open: only the approver key stays, to sign.
+/// dropped (wiped) once the channel is open: only the approver key stays, to sign, and the
+/// channel's key (derived from it), to reach the next agent if this one goes.
 fn unlock(
     paths: &VaultPaths,
     source: &PassphraseSource,
     tty: &mut Tty,
-) -> anyhow::Result<(Client, ApproverKey)> {
+) -> anyhow::Result<(Watch, ApproverKey)> {
     tty.raw(false);
     let passphrase = source.read("Vault passphrase: ");
     tty.raw(true);
     let keys = super::super::backend::keys_from(paths, source, &passphrase?)?;
     let mut client = crate::agent::client::approver_client(paths, &keys)?;
+    let psk = crate::agent::channel::channel_key(&keys.master);
     let approver = keys.into_approver();
     ensure_pin(&mut client, &approver, tty)?;
     match client.call(Request::WatchPending)? {
-        Reply::Ok => Ok((client, approver)),
+        Reply::Ok => Ok((Watch::new(paths.clone(), psk, client), approver)),
         other => Err(super::super::backend::unexpected(other)),
     }
 }
@@ -255,17 +285,6 @@ fn ensure_pin(client: &mut Client, approver: &ApproverKey, tty: &mut Tty) -> any
     )
 }
 
-/// The newest queue the agent pushed, if one arrived.
-fn latest_queue(client: &mut Client) -> anyhow::Result<Option<Vec<ApprovalView>>> {
-    let mut latest = None;
-    while let Some((_, event)) = client.next_event(Duration::ZERO)? {
-        if let Event::Queue { actions } = event {
-            latest = Some(actions);
-        }
-    }
-    Ok(latest)
-}
-
 pub(super) fn run(
     paths: VaultPaths,
     source: PassphraseSource,
@@ -273,7 +292,7 @@ pub(super) fn run(
 ) -> anyhow::Result<Exit> {
     let idle = config.approver_idle();
     let mut tty = Tty::open()?;
-    let (mut client, mut keys) = unlock(&paths, &source, &mut tty)?;
+    let (mut watch, mut keys) = unlock(&paths, &source, &mut tty)?;
     let mut screen = Screen {
         style: card::Style {
             color: std::env::var_os("NO_COLOR").is_none(),
@@ -285,11 +304,16 @@ pub(super) fn run(
         warnings: super::super::exposure::warning_lines(),
         on_screen: OnScreen::default(),
         grant_for: config.session_grant(),
+        decided: Vec::new(),
     };
     let mut last_key = Instant::now();
     loop {
-        if let Some(q) = latest_queue(&mut client)? {
-            screen.take_queue(&mut tty, q);
+        for told in watch.poll()? {
+            screen.told(&mut tty, told);
+        }
+        // A resized terminal gets the card laid out again (checked at every tick).
+        if screen.on_screen.stale(tty.size()) {
+            screen.dirty = true;
         }
         screen.draw(&mut tty);
         let Some(k) = tty.key() else { continue };
@@ -298,7 +322,7 @@ pub(super) fn run(
                 "\x1b[2J\x1b[HIdle for {} minutes: the passphrase is needed again.\n",
                 idle.as_secs() / 60
             ));
-            (client, keys) = unlock(&paths, &source, &mut tty)?;
+            (watch, keys) = unlock(&paths, &source, &mut tty)?;
             last_key = Instant::now();
             screen.dirty = true;
             continue;
@@ -321,14 +345,17 @@ pub(super) fn run(
                     )
                     .map(Proof::Pin),
                 };
-                screen.note = match proof {
-                    None => format!("Not approved: {} (no PIN was entered).", v.action.id),
-                    Some(proof) => {
+                screen.note = match (proof, watch.client()) {
+                    (None, _) => format!("Not approved: {} (no PIN was entered).", v.action.id),
+                    (Some(_), None) => "Not decided: the vault agent is not running.".into(),
+                    (Some(proof), Some(client)) => {
                         match client.decide(&keys, &v, &verdict, proof, config.session_grant()) {
                             Ok(d) => {
-                                // Off the screen at once: the agent's next queue may come later,
-                                // and a key typed meanwhile must not land on a decided card.
+                                // Off the screen at once: the agent's next queue may come
+                                // later, and a key typed meanwhile must not land on a decided
+                                // card. (Its `left` event, read after this, needs no word.)
                                 screen.queue.retain(|q| q.action.id != d.action.id);
+                                screen.decided.push(d.action.id.clone());
                                 capital(&super::decided_line(&d, &what))
                             }
                             Err(e) => format!("Not decided: {e}"),
@@ -362,6 +389,8 @@ struct Screen {
     on_screen: OnScreen,
     /// How long `[s]` grants, for the card's line that says what it would cover.
     grant_for: Duration,
+    /// The actions this approver decided (so their leaving the queue needs no word).
+    decided: Vec<String>,
 }
 
 impl Screen {
@@ -385,30 +414,36 @@ impl Screen {
         if !self.dirty {
             return;
         }
-        let screen = match self.queue.first() {
-            Some(v) => card::card(
-                &card::CardData {
-                    grant_for: self.grant_for,
-                    ..card_data(v)
-                },
-                self.queue.len(),
-                self.style,
-                &self.note,
-                tty.size(),
-            ),
-            None => format!(
-                "\x1b[2J\x1b[H{}\n{}No action waits. [q] quit\n",
-                escape(&self.note),
-                self.warnings
-                    .iter()
-                    .map(|w| escape(w) + "\n")
-                    .collect::<String>()
+        let (screen, layout) = match self.queue.first() {
+            Some(v) => {
+                let shown = card::card(
+                    &card::CardData {
+                        grant_for: self.grant_for,
+                        ..card_data(v)
+                    },
+                    self.queue.len(),
+                    self.style,
+                    &self.note,
+                    tty.size(),
+                );
+                (shown.text, Some((shown.size, shown.fits)))
+            }
+            None => (
+                format!(
+                    "\x1b[2J\x1b[H{}\n{}No action waits. [q] quit\n",
+                    escape(&self.note),
+                    self.warnings
+                        .iter()
+                        .map(|w| escape(w) + "\n")
+                        .collect::<String>()
+                ),
+                None,
             ),
         };
         tty.show(&screen);
         tty.flush_input();
         self.on_screen
-            .drawn(self.queue.first().map(|v| v.action.id.as_str()));
+            .drawn(self.queue.first().map(|v| v.action.id.as_str()), layout);
         self.dirty = false;
     }
 
@@ -435,7 +470,7 @@ impl Screen {
         }
         let verdict = match k {
             b'q' | b'Q' | CTRL_C => return Key::Quit,
-            b'a' | b's' => match card_data(&current).approvable() {
+            b'a' | b's' => match self.may_approve(tty.size(), &current) {
                 Ok(()) if k == b'a' => Verdict::Approve,
                 Ok(()) => Verdict::ApproveSession,
                 Err(why) => {
@@ -456,6 +491,59 @@ impl Screen {
             _ => return Key::Nothing,
         };
         Key::Decide(verdict, Box::new(current))
+    }
+}
+
+impl Screen {
+    /// What the agent told (or what became of it), on screen: the queue, and a note for the
+    /// rest, so a card never goes and no state changes without a word.
+    fn told(&mut self, tty: &mut Tty, told: Told) {
+        let note = match told {
+            Told::Queue(q) => return self.take_queue(tty, q),
+            Told::Left {
+                action_id,
+                state,
+                reason,
+            } => {
+                if let Some(mine) = self.decided.iter().position(|id| *id == action_id) {
+                    self.decided.remove(mine);
+                    return;
+                }
+                let shown = self.queue.iter().find(|v| v.action.id == action_id);
+                let what = shown.map(|v| card_data(v).headline());
+                match left_note(&action_id, what.as_deref(), state, reason.as_deref()) {
+                    Some(note) => note,
+                    None => return,
+                }
+            }
+            Told::Paused(why) => format!(
+                "Paused: {}. Every tool call fails and the waiting actions were denied; `vault resume` lifts it.",
+                escape(&why)
+            ),
+            Told::Resumed => {
+                "Resumed: the pause was lifted (`vault resume`); tool calls run again.".into()
+            }
+            Told::Gone(why) => {
+                tty.show("\x07");
+                self.take_queue(tty, Vec::new());
+                why
+            }
+            Told::Back(pid) => {
+                format!("Connected to the new vault agent (pid {pid}); watching its queue.")
+            }
+        };
+        self.note = note;
+        self.dirty = true;
+    }
+
+    /// `Err(why)` unless the card of `current` may be approved now: drawn whole for the
+    /// terminal's size `now` (else it is drawn again), and approvable at all.
+    fn may_approve(&mut self, now: Size, current: &ApprovalView) -> Result<(), String> {
+        if self.on_screen.stale(now) {
+            self.dirty = true;
+        }
+        self.on_screen.shown_whole(now)?;
+        card_data(current).approvable()
     }
 }
 
@@ -554,5 +642,33 @@ fn notify(v: &ApprovalView) {
         .spawn()
     {
         std::thread::spawn(move || child.wait());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_approval_counts_only_at_the_size_and_fit_the_card_was_drawn_with() {
+        let (big, small) = (Size { cols: 80, rows: 24 }, Size { cols: 40, rows: 12 });
+        let mut on = OnScreen::default();
+        on.drawn(Some("act_1"), Some((small, false)));
+        assert!(
+            on.shown_whole(small).is_err(),
+            "too small for its deciding facts"
+        );
+        on.since = Some(Instant::now() - SETTLE * 2);
+        // Made larger: drawn whole, and read from now on.
+        on.drawn(Some("act_1"), Some((big, true)));
+        assert!(on.shown_whole(big).is_ok());
+        assert!(
+            !on.settled(),
+            "a card seen whole for the first time has not been read"
+        );
+        // Resized after the draw: the key is checked against the size now, not the drawing's.
+        assert!(on.stale(small));
+        assert!(on.shown_whole(small).is_err());
+        assert!(on.shown_whole(Size { cols: 81, rows: 24 }).is_err());
     }
 }

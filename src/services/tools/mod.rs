@@ -10,6 +10,7 @@ mod result;
 mod wait;
 
 pub(crate) use handlers::{call, reject};
+pub(crate) use wait::stop_text;
 
 use crate::approvals::Trust;
 use crate::config::Config;

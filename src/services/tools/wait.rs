@@ -239,14 +239,16 @@ async fn wait_loop(
 }
 
 /// Why the agent stopped, as a person would say it.
-pub(super) fn stop_text(why: &str) -> &'static str {
+pub(crate) fn stop_text(why: &str) -> &'static str {
     match why {
-        "vault lock" => {
-            "the person locked it (`vault lock`, or `vault unlock` replacing the agent)"
-        }
+        "vault lock" => "the person locked it (`vault lock`)",
+        "restart" => "the person restarted the vault agent (`vault unlock --restart`)",
         "signal" => "the vault agent was told to stop (SIGTERM)",
         "lifetime ended" => "its unlock time (`vault unlock --for`) ran out",
         "idle" => "it locked itself after its idle time",
+        "agent.lock replaced" => {
+            "its lock file (agent.lock) was moved or replaced, so the agent locked the vault"
+        }
         _ => "the vault agent stopped",
     }
 }
