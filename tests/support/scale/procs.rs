@@ -57,17 +57,7 @@ pub fn agent_pid_in(text: &str) -> Option<u32> {
 /// The pid of the running agent, from `vault doctor --json`.
 pub fn running_agent(v: &TestVault) -> Option<u32> {
     let r = run(v, &["doctor", "--json"], None);
-    let d: Value = serde_json::from_str(r.stdout.trim()).ok()?;
-    d["checks"]
-        .as_array()?
-        .iter()
-        .find(|c| c["check"] == "vault agent" && c["ok"] == true)?["detail"]
-        .as_str()?
-        .strip_prefix("pid ")?
-        .split(',')
-        .next()?
-        .parse()
-        .ok()
+    crate::support::agent_pid_in(&r.stdout)
 }
 
 /// Whether `pid` runs (a zombie does not).
