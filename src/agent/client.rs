@@ -572,10 +572,13 @@ impl Client {
     ) -> Result<Decided, ClientError> {
         let normalized = v.verified_request().map_err(ClientError::Protocol)?;
         let a = &v.action;
+        // The view names the policy in force; an older agent's view does not, so ask it.
+        let policy = match v.policy {
+            Some(p) => Some(p),
+            None => self.policy_of(a)?,
+        };
         let verdict = match verdict {
-            Verdict::Approve if self.policy_of(a)? == Some(Approval::Session) => {
-                Verdict::ApproveSession
-            }
+            Verdict::Approve if policy == Some(Approval::Session) => Verdict::ApproveSession,
             other => other.clone(),
         };
         let signed = crate::approvals::sign_decision(

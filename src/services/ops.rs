@@ -37,9 +37,10 @@ pub(crate) fn handle(store: &mut Store, trust: &Trust, paths: &VaultPaths, req: 
         } => credential(
             credentials::remove(store, trust, &profile, &name, &removal).map(Reply::Credential),
         ),
-        Request::Pending => approval(pending(store).map(Reply::Pending)),
+        Request::Pending => approval(pending(store, trust).map(Reply::Pending)),
         Request::ForApproval { action_id } => approval(
-            approvals::find(store, &action_id).and_then(|a| view(store, &a).map(Reply::View)),
+            approvals::find(store, &action_id)
+                .and_then(|a| view(store, trust, &a).map(Reply::View)),
         ),
         Request::Decide { decision, pin } => {
             approval(approvals::decide(store, trust, &decision, pin.as_ref()).map(Reply::Action))
@@ -120,11 +121,14 @@ fn approval(r: Result<Reply, ApprovalError>) -> Reply {
 }
 
 /// Every pending action as the approver must see it (expired ones expired first).
-pub(crate) fn pending(store: &mut Store) -> Result<Vec<ApprovalView>, ApprovalError> {
+pub(crate) fn pending(
+    store: &mut Store,
+    trust: &Trust,
+) -> Result<Vec<ApprovalView>, ApprovalError> {
     approvals::expire_due(store)?;
     approvals::list_pending(store)?
         .iter()
-        .map(|a| view(store, a))
+        .map(|a| view(store, trust, a))
         .collect()
 }
 
@@ -157,12 +161,19 @@ fn with_clients(store: &Store, mut grants: Vec<GrantView>) -> Vec<GrantView> {
 }
 
 /// What the approver needs to show an action and re-derive its hash.
-pub(crate) fn view(store: &Store, a: &Action) -> Result<ApprovalView, ApprovalError> {
+pub(crate) fn view(
+    store: &Store,
+    trust: &Trust,
+    a: &Action,
+) -> Result<ApprovalView, ApprovalError> {
     let (normalized, body) = approvals::stored_request(store, &a.id)?;
     let session = session_of(store, &a.session_id).map(Box::new);
-    let changed = match credentials::get_by_id(store.conn(), &a.credential_id) {
-        Ok(Some((cred, _))) => super::changes::since_approved(store.conn(), &cred)?,
-        _ => None,
+    let (changed, policy) = match credentials::get_by_id(store.conn(), &a.credential_id) {
+        Ok(Some((cred, sig))) => (
+            super::changes::since_approved(store.conn(), &cred)?,
+            Some(approvals::effective_approval(trust, &cred, sig.as_deref())),
+        ),
+        _ => (None, None),
     };
     Ok(ApprovalView {
         action: a.clone(),
@@ -170,6 +181,7 @@ pub(crate) fn view(store: &Store, a: &Action) -> Result<ApprovalView, ApprovalEr
         body_hex: body.map(hex::encode),
         session,
         changed,
+        policy,
     })
 }
 

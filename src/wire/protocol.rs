@@ -189,6 +189,10 @@ pub struct ApprovalView {
     /// How the credential changed since the person last approved one of its actions, if it did.
     #[serde(default)]
     pub changed: Option<CredentialChange>,
+    /// The credential's policy in force (`each` unless the approver signed another), so the
+    /// approver knows whether an approval covers the session without asking again.
+    #[serde(default)]
+    pub policy: Option<super::Approval>,
 }
 
 /// A credential's changes since the version the person last approved an action of.

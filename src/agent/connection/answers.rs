@@ -33,7 +33,8 @@ pub(super) async fn watch_pending(agent: Arc<Agent>, writer: Arc<Writer>, id: u6
     }
     let mut shown: Vec<String> = Vec::new();
     loop {
-        let views = agent.env.db.run(ops::pending).await;
+        let trust = agent.env.trust.clone();
+        let views = agent.env.db.run(move |s| ops::pending(s, &trust)).await;
         let Ok(Ok(actions)) = views else { return };
         let gone: Vec<String> = shown
             .iter()
