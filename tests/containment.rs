@@ -285,6 +285,7 @@ fn the_contained_client_reaches_nothing_of_the_person_and_still_does_its_work() 
     support::tmux::require();
     let tmux = |args: &[&str]| {
         Command::new("tmux")
+            .env("SHELL", "/bin/sh") // see support::tmux::Tmux::command
             .env_remove("TMUX")
             .env_remove("TMUX_TMPDIR")
             .args(args)

@@ -49,7 +49,12 @@ impl Tmux {
     /// `tmux …` against this server.
     pub fn command(&self) -> Command {
         let mut c = Command::new("tmux");
-        c.env("TMUX_TMPDIR", self.tmpdir.path()).env_remove("TMUX");
+        // tmux runs a pane's command through `default-shell -c`, taken from `$SHELL` or else
+        // the user's login shell; CI's unprivileged user has `nologin`, and CI may set no
+        // `$SHELL`, so the pane would die at once ("no current target").
+        c.env("TMUX_TMPDIR", self.tmpdir.path())
+            .env("SHELL", "/bin/sh")
+            .env_remove("TMUX");
         c
     }
 
