@@ -245,6 +245,22 @@ fn http(a: HttpArgs) -> anyhow::Result<(Common, Target, Secret, String)> {
     ))
 }
 
+/// An SSH private key from `--key-file`, decrypted here if encrypted (its passphrase asked once,
+/// on the terminal).
+pub(super) fn key_from_file(f: &std::path::Path) -> anyhow::Result<(Secret, SshAuth)> {
+    Ok(load_private_key(f, || {
+        read_terminal(
+            "key passphrase",
+            &format!("Passphrase of {}: ", f.display()),
+            "run this in a terminal, or give a copy of the key without a passphrase (`ssh-keygen -p -f COPY`)",
+        )
+        .map_err(|e| credentials::CredentialError::Invalid {
+            field: "--key-file",
+            reason: format!("the key is encrypted and {e}"),
+        })
+    })?)
+}
+
 fn ssh(a: SshArgs) -> anyhow::Result<(Common, Target, Secret, String)> {
     let host = credentials::normalize_host(&a.host)?;
     if a.port == 0 {
@@ -254,17 +270,7 @@ fn ssh(a: SshArgs) -> anyhow::Result<(Common, Target, Secret, String)> {
         });
     }
     let (secret, auth) = match &a.key_file {
-        Some(f) => load_private_key(f, || {
-            read_terminal(
-                "key passphrase",
-                &format!("Passphrase of {}: ", f.display()),
-                "run this in a terminal, or give a copy of the key without a passphrase (`ssh-keygen -p -f COPY`)",
-            )
-            .map_err(|e| credentials::CredentialError::Invalid {
-                field: "--key-file",
-                reason: format!("the key is encrypted and {e}"),
-            })
-        })?,
+        Some(f) => key_from_file(f)?,
         None => (
             Secret::new(read_stdin_line("password")?.as_bytes().to_vec()),
             SshAuth::Password,

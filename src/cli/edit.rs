@@ -4,6 +4,7 @@ use super::backend::{unexpected, Backend};
 use crate::agent::protocol::{Reply, Request};
 use crate::credentials::{
     check_allow_header, check_host_key, check_path_prefix, parse_methods, Approval, Edit, Secret,
+    SshAuth, Target,
 };
 use crate::keys::{read_file_line, read_stdin_line};
 use crate::paths::VaultPaths;
@@ -43,23 +44,32 @@ pub(super) struct Args {
     /// SSH: allow any command again.
     #[arg(long, conflicts_with = "allow_commands")]
     any_command: bool,
-    /// Replace the secret with the first line of stdin.
-    #[arg(long, conflicts_with = "secret_file")]
+    /// HTTP: replace the secret with the first line of stdin.
+    #[arg(long, conflicts_with_all = ["secret_file", "key_file", "password_stdin"])]
     secret_stdin: bool,
-    /// Replace the secret with the first line of a file.
-    #[arg(long, value_name = "FILE")]
+    /// HTTP: replace the secret with the first line of a file.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["key_file", "password_stdin"])]
     secret_file: Option<PathBuf>,
+    /// SSH: log in with this OpenSSH private key from now on (an encrypted key is decrypted
+    /// now; its passphrase is asked once). Its type and fingerprint are shown.
+    #[arg(long, value_name = "FILE", conflicts_with = "password_stdin")]
+    key_file: Option<PathBuf>,
+    /// SSH: log in with the password on the first line of stdin from now on.
+    #[arg(long)]
+    password_stdin: bool,
     #[command(flatten)]
     passphrase: super::backend::PassphraseArg,
 }
 
 pub(super) fn run(paths: VaultPaths, mut a: Args) -> anyhow::Result<Exit> {
     super::add::one_stdin(a.secret_stdin, "--secret-stdin", a.passphrase)?;
+    super::add::one_stdin(a.password_stdin, "--password-stdin", a.passphrase)?;
     let edit = edit_of(&mut a)?;
     // Every change is signed by the approver: the passphrase opens the encrypted channel (or,
     // locked, the store here) and unlocks the approver key.
     let mut backend = Backend::verified(&paths, a.passphrase.source())?;
     let current = super::rm::current(&mut backend, &a.profile, &a.name)?;
+    secret_flags_fit(&a, &current.target)?;
     let mut signed = current.clone();
     crate::credentials::apply(&mut signed, &edit)?;
     let signature = crate::credentials::policy_signature(
@@ -85,17 +95,65 @@ pub(super) fn run(paths: VaultPaths, mut a: Args) -> anyhow::Result<Exit> {
         cred.target.summary(),
         cred.approval.as_str()
     );
+    if let (Some(_), Target::Ssh(s)) = (&a.key_file, &cred.target) {
+        if let SshAuth::Key {
+            algorithm,
+            fingerprint,
+        } = &s.auth
+        {
+            outln!("New key: {algorithm} {fingerprint}; approvals given for version {} no longer match", current.version);
+        }
+    }
     Ok(Exit::Ok)
+}
+
+/// The secret's flag must fit the credential's kind: a key file or password for an SSH login
+/// (one line of a key file would store a broken key), a line of text for an HTTP secret.
+fn secret_flags_fit(a: &Args, target: &Target) -> anyhow::Result<()> {
+    let (flag, fix) = match target {
+        Target::Ssh(_) if a.secret_stdin || a.secret_file.is_some() => (
+            if a.secret_stdin {
+                "--secret-stdin"
+            } else {
+                "--secret-file"
+            },
+            "an ssh login changes its key with --key-file FILE, its password with --password-stdin",
+        ),
+        Target::Http(_) if a.key_file.is_some() || a.password_stdin => (
+            if a.password_stdin {
+                "--password-stdin"
+            } else {
+                "--key-file"
+            },
+            "an http credential's secret changes with --secret-file FILE or --secret-stdin",
+        ),
+        _ => return Ok(()),
+    };
+    Err(crate::credentials::CredentialError::Invalid {
+        field: flag,
+        reason: format!(
+            "{} is {}: {fix}; nothing was changed",
+            a.name,
+            target.kind()
+        ),
+    }
+    .into())
 }
 
 /// What the flags ask to change, each value checked as `vault add` checks it.
 fn edit_of(a: &mut Args) -> anyhow::Result<Edit> {
-    let secret = if a.secret_stdin {
-        Some(read_stdin_line("secret")?)
+    let (secret, ssh_auth) = if a.secret_stdin {
+        (Some(line_secret(read_stdin_line("secret")?)), None)
     } else if let Some(f) = &a.secret_file {
-        Some(read_file_line("secret", f)?)
+        (Some(line_secret(read_file_line("secret", f)?)), None)
+    } else if let Some(f) = &a.key_file {
+        let (secret, auth) = super::add::key_from_file(f)?;
+        (Some(secret), Some(auth))
+    } else if a.password_stdin {
+        let password = line_secret(read_stdin_line("password")?);
+        (Some(password), Some(SshAuth::Password))
     } else {
-        None
+        (None, None)
     };
     if let Some(k) = &a.host_key {
         check_host_key(k)?;
@@ -128,8 +186,13 @@ fn edit_of(a: &mut Args) -> anyhow::Result<Edit> {
         } else {
             Some(allow_headers(&a.allow_headers)?)
         },
-        secret: secret.map(|s| Secret::new(s.as_bytes().to_vec())),
+        ssh_auth,
+        secret,
     })
+}
+
+fn line_secret(line: zeroize::Zeroizing<String>) -> Secret {
+    Secret::new(line.as_bytes().to_vec())
 }
 
 /// `--allow-header` values, checked, lowercased, deduplicated and sorted.

@@ -25,6 +25,7 @@ fn check_target(target: &Target, secret: Option<&Secret>) -> Result<(), Credenti
             s.check()?;
             if let Some(sec) = secret {
                 sec.check(matches!(s.auth, super::SshAuth::Password))?;
+                super::ssh::check_key_secret(&s.auth, sec)?;
             }
         }
     }
@@ -234,6 +235,12 @@ pub fn apply(cred: &mut Credential, edit: &Edit) -> Result<Vec<&'static str>, Cr
                     "--host-key and --allow-command apply to ssh credentials only",
                 ));
             }
+            if edit.ssh_auth.is_some() {
+                return Err(invalid(
+                    "option",
+                    "--key-file and --password-stdin apply to ssh credentials only; an http credential's secret changes with --secret-file, --secret-stdin or --secret-from",
+                ));
+            }
             if let Some(text) = &edit.host {
                 let (scheme, host, port) = super::http::parse_host(text, "https")?;
                 set_new(&mut h.scheme, scheme, "scheme", &mut changed);
@@ -286,6 +293,20 @@ pub fn apply(cred: &mut Credential, edit: &Edit) -> Result<Vec<&'static str>, Cr
                 "allow_commands",
                 &mut changed,
             );
+            // A key or a password replaces the login as a whole: the secret and what it is.
+            match (&edit.ssh_auth, &edit.secret) {
+                (Some(auth), Some(_)) => set_new(&mut s.auth, auth.clone(), "auth", &mut changed),
+                (None, None) => {}
+                (Some(_), None) => {
+                    return Err(invalid("option", "a new ssh login needs its key or password"))
+                }
+                (None, Some(_)) => {
+                    return Err(invalid(
+                        "--secret-file",
+                        "an ssh credential's secret changes with --key-file FILE (a key) or --password-stdin (a password), never as a line of text",
+                    ))
+                }
+            }
         }
     }
     if edit.secret.is_some() {

@@ -135,6 +135,34 @@ pub fn load_private_key(
     Ok((Secret::new(openssh.as_bytes().to_vec()), auth))
 }
 
+/// A key login's secret must be the unencrypted OpenSSH key that `auth` describes (what
+/// `load_private_key` makes): a first line, a damaged file or another key is refused when the
+/// credential is added or changed, not at the first `ssh_exec`.
+pub(crate) fn check_key_secret(auth: &SshAuth, secret: &Secret) -> Result<(), CredentialError> {
+    let SshAuth::Key {
+        algorithm,
+        fingerprint,
+    } = auth
+    else {
+        return Ok(());
+    };
+    let refused = || {
+        invalid(
+            "--key-file",
+            "the stored secret is not the private key it names; give the key file with --key-file FILE",
+        )
+    };
+    let text = std::str::from_utf8(secret.expose()).map_err(|_| refused())?;
+    let key = russh::keys::decode_secret_key(text, None).map_err(|_| refused())?;
+    let same = key.algorithm().to_string() == *algorithm
+        && key.public_key().fingerprint(HashAlg::Sha256).to_string() == *fingerprint;
+    if same {
+        Ok(())
+    } else {
+        Err(refused())
+    }
+}
+
 /// Errors fetching a host key.
 #[derive(Debug, thiserror::Error)]
 pub enum HostKeyError {

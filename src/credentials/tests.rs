@@ -101,6 +101,28 @@ fn secrets_with_line_breaks_never_reach_a_header() {
     );
 }
 
+#[test]
+fn a_key_login_stores_only_the_whole_key_it_names() {
+    use russh::keys::ssh_key::private::Ed25519Keypair;
+    use russh::keys::{HashAlg, PrivateKey};
+    let key = |seed: u8| PrivateKey::from(Ed25519Keypair::from_seed(&[seed; 32]));
+    let pem = |k: &PrivateKey| {
+        let text = k.to_openssh(russh::keys::ssh_key::LineEnding::LF).unwrap();
+        Secret::new(text.as_bytes().to_vec())
+    };
+    let (a, b) = (key(1), key(2));
+    let auth = SshAuth::Key {
+        algorithm: "ssh-ed25519".into(),
+        fingerprint: a.public_key().fingerprint(HashAlg::Sha256).to_string(),
+    };
+    assert!(ssh::check_key_secret(&auth, &pem(&a)).is_ok());
+    // Another key, the first line of this one (what `--secret-file` stored), or text: refused.
+    assert!(ssh::check_key_secret(&auth, &pem(&b)).is_err());
+    let first_line = b"-----BEGIN OPENSSH PRIVATE KEY-----".to_vec();
+    assert!(ssh::check_key_secret(&auth, &Secret::new(first_line)).is_err());
+    assert!(ssh::check_key_secret(&SshAuth::Password, &Secret::new(b"pw".to_vec())).is_ok());
+}
+
 fn store(tag: &str) -> Store {
     crate::store::test_store(&format!("cred-{tag}"), "vlt_t")
 }

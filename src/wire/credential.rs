@@ -134,6 +134,10 @@ pub struct Edit {
     pub allow_commands: Option<Vec<String>>,
     /// HTTP: replaces the allowed request-rewriting headers (`Some(vec![])` clears them).
     pub allow_headers: Option<Vec<String>>,
+    /// SSH: how the new secret logs in (`--key-file`: the key's algorithm and fingerprint;
+    /// `--password-stdin`). An SSH credential's secret changes only with it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ssh_auth: Option<SshAuth>,
     pub secret: Option<Secret>,
 }
 

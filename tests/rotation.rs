@@ -1,0 +1,143 @@
+//! Rotation that cannot half-apply (issue "(2 of 5)"): `vault edit NAME --key-file FILE` against a
+//! real sshd that, after the rotation, authorizes only the new key. The command runs on the same
+//! MCP session after the edit, sshd's log shows the new key accepted, the connection pooled under
+//! the old version is not reused, and the flags that would store a broken key are refused with
+//! the right flag named and nothing changed.
+mod support;
+
+use serde_json::{json, Value};
+use std::process::Command;
+use support::ssh::{add_ssh, exec, keygen, mcp, text_of};
+use support::sshd::Sshd;
+use support::*;
+
+fn fingerprint(public_file: &std::path::Path) -> String {
+    let out = Command::new("ssh-keygen")
+        .arg("-lf")
+        .arg(public_file)
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .to_owned()
+}
+
+fn version_of(v: &mut TestVault, name: &str) -> i64 {
+    let list = v.run(&["list", "--json"], None).ok();
+    let all: Value = serde_json::from_str(&list.stdout).unwrap();
+    all.as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("{name} not listed: {}", list.stdout))["version"]
+        .as_i64()
+        .unwrap()
+}
+
+/// sshd's "Accepted publickey" lines, each with the key's fingerprint.
+fn accepted(sshd: &Sshd) -> Vec<String> {
+    sshd.log()
+        .lines()
+        .filter(|l| l.contains("Accepted publickey"))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn a_rotated_ssh_key_logs_in_and_the_old_connection_is_not_reused() {
+    let mut v = TestVault::init("rotate-ssh");
+    let dir = v.dir.path().to_owned();
+    let old = keygen(&dir, "old_key", &["-t", "ed25519"], "");
+    let new = keygen(&dir, "new_key", &["-t", "ed25519"], "new key phrase");
+    let new_fp = fingerprint(&new.private.with_extension("pub"));
+    let old_fp = fingerprint(&old.private.with_extension("pub"));
+    let sshd = Sshd::start_with(&old.public, "LogLevel VERBOSE");
+    add_ssh(
+        &mut v,
+        "web",
+        &sshd,
+        "root",
+        &["--key-file", old.private.to_str().unwrap()],
+        None,
+        "never",
+        None,
+    )
+    .ok();
+
+    let mut p = mcp(&v, None);
+    let first = exec(&mut p, 1, "web", "echo before", json!({}));
+    assert_eq!(text_of(&first, "stdout").trim(), "before", "{first}");
+    let logins = accepted(&sshd);
+    assert_eq!(logins.len(), 1, "{logins:?}");
+    assert!(logins[0].contains(&old_fp), "{logins:?}");
+
+    // The server now takes only the new key.
+    std::fs::write(sshd.dir.path().join("authorized_keys"), &new.public).unwrap();
+
+    // A key given as a line of text is refused, naming the right flag; nothing changed.
+    for flags in [
+        vec!["--secret-file", new.private.to_str().unwrap()],
+        vec!["--secret-stdin"],
+    ] {
+        let mut args = vec!["edit", "web"];
+        args.extend(flags.iter().copied());
+        let r = v.run_pp(&args, Some("not-a-key\n"));
+        assert_ne!(r.code, 0, "{r:?}");
+        assert!(r.stderr.contains("--key-file FILE"), "{}", r.stderr);
+        assert!(r.stderr.contains("nothing was changed"), "{}", r.stderr);
+    }
+    assert_eq!(version_of(&mut v, "web"), 1);
+
+    // The encrypted new key: its passphrase asked on the terminal, then the vault passphrase.
+    let edited = v.run_tty(
+        &["edit", "web", "--key-file", new.private.to_str().unwrap()],
+        &[
+            ("Passphrase of", "new key phrase\n"),
+            ("Vault passphrase", &format!("{PASSPHRASE}\n")),
+        ],
+    );
+    assert_eq!(edited.code, 0, "{edited:?}");
+    assert!(
+        edited
+            .stdout
+            .contains(&format!("New key: ssh-ed25519 {new_fp}")),
+        "{}",
+        edited.stdout
+    );
+    assert!(edited.stdout.contains("version 2"), "{}", edited.stdout);
+    assert_eq!(version_of(&mut v, "web"), 2);
+
+    // The same MCP session: the command runs, on a new connection made with the new key.
+    let second = exec(&mut p, 2, "web", "echo after", json!({}));
+    assert_eq!(text_of(&second, "stdout").trim(), "after", "{second}");
+    let logins = accepted(&sshd);
+    assert_eq!(logins.len(), 2, "the old connection was reused: {logins:?}");
+    assert!(logins[1].contains(&new_fp), "{logins:?}");
+
+    // `vault list` shows the new key.
+    let list = v.run(&["list", "--json"], None).ok();
+    assert!(list.stdout.contains(&new_fp), "{}", list.stdout);
+    assert!(!list.stdout.contains(&old_fp), "{}", list.stdout);
+}
+
+#[test]
+fn an_http_secret_is_not_changed_with_ssh_flags_and_the_reverse() {
+    let mut v = TestVault::init("rotate-kinds");
+    v.add_bearer("api", "http://127.0.0.1:9", "DECOY_rotation_tok_51f0");
+    let key = keygen(v.dir.path(), "k", &["-t", "ed25519"], "");
+    let r = v.run_pp(
+        &["edit", "api", "--key-file", key.private.to_str().unwrap()],
+        None,
+    );
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("--secret-file FILE"), "{}", r.stderr);
+    let r = v.run(
+        &["edit", "api", "--password-stdin", "--passphrase-stdin"],
+        Some("x\n"),
+    );
+    assert_eq!(r.code, 2, "{r:?}");
+    assert_eq!(version_of(&mut v, "api"), 1);
+}
