@@ -27,7 +27,7 @@ pub(super) struct Common {
     #[arg(long, value_parser = super::approval_parser(), default_value = "each")]
     approval: Approval,
     /// Profile the credential belongs to (`vault mcp --profile P` sees only that profile).
-    #[arg(long, default_value = "default")]
+    #[arg(long, default_value = "default", add = clap_complete::engine::ArgValueCandidates::new(super::completions::profile_names))]
     profile: String,
     /// Print the added credential as JSON.
     #[arg(long)]

@@ -13,8 +13,9 @@ use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
 pub(super) struct Args {
+    #[arg(add = clap_complete::engine::ArgValueCandidates::new(super::completions::credential_names))]
     name: String,
-    #[arg(long, default_value = "default")]
+    #[arg(long, default_value = "default", add = clap_complete::engine::ArgValueCandidates::new(super::completions::profile_names))]
     profile: String,
     #[arg(long, value_parser = super::approval_parser())]
     approval: Option<Approval>,

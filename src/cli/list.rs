@@ -12,7 +12,7 @@ pub(super) struct Args {
     #[command(flatten)]
     passphrase: super::backend::PassphraseArg,
     /// Only this profile.
-    #[arg(long)]
+    #[arg(long, add = clap_complete::engine::ArgValueCandidates::new(super::completions::profile_names))]
     profile: Option<String>,
     /// Print a JSON array.
     #[arg(long)]

@@ -8,7 +8,7 @@ use crate::Exit;
 #[derive(Debug, clap::Args)]
 pub(super) struct Args {
     /// The only profile whose credentials this session can see and use.
-    #[arg(long, default_value = "default")]
+    #[arg(long, default_value = "default", add = clap_complete::engine::ArgValueCandidates::new(super::completions::profile_names))]
     profile: String,
 }
 

@@ -42,6 +42,8 @@ mod rm;
 mod run;
 mod sessions;
 mod setup;
+mod show;
+mod status;
 mod unlock;
 mod verify;
 
@@ -74,6 +76,10 @@ enum Command {
     Add(add::Kind),
     /// List credentials (never their secrets).
     List(list::Args),
+    /// One credential: its binding, the policy in force, its grants, when it last ran (never its secret).
+    Show(show::Args),
+    /// The vault at a glance: agent up or locked, pause, waiting actions, grants, the last anchor.
+    Status(status::Args),
     /// Remove a credential and its secret.
     Rm(rm::Args),
     /// Change a credential's rules or secret (its version goes up; old approvals stop matching).
@@ -147,6 +153,8 @@ fn harden(command: &Command) {
 
 /// Parses `std::env::args`, runs the command, prints any error, returns the exit code.
 pub(crate) fn main() -> Exit {
+    // A shell asking for completions (`COMPLETE=bash vault -- …`) is answered, and nothing else runs.
+    completions::answer_if_asked();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -176,6 +184,8 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Init(a) => init::run(paths, a),
         Command::Add(k) => add::run(paths, k),
         Command::List(a) => list::run(paths, a),
+        Command::Show(a) => show::run(paths, a),
+        Command::Status(a) => status::run(paths, a),
         Command::Rm(a) => rm::run(paths, a),
         Command::Edit(a) => edit::run(paths, a),
         Command::Unlock(a) => unlock::run(paths, a),

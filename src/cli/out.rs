@@ -144,6 +144,18 @@ pub(super) fn table(rows: &[Vec<String>]) -> Vec<String> {
         .collect()
 }
 
+/// A stored RFC 3339 UTC time as a person reads it: local time with its offset
+/// (`2026-12-03 14:05:09 +01:00`); the text as it is if it does not parse.
+pub(super) fn local_time(ts: &str) -> String {
+    ts.parse::<jiff::Timestamp>()
+        .map(|t| {
+            t.to_zoned_datetime(jiff::tz::TimeZone::system())
+                .strftime("%Y-%m-%d %H:%M:%S %:z")
+                .to_string()
+        })
+        .unwrap_or_else(|_| ts.to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -10,8 +10,9 @@ use crate::Exit;
 pub(super) struct Args {
     #[command(flatten)]
     passphrase: super::backend::PassphraseArg,
+    #[arg(add = clap_complete::engine::ArgValueCandidates::new(super::completions::credential_names))]
     name: String,
-    #[arg(long, default_value = "default")]
+    #[arg(long, default_value = "default", add = clap_complete::engine::ArgValueCandidates::new(super::completions::profile_names))]
     profile: String,
 }
 

@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod ai;
+pub mod completion;
 pub mod journal;
 pub mod mcp;
 pub mod memory;
