@@ -103,48 +103,70 @@ fn closing_quote(s: &str, q: char) -> Option<usize> {
     None
 }
 
-/// What a secret on a dotenv line is: its kind and the service it belongs to (`None`: AWS,
-/// which no `vault add` kind can sign for).
+/// What a secret on a dotenv line is: its kind and the service it belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Class {
     pub(crate) kind: &'static str,
-    pub(crate) service: Option<Service>,
+    pub(crate) service: Fit,
+}
+
+/// Whether a `vault add http` can hold the value as it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fit {
+    Http(Service),
+    /// AWS signs each request (SigV4): no vault kind can.
+    Aws,
+    /// A password inside a URL: only part of the value is the secret.
+    UrlPassword,
+    /// A PEM private key: no bearer token.
+    PrivateKey,
 }
 
 /// Value prefixes that name their issuer (at least `min` characters in all, so a bare prefix
 /// or a word that happens to start the same way is not one).
-const PREFIXES: &[(&str, usize, &str, Option<Service>)] = &[
-    ("github_pat_", 30, "github-token", Some(suggest::GITHUB)),
-    ("ghp_", 20, "github-token", Some(suggest::GITHUB)),
-    ("gho_", 20, "github-token", Some(suggest::GITHUB)),
-    ("ghu_", 20, "github-token", Some(suggest::GITHUB)),
-    ("ghs_", 20, "github-token", Some(suggest::GITHUB)),
-    ("ghr_", 20, "github-token", Some(suggest::GITHUB)),
-    ("glpat-", 20, "gitlab-token", Some(suggest::GITLAB)),
-    ("sk-ant-", 20, "anthropic-key", Some(suggest::ANTHROPIC)),
-    ("sk_live_", 20, "stripe-key", Some(suggest::STRIPE)),
-    ("rk_live_", 20, "stripe-key", Some(suggest::STRIPE)),
-    ("sk-", 20, "openai-key", Some(suggest::OPENAI)),
-    ("xoxb-", 15, "slack-token", Some(suggest::SLACK)),
-    ("xoxp-", 15, "slack-token", Some(suggest::SLACK)),
-    ("xoxa-", 15, "slack-token", Some(suggest::SLACK)),
-    ("xoxs-", 15, "slack-token", Some(suggest::SLACK)),
-    ("npm_", 20, "npm-token", Some(suggest::NPM)),
-    ("pypi-", 20, "pypi-token", Some(suggest::PYPI)),
-    ("hf_", 20, "huggingface-token", Some(suggest::HUGGINGFACE)),
-    ("AIza", 30, "google-api-key", Some(suggest::GOOGLE_API_KEY)),
-    ("AKIA", 20, "aws-access-key", None),
-    ("ASIA", 20, "aws-access-key", None),
+const PREFIXES: &[(&str, usize, &str, Fit)] = &[
     (
-        "-----BEGIN",
-        20,
-        "private-key",
-        Some(Service {
-            name: "NAME",
-            host: None,
-            inject: suggest::Inject::Bearer,
-        }),
+        "github_pat_",
+        30,
+        "github-token",
+        Fit::Http(suggest::GITHUB),
     ),
+    ("ghp_", 20, "github-token", Fit::Http(suggest::GITHUB)),
+    ("gho_", 20, "github-token", Fit::Http(suggest::GITHUB)),
+    ("ghu_", 20, "github-token", Fit::Http(suggest::GITHUB)),
+    ("ghs_", 20, "github-token", Fit::Http(suggest::GITHUB)),
+    ("ghr_", 20, "github-token", Fit::Http(suggest::GITHUB)),
+    ("glpat-", 20, "gitlab-token", Fit::Http(suggest::GITLAB)),
+    (
+        "sk-ant-",
+        20,
+        "anthropic-key",
+        Fit::Http(suggest::ANTHROPIC),
+    ),
+    ("sk_live_", 20, "stripe-key", Fit::Http(suggest::STRIPE)),
+    ("rk_live_", 20, "stripe-key", Fit::Http(suggest::STRIPE)),
+    ("sk-", 20, "openai-key", Fit::Http(suggest::OPENAI)),
+    ("xoxb-", 15, "slack-token", Fit::Http(suggest::SLACK)),
+    ("xoxp-", 15, "slack-token", Fit::Http(suggest::SLACK)),
+    ("xoxa-", 15, "slack-token", Fit::Http(suggest::SLACK)),
+    ("xoxs-", 15, "slack-token", Fit::Http(suggest::SLACK)),
+    ("npm_", 20, "npm-token", Fit::Http(suggest::NPM)),
+    ("pypi-", 20, "pypi-token", Fit::Http(suggest::PYPI)),
+    (
+        "hf_",
+        20,
+        "huggingface-token",
+        Fit::Http(suggest::HUGGINGFACE),
+    ),
+    (
+        "AIza",
+        30,
+        "google-api-key",
+        Fit::Http(suggest::GOOGLE_API_KEY),
+    ),
+    ("AKIA", 20, "aws-access-key", Fit::Aws),
+    ("ASIA", 20, "aws-access-key", Fit::Aws),
+    ("-----BEGIN", 20, "private-key", Fit::PrivateKey),
 ];
 
 /// Key-name words that say the value is a secret wherever they stand in the key.
@@ -179,13 +201,13 @@ pub(crate) fn classify(key: &str, value: &str) -> Option<Class> {
     if upper.starts_with("AWS_") && (upper.contains("SECRET") || upper.ends_with("SESSION_TOKEN")) {
         return Some(Class {
             kind: "aws-secret-key",
-            service: None,
+            service: Fit::Aws,
         });
     }
     if url_with_password(value) {
         return Some(Class {
             kind: "url-password",
-            service: Some(suggest::generic("NAME")),
+            service: Fit::UrlPassword,
         });
     }
     let secret_name = SECRET_WORDS.iter().any(|w| upper.contains(w))
@@ -194,7 +216,7 @@ pub(crate) fn classify(key: &str, value: &str) -> Option<Class> {
     if secret_name && !PUBLIC_WORDS.iter().any(|w| upper.contains(w)) {
         return Some(Class {
             kind: "env-secret",
-            service: Some(suggest::generic("NAME")),
+            service: Fit::Http(suggest::generic("NAME")),
         });
     }
     None

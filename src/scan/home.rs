@@ -45,11 +45,25 @@ fn finding(path: &Path, line: usize, kind: &'static str, s: Suggestion<'_>) -> F
 }
 
 fn paste(path: &Path, line: usize, service: Service, host: Option<String>) -> Suggestion<'_> {
+    paste_what(path, line, service, host, "the value")
+}
+
+fn paste_what<'a>(
+    path: &'a Path,
+    line: usize,
+    service: Service,
+    host: Option<String>,
+    what: &'static str,
+) -> Suggestion<'a> {
     Suggestion::Http {
         service,
         host,
         name: None,
-        from: From::Paste { file: path, line },
+        from: From::Paste {
+            file: path,
+            line,
+            what,
+        },
     }
 }
 

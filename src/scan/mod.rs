@@ -113,7 +113,7 @@ fn dotenv_findings(path: &Path, text: &str) -> Vec<Finding> {
         .filter_map(|a| {
             let class = dotenv::classify(a.key, a.value)?;
             let s = match class.service {
-                Some(service) => suggest::Suggestion::Http {
+                dotenv::Fit::Http(service) => suggest::Suggestion::Http {
                     service,
                     host: None,
                     name: Some(suggest::name_from_key(a.key)),
@@ -122,7 +122,14 @@ fn dotenv_findings(path: &Path, text: &str) -> Vec<Finding> {
                         key: a.key,
                     },
                 },
-                None => suggest::Suggestion::Advice(format!(
+                dotenv::Fit::PrivateKey => suggest::Suggestion::Advice(format!(
+                    "a private key: an SSH key goes in with `vault add ssh NAME --host HOST --user USER --key-file FILE --fetch-host-key` from a file of its own (then delete that file); remove {} from this file",
+                    a.key
+                )),
+                dotenv::Fit::UrlPassword => {
+                    suggest::Suggestion::Advice(suggest::URL_PASSWORD_ADVICE.into())
+                }
+                dotenv::Fit::Aws => suggest::Suggestion::Advice(format!(
                     "no vault kind signs AWS requests (SigV4) yet: remove {} from this file and use short-lived credentials (`aws sso login`)",
                     a.key
                 )),

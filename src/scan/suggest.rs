@@ -64,7 +64,7 @@ pub(crate) const GOOGLE_API_KEY: Service = Service {
 };
 
 /// A bearer token for a host the file does not name.
-pub(crate) fn generic(name: &'static str) -> Service {
+pub(crate) const fn generic(name: &'static str) -> Service {
     Service {
         name,
         host: None,
@@ -100,8 +100,13 @@ pub(crate) enum From<'a> {
     Env { file: &'a Path, key: &'a str },
     /// `--secret-stdin`, fed by a command that prints it (`gh auth token`).
     Pipe(String),
-    /// `--secret-stdin`, the person pastes the value on this line of this file.
-    Paste { file: &'a Path, line: usize },
+    /// `--secret-stdin`, the person pastes `what` ("the value", "the password in the URL") from
+    /// this line of this file.
+    Paste {
+        file: &'a Path,
+        line: usize,
+        what: &'static str,
+    },
 }
 
 /// What to suggest for one finding.
@@ -126,10 +131,12 @@ impl Suggestion<'_> {
     /// The command line (or comment) for the report.
     pub(crate) fn command(&self) -> String {
         match self {
-            Suggestion::Ssh { key_file } => format!(
-                "vault add ssh NAME --host HOST --user USER --key-file {} --fetch-host-key",
-                shell_word(&key_file.to_string_lossy())
-            ),
+            Suggestion::Ssh { key_file } => {
+                let file = shell_word(&key_file.to_string_lossy());
+                format!(
+                    "vault add ssh NAME --host HOST --user USER --key-file {file} --fetch-host-key  # then give the file a passphrase: ssh-keygen -p -f {file}"
+                )
+            }
             Suggestion::Advice(why) => format!("# {why}"),
             Suggestion::Http {
                 service,
@@ -159,8 +166,8 @@ impl Suggestion<'_> {
                         shell_word(&format!("env:{}#{key}", file.to_string_lossy()))
                     ),
                     From::Pipe(cmd) => format!("{cmd} | {add} --secret-stdin"),
-                    From::Paste { file, line } => format!(
-                        "{add} --secret-stdin  # paste the value on line {line} of {}, then remove it there",
+                    From::Paste { file, line, what } => format!(
+                        "{add} --secret-stdin  # paste {what} on line {line} of {}, then remove it there",
                         file.to_string_lossy()
                     ),
                 }
@@ -168,6 +175,10 @@ impl Suggestion<'_> {
         }
     }
 }
+
+/// What to do with a password inside a URL (`postgres://user:pw@db/app`): no source takes part
+/// of a value, and a database is no HTTP API.
+pub(crate) const URL_PASSWORD_ADVICE: &str = "a password inside a URL: `vault add` takes no part of a value; for an HTTP API, `vault add http NAME --host HOST --basic USER --secret-stdin` and paste only the password; for a database, let the agent reach it through an approved `vault add ssh` host; then remove the password from this file";
 
 /// A name for a credential from a dotenv key: `GITHUB_TOKEN` → `github-token`.
 pub(crate) fn name_from_key(key: &str) -> String {
