@@ -4,6 +4,7 @@
 //! returns none: a finding names where a secret is, never what it is. No printing here.
 mod dotenv;
 mod home;
+mod json;
 mod suggest;
 
 use std::path::{Path, PathBuf};
@@ -91,9 +92,9 @@ pub fn scan(project: &Path, home: Option<&Path>) -> Result<Report, ScanError> {
                 report.findings.extend(reader(&path, &text));
             }
         }
-        for path in home::gcloud_legacy(&home.join(home::GCLOUD_LEGACY)) {
+        for path in json::gcloud_legacy(&home.join(home::GCLOUD_LEGACY)) {
             if let Some(text) = read_small(&path, MAX_FILE) {
-                report.findings.extend(home::GCLOUD_READER(&path, &text));
+                report.findings.extend(json::gcloud(&path, &text));
             }
         }
         report.findings.extend(home::ssh_keys(&home.join(".ssh")));
