@@ -22,6 +22,7 @@ pub mod keys;
 pub mod mcp;
 pub mod paths;
 pub mod policy;
+pub mod scan;
 mod services;
 pub mod store;
 pub mod sys;

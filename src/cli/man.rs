@@ -16,7 +16,10 @@ pub(super) fn run(_: Args) -> anyhow::Result<Exit> {
 
 const EXIT_STATUS: &[(&str, &str)] = &[
     ("0", "Success."),
-    ("1", "Failure (vault doctor: a check did not pass)."),
+    (
+        "1",
+        "Failure (vault doctor: a check did not pass; vault scan: a secret was found).",
+    ),
     ("2", "Usage: invalid arguments or input."),
     (
         "3",

@@ -40,6 +40,7 @@ mod resume;
 mod rm;
 #[cfg(target_os = "linux")]
 mod run;
+mod scan;
 mod sessions;
 mod setup;
 mod show;
@@ -121,6 +122,9 @@ enum Command {
     Log(log::Args),
     /// MCP sessions: client, parent process, start and end, actions by state.
     Sessions(sessions::Args),
+    /// What an agent could still read: secrets in DIR's .env files and the usual files under
+    /// $HOME, each with the `vault add` that moves it in (exit 1 if any; needs no vault).
+    Scan(scan::Args),
     /// Register `vault mcp` with an MCP client (claude, cursor, vscode, codex, gemini).
     Setup(setup::Args),
     /// Print the completion script for a shell (bash, zsh, fish, elvish, powershell).
@@ -178,8 +182,12 @@ pub(crate) fn main() -> Exit {
 }
 
 fn run(cli: Cli) -> anyhow::Result<Exit> {
-    let paths = VaultPaths::resolve(cli.vault_dir)?;
     harden(&cli.command);
+    // `vault scan` needs no vault, not even a resolvable vault directory.
+    if let Command::Scan(a) = cli.command {
+        return scan::run(a);
+    }
+    let paths = VaultPaths::resolve(cli.vault_dir)?;
     match cli.command {
         Command::Init(a) => init::run(paths, a),
         Command::Add(k) => add::run(paths, k),
@@ -210,6 +218,7 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Setup(a) => setup::run(paths, a),
         Command::Completions(a) => completions::run(a),
         Command::Man(a) => man::run(a),
+        Command::Scan(_) => unreachable!("vault scan runs before the vault directory is resolved"),
     }
 }
 
@@ -231,6 +240,9 @@ fn exit_code(err: &anyhow::Error) -> Exit {
                 ErrorCode::Invalid if r.message.starts_with("invalid ") => Exit::Usage,
                 _ => Exit::Failure,
             };
+        }
+        if cause.is::<crate::scan::ScanError>() {
+            return Exit::Usage;
         }
         if let Some(CredentialError::Invalid { .. }) = cause.downcast_ref::<CredentialError>() {
             return Exit::Usage;

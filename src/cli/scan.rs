@@ -1,0 +1,74 @@
+//! `vault scan [DIR] [--json]`: what an agent could still read — secrets in DIR's `.env*` files
+//! and in the usual credential files under `$HOME` — each with its path, line, kind and the
+//! `vault add` command that moves it in. Never a value. Exit 1 when anything is found (for CI
+//! and pre-commit hooks), 0 when clean. Needs no vault: no passphrase, no agent, no directory.
+use crate::scan::{self, Finding};
+use crate::term::escape;
+use crate::Exit;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+
+#[derive(Debug, clap::Args)]
+pub(super) struct Args {
+    /// The project to walk for `.env*` files (default: the working directory).
+    #[arg(value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// Print a JSON array of findings: {"path","line","kind","command"}.
+    #[arg(long)]
+    json: bool,
+}
+
+fn finding_json(f: &Finding) -> Value {
+    json!({
+        "path": f.path.to_string_lossy(),
+        "line": f.line,
+        "kind": f.kind,
+        "command": f.command,
+    })
+}
+
+pub(super) fn run(args: Args) -> anyhow::Result<Exit> {
+    let dir = args.dir.unwrap_or_else(|| PathBuf::from("."));
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from);
+    if home.is_none() {
+        tracing::warn!("HOME is not set: only {} was scanned", dir.display());
+    }
+    let report = scan::scan(&dir, home.as_deref())?;
+    if report.truncated {
+        tracing::warn!(
+            "{} holds too many files: the walk stopped early; scan its subdirectories one by one",
+            dir.display()
+        );
+    }
+    let found = !report.findings.is_empty();
+    if args.json {
+        outln!(
+            "{}",
+            Value::Array(report.findings.iter().map(finding_json).collect())
+        );
+    } else if !found {
+        outln!(
+            "Clean: no secret an agent could read in {}'s .env files or in the usual credential files under {}.",
+            escape(&dir.to_string_lossy()),
+            home.as_deref()
+                .map_or("an unset HOME".into(), |h| escape(&h.to_string_lossy()))
+        );
+    } else {
+        for f in &report.findings {
+            outln!(
+                "{}:{}: {}",
+                escape(&f.path.to_string_lossy()),
+                f.line,
+                f.kind
+            );
+            outln!("    {}", escape(&f.command));
+        }
+        outln!(
+            "{} secret(s) an agent could read. Move each with the command under it (fill in NAME, HOST and USER), then delete it from its file.",
+            report.findings.len()
+        );
+    }
+    Ok(if found { Exit::Failure } else { Exit::Ok })
+}
