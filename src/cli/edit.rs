@@ -50,11 +50,14 @@ pub(super) struct Args {
     #[arg(long, value_name = "FILE")]
     secret_file: Option<PathBuf>,
     #[command(flatten)]
+    from: super::secret_from::SecretFrom,
+    #[command(flatten)]
     passphrase: super::backend::PassphraseArg,
 }
 
 pub(super) fn run(paths: VaultPaths, mut a: Args) -> anyhow::Result<Exit> {
     super::add::one_stdin(a.secret_stdin, "--secret-stdin", a.passphrase)?;
+    a.from.check(a.passphrase)?;
     let edit = edit_of(&mut a)?;
     // Every change is signed by the approver: the passphrase opens the encrypted channel (or,
     // locked, the store here) and unlocks the approver key.
@@ -85,15 +88,23 @@ pub(super) fn run(paths: VaultPaths, mut a: Args) -> anyhow::Result<Exit> {
         cred.target.summary(),
         cred.approval.as_str()
     );
+    // Only now, with the change stored and confirmed, may the source lose the secret.
+    if let Some(done) = a.from.remove(&cred.name, &cred.profile)? {
+        outln!("{done}");
+    }
     Ok(Exit::Ok)
 }
 
 /// What the flags ask to change, each value checked as `vault add` checks it.
 fn edit_of(a: &mut Args) -> anyhow::Result<Edit> {
-    let secret = if a.secret_stdin {
-        Some(read_stdin_line("secret")?)
+    let secret = if let Some(s) = a.from.read()? {
+        Some(s)
+    } else if a.secret_stdin {
+        Some(Secret::new(read_stdin_line("secret")?.as_bytes().to_vec()))
     } else if let Some(f) = &a.secret_file {
-        Some(read_file_line("secret", f)?)
+        Some(Secret::new(
+            read_file_line("secret", f)?.as_bytes().to_vec(),
+        ))
     } else {
         None
     };
@@ -128,7 +139,7 @@ fn edit_of(a: &mut Args) -> anyhow::Result<Edit> {
         } else {
             Some(allow_headers(&a.allow_headers)?)
         },
-        secret: secret.map(|s| Secret::new(s.as_bytes().to_vec())),
+        secret,
     })
 }
 

@@ -40,6 +40,7 @@ mod resume;
 mod rm;
 #[cfg(target_os = "linux")]
 mod run;
+mod secret_from;
 mod sessions;
 mod setup;
 mod unlock;
