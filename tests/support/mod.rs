@@ -8,6 +8,7 @@
 
 pub mod ai;
 pub mod journal;
+pub mod leak;
 pub mod mcp;
 pub mod memory;
 pub mod pty;
