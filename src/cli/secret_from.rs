@@ -21,7 +21,7 @@ pub(super) struct SecretFrom {
     remove_from_source: bool,
     /// The env: source and the value's fingerprint, kept from the read for the removal.
     #[arg(skip)]
-    read: Option<(Source, Fingerprint)>,
+    read: Option<Box<(Source, Fingerprint)>>,
 }
 
 impl SecretFrom {
@@ -55,7 +55,7 @@ impl SecretFrom {
         let source = Source::parse(s)?;
         let mut value = source.read()?;
         if self.remove_from_source {
-            self.read = Some((source, Fingerprint::of(&value)));
+            self.read = Some(Box::new((source, Fingerprint::of(&value))));
         }
         // The value's capacity is its length: the move into the secret copies nothing.
         Ok(Some(Secret::new(std::mem::take(&mut *value))))
@@ -64,7 +64,7 @@ impl SecretFrom {
     /// After the agent confirmed the stored credential: with `--remove-from-source`, KEY's line
     /// becomes a comment naming it. Returns what was done, for the command's output.
     pub(super) fn remove(&self, name: &str, profile: &str) -> anyhow::Result<Option<String>> {
-        let Some((Source::Env { file, key }, fingerprint)) = &self.read else {
+        let Some((Source::Env { file, key }, fingerprint)) = self.read.as_deref() else {
             return Ok(None);
         };
         let comment =

@@ -34,7 +34,7 @@ pub(super) fn parse(text: &[u8], wanted: &str) -> Result<Vec<Binding>, (usize, &
         let line = p.line;
         p.blanks();
         if p.at_eol() || p.peek() == Some(b'#') {
-            p.to_eol();
+            p.skip_to_eol();
             p.eol();
             continue;
         }
@@ -53,7 +53,7 @@ pub(super) fn parse(text: &[u8], wanted: &str) -> Result<Vec<Binding>, (usize, &
         let key = String::from_utf8_lossy(&text[key_start..p.pos]).into_owned();
         p.blanks();
         if key.is_empty() || p.peek() != Some(b'=') {
-            p.to_eol();
+            p.skip_to_eol();
             p.eol();
             continue;
         }
@@ -80,7 +80,7 @@ pub(super) fn parse(text: &[u8], wanted: &str) -> Result<Vec<Binding>, (usize, &
                 // Resume on the line after the bad one, as python-dotenv does.
                 p.pos = start;
                 p.line = line;
-                p.to_eol();
+                p.skip_to_eol();
                 p.eol();
             }
         }
@@ -107,7 +107,7 @@ impl Parser<'_> {
         }
     }
     /// To the end of this line's content (before `\r\n` or `\n`).
-    fn to_eol(&mut self) {
+    fn skip_to_eol(&mut self) {
         while !self.at_eol() {
             self.pos += 1;
         }
@@ -168,7 +168,7 @@ impl Parser<'_> {
                 // After the closing quote: blanks, then the line's end or a comment.
                 self.blanks();
                 if self.at_eol() || self.peek() == Some(b'#') {
-                    self.to_eol();
+                    self.skip_to_eol();
                     Ok(())
                 } else {
                     Err("text follows its closing quote")
@@ -183,7 +183,7 @@ impl Parser<'_> {
                         && self.pos > start
                         && matches!(self.text[self.pos - 1], b' ' | b'\t')
                     {
-                        self.to_eol();
+                        self.skip_to_eol();
                         break;
                     }
                     self.pos += 1;
