@@ -132,19 +132,26 @@ fn run(
     let mut n = 0;
     let read = std::thread::scope(|s| {
         s.spawn(|| stderr(err));
-        while n < buf.len() {
+        let read = loop {
+            if n == buf.len() {
+                break Ok(());
+            }
             match stdout.read(&mut buf[n..]) {
-                Ok(0) => break,
+                Ok(0) => break Ok(()),
                 Ok(k) => n += k,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
+                Err(e) => break Err(e),
             }
+        };
+        // A child left writing into a pipe no one reads would never close its stderr, and the
+        // scope waits for that thread: stop it first.
+        if read.is_err() || n > MAX_OUTPUT {
+            let _ = child.kill();
         }
-        Ok(())
+        read
     });
     drop(stdout);
     if n > MAX_OUTPUT {
-        let _ = child.kill();
         let _ = child.wait();
         return Err(ImportError::TooLong {
             label: label.into(),
