@@ -435,100 +435,23 @@ fn errors_name_the_source_and_what_is_missing_never_a_value() {
     let mut v = TestVault::init("import-err");
 
     // (source, extra flags, stdin, what stderr must say)
+    let none = String::new;
+    #[rustfmt::skip]
     let cases: Vec<(String, Vec<&str>, String, Vec<String>)> = vec![
-        (
-            format!("env:{envf}.missing#K"),
-            vec![],
-            String::new(),
-            vec![format!("cannot read {envf}.missing")],
-        ),
-        (
-            format!("env:{envf}#NOPE"),
-            vec![],
-            String::new(),
-            vec![
-                "has no key NOPE".into(),
-                "API_URL, DEBUG, GITHUB_TOKEN".into(),
-            ],
-        ),
-        (
-            format!("env:{envf}#OTHER"),
-            vec![],
-            String::new(),
-            vec![
-                "OTHER is defined more than once".into(),
-                "lines 6, 8".into(),
-            ],
-        ),
-        (
-            format!("bitwarden:{bwf}#Gitlab"),
-            vec![],
-            String::new(),
-            vec!["no item named \"Gitlab\"".into()],
-        ),
-        (
-            format!("bitwarden:{bwf}#GitHub/token"),
-            vec![],
-            String::new(),
-            vec![
-                "no custom field \"token\"".into(),
-                "its fields: api_key".into(),
-            ],
-        ),
-        (
-            format!("bitwarden:{bwf}#Twin"),
-            vec![],
-            String::new(),
-            vec!["2 items are named \"Twin\"".into(), "0b7e-3, 0b7e-4".into()],
-        ),
-        (
-            format!("bitwarden:{bwf}#Note"),
-            vec![],
-            String::new(),
-            vec!["item \"Note\" has no login password".into()],
-        ),
-        (
-            format!("bitwarden:{envf}#GitHub"),
-            vec![],
-            String::new(),
-            vec!["is not a Bitwarden JSON export".into()],
-        ),
-        (
-            format!("keepassxc:{kdbxf}#nope"),
-            vec![],
-            format!("{KP_DB_PASSWORD}\n"),
-            vec!["no entry \"nope\" in the KeePassXC database".into()],
-        ),
-        (
-            format!("keepassxc:{kdbxf}#api-token"),
-            vec![],
-            "wrong\n".into(),
-            vec!["database password was not accepted".into()],
-        ),
-        (
-            format!("keepassxc:{kdbxf}#api-token"),
-            vec!["--passphrase-stdin"],
-            format!("{PASSPHRASE}\n"),
-            vec!["--passphrase-stdin also reads".into()],
-        ),
-        (
-            format!("bitwarden:{bwf}#GitHub"),
-            vec!["--remove-from-source"],
-            String::new(),
-            vec!["goes only with --secret-from env:FILE#KEY".into()],
-        ),
-        (
-            "openbao:kv/app#token".into(),
-            vec![],
-            String::new(),
-            vec!["come with team mode".into()],
-        ),
-        (
-            ENV_OTHER.into(),
-            vec![],
-            String::new(),
-            vec!["give one of env:FILE#KEY".into()],
-        ),
+        (format!("env:{envf}.missing#K"), vec![], none(), vec![format!("cannot read {envf}.missing")]),
+        (format!("env:{envf}#NOPE"), vec![], none(), vec!["has no key NOPE".into(), "API_URL, DEBUG, GITHUB_TOKEN".into()]),
+        (format!("env:{envf}#OTHER"), vec![], none(), vec!["OTHER is defined more than once".into(), "lines 6, 8".into()]),
+        (format!("bitwarden:{bwf}#Gitlab"), vec![], none(), vec!["no item named \"Gitlab\"".into()]),
+        (format!("bitwarden:{bwf}#GitHub/token"), vec![], none(), vec!["no custom field \"token\"".into(), "its fields: api_key".into()]),
+        (format!("bitwarden:{bwf}#Twin"), vec![], none(), vec!["2 items are named \"Twin\"".into(), "0b7e-3, 0b7e-4".into()]),
+        (format!("bitwarden:{bwf}#Note"), vec![], none(), vec!["item \"Note\" has no login password".into()]),
+        (format!("bitwarden:{envf}#GitHub"), vec![], none(), vec!["is not a Bitwarden JSON export".into()]),
+        (format!("keepassxc:{kdbxf}#nope"), vec![], format!("{KP_DB_PASSWORD}\n"), vec!["no entry \"nope\" in the KeePassXC database".into()]),
+        (format!("keepassxc:{kdbxf}#api-token"), vec![], "wrong\n".into(), vec!["database password was not accepted".into()]),
+        (format!("keepassxc:{kdbxf}#api-token"), vec!["--passphrase-stdin"], format!("{PASSPHRASE}\n"), vec!["--passphrase-stdin also reads".into()]),
+        (format!("bitwarden:{bwf}#GitHub"), vec!["--remove-from-source"], none(), vec!["goes only with --secret-from env:FILE#KEY".into()]),
+        ("openbao:kv/app#token".into(), vec![], none(), vec!["come with team mode".into()]),
+        (ENV_OTHER.into(), vec![], none(), vec!["give one of env:FILE#KEY".into()]),
     ];
     for (source, more, stdin, says) in &cases {
         let r = add(&mut v, "x", base, source, more, stdin);
