@@ -13,6 +13,7 @@ mod support;
 use base64::Engine;
 use serde_json::{json, Value};
 use std::time::Duration;
+use support::leak::assert_clean;
 use support::mcp::McpProc;
 use support::target::HttpTarget;
 use support::*;
@@ -22,61 +23,6 @@ const BASIC: &str = "DECOYbasic~2*a9 k&<3>/+=d4";
 const HEADER: &str = "DECOYhdr~5*b1 m&<8>/+=e2";
 const QUERY: &str = "DECOYqry~7*c3 n&<1>/+=f5";
 const SSH_PASSWORD: &str = "DECOYsshpw~4*d2 p&<6>/+=a8";
-
-/// Every form of `secret` to search for: (label, bytes, compare ASCII case-insensitively).
-fn forms(secret: &[u8]) -> Vec<(String, Vec<u8>, bool)> {
-    use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
-    let text = String::from_utf8_lossy(secret);
-    let mut out = vec![("raw".to_owned(), secret.to_vec(), false)];
-    for (name, engine) in [
-        ("standard", &STANDARD_NO_PAD),
-        ("url-safe", &URL_SAFE_NO_PAD),
-    ] {
-        for k in 0..3usize {
-            // The base64 characters that depend only on the secret at this byte alignment.
-            let mut data = vec![0u8; k];
-            data.extend_from_slice(secret);
-            let enc = engine.encode(&data);
-            let (start, end) = ((8 * k).div_ceil(6), 8 * (k + secret.len()) / 6);
-            out.push((
-                format!("base64 {name} at offset {k}"),
-                enc.as_bytes()[start..end].to_vec(),
-                false,
-            ));
-        }
-    }
-    let pct: String = secret.iter().map(|b| format!("%{b:02X}")).collect();
-    out.push(("percent (any case)".into(), pct.into_bytes(), true));
-    let partial = percent_encoding::percent_encode(secret, percent_encoding::NON_ALPHANUMERIC);
-    out.push((
-        "percent, partial".into(),
-        partial.to_string().into_bytes(),
-        true,
-    ));
-    let form: String = url::form_urlencoded::byte_serialize(secret).collect();
-    out.push(("form-encoded".into(), form.into_bytes(), false));
-    let json_u: String = text.encode_utf16().map(|u| format!("\\u{u:04x}")).collect();
-    out.push(("JSON \\u-escaped".into(), json_u.into_bytes(), true));
-    out.push(("hex".into(), hex::encode(secret).into_bytes(), true));
-    out
-}
-
-/// Panics if any form of any decoy occurs in `haystack`.
-#[track_caller]
-fn assert_clean(what: &str, haystack: &[u8], decoys: &[(&str, Vec<u8>)]) {
-    for (kind, secret) in decoys {
-        for (form, needle, fold) in forms(secret) {
-            let hit = haystack.windows(needle.len()).any(|w| {
-                if fold {
-                    w.eq_ignore_ascii_case(&needle)
-                } else {
-                    w == needle.as_slice()
-                }
-            });
-            assert!(!hit, "{what} holds the {kind} secret ({form})");
-        }
-    }
-}
 
 /// The master key, recovered with the stock `age` CLI from `vault.key.age` and the passphrase.
 fn master_key(v: &TestVault) -> String {

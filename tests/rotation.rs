@@ -78,9 +78,13 @@ fn a_rotated_ssh_key_logs_in_and_the_old_connection_is_not_reused() {
     std::fs::write(sshd.dir.path().join("authorized_keys"), &new.public).unwrap();
 
     // A key given as a line of text is refused, naming the right flag; nothing changed.
+    let dotenv = dir.join(".env");
+    std::fs::write(&dotenv, "WEB_KEY=not-a-key\n").unwrap();
+    let from = format!("env:{}#WEB_KEY", dotenv.display());
     for flags in [
         vec!["--secret-file", new.private.to_str().unwrap()],
         vec!["--secret-stdin"],
+        vec!["--secret-from", from.as_str()],
     ] {
         let mut args = vec!["edit", "web"];
         args.extend(flags.iter().copied());

@@ -81,6 +81,8 @@ pub(super) struct HttpArgs {
     #[arg(long, value_name = "FILE")]
     secret_file: Option<PathBuf>,
     #[command(flatten)]
+    from: super::secret_from::SecretFrom,
+    #[command(flatten)]
     common: Common,
 }
 
@@ -121,10 +123,13 @@ pub(super) struct SshArgs {
 pub(super) fn run(paths: VaultPaths, kind: Kind) -> anyhow::Result<Exit> {
     // Arguments are checked (and the secret read) first; then the secret goes only to an agent
     // that proves it holds the vault's key (or, locked, into the store opened here).
+    let mut from = super::secret_from::SecretFrom::default();
     let (common, target, secret, name) = match kind {
-        Kind::Http(a) => {
+        Kind::Http(mut a) => {
             one_stdin(a.secret_stdin, "--secret-stdin", a.common.passphrase)?;
-            http(a)?
+            a.from.check(a.common.passphrase)?;
+            from = std::mem::take(&mut a.from);
+            http(a, &mut from)?
         }
         Kind::Ssh(a) => {
             one_stdin(a.password_stdin, "--password-stdin", a.common.passphrase)?;
@@ -164,6 +169,12 @@ pub(super) fn run(paths: VaultPaths, kind: Kind) -> anyhow::Result<Exit> {
             cred.approval.as_str()
         );
     }
+    // Only now, with the credential stored and confirmed, may the source lose the secret.
+    if let Some(done) = from.remove(&cred.name, &cred.profile)? {
+        if !common.json {
+            outln!("{done}");
+        }
+    }
     Ok(Exit::Ok)
 }
 
@@ -187,7 +198,10 @@ pub(super) fn one_stdin(
     Ok(())
 }
 
-fn http(a: HttpArgs) -> anyhow::Result<(Common, Target, Secret, String)> {
+fn http(
+    a: HttpArgs,
+    from: &mut super::secret_from::SecretFrom,
+) -> anyhow::Result<(Common, Target, Secret, String)> {
     let (scheme, host, port) = parse_host(&a.host, "https")?;
     let auth = if a.bearer {
         HttpAuth::Bearer
@@ -226,6 +240,9 @@ fn http(a: HttpArgs) -> anyhow::Result<(Common, Target, Secret, String)> {
         ca_file,
         allow_headers: super::edit::allow_headers(&a.allow_headers)?,
     });
+    if let Some(secret) = from.read()? {
+        return Ok((a.common, target, secret, a.name));
+    }
     let secret = if a.secret_stdin {
         read_stdin_line("secret")?
     } else if let Some(f) = &a.secret_file {
@@ -234,7 +251,7 @@ fn http(a: HttpArgs) -> anyhow::Result<(Common, Target, Secret, String)> {
         read_terminal(
             "secret",
             &format!("Secret for {}: ", a.name),
-            "give it with --secret-file FILE or --secret-stdin",
+            "give it with --secret-file FILE, --secret-stdin or --secret-from SOURCE",
         )?
     };
     Ok((

@@ -53,11 +53,13 @@ pub(super) struct Args {
     secret_file: Option<PathBuf>,
     /// SSH: log in with this OpenSSH private key from now on (an encrypted key is decrypted
     /// now; its passphrase is asked once). Its type and fingerprint are shown.
-    #[arg(long, value_name = "FILE", conflicts_with = "password_stdin")]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["password_stdin", "secret_from"])]
     key_file: Option<PathBuf>,
     /// SSH: log in with the password on the first line of stdin from now on.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "secret_from")]
     password_stdin: bool,
+    #[command(flatten)]
+    from: super::secret_from::SecretFrom,
     #[command(flatten)]
     passphrase: super::backend::PassphraseArg,
 }
@@ -65,6 +67,7 @@ pub(super) struct Args {
 pub(super) fn run(paths: VaultPaths, mut a: Args) -> anyhow::Result<Exit> {
     super::add::one_stdin(a.secret_stdin, "--secret-stdin", a.passphrase)?;
     super::add::one_stdin(a.password_stdin, "--password-stdin", a.passphrase)?;
+    a.from.check(a.passphrase)?;
     let edit = edit_of(&mut a)?;
     // Every change is signed by the approver: the passphrase opens the encrypted channel (or,
     // locked, the store here) and unlocks the approver key.
@@ -105,6 +108,10 @@ pub(super) fn run(paths: VaultPaths, mut a: Args) -> anyhow::Result<Exit> {
             outln!("New key: {algorithm} {fingerprint}; approvals given for version {} no longer match", current.version);
         }
     }
+    // Only now, with the change stored and confirmed, may the source lose the secret.
+    if let Some(done) = a.from.remove(&cred.name, &cred.profile)? {
+        outln!("{done}");
+    }
     Ok(Exit::Ok)
 }
 
@@ -112,9 +119,11 @@ pub(super) fn run(paths: VaultPaths, mut a: Args) -> anyhow::Result<Exit> {
 /// (one line of a key file would store a broken key), a line of text for an HTTP secret.
 fn secret_flags_fit(a: &Args, target: &Target) -> anyhow::Result<()> {
     let (flag, fix) = match target {
-        Target::Ssh(_) if a.secret_stdin || a.secret_file.is_some() => (
+        Target::Ssh(_) if a.secret_stdin || a.secret_file.is_some() || a.from.is_set() => (
             if a.secret_stdin {
                 "--secret-stdin"
+            } else if a.from.is_set() {
+                "--secret-from"
             } else {
                 "--secret-file"
             },
@@ -126,7 +135,7 @@ fn secret_flags_fit(a: &Args, target: &Target) -> anyhow::Result<()> {
             } else {
                 "--key-file"
             },
-            "an http credential's secret changes with --secret-file FILE or --secret-stdin",
+            "an http credential's secret changes with --secret-file FILE, --secret-stdin or --secret-from SOURCE",
         ),
         _ => return Ok(()),
     };
@@ -143,7 +152,9 @@ fn secret_flags_fit(a: &Args, target: &Target) -> anyhow::Result<()> {
 
 /// What the flags ask to change, each value checked as `vault add` checks it.
 fn edit_of(a: &mut Args) -> anyhow::Result<Edit> {
-    let (secret, ssh_auth) = if a.secret_stdin {
+    let (secret, ssh_auth) = if let Some(s) = a.from.read()? {
+        (Some(s), None)
+    } else if a.secret_stdin {
         (Some(line_secret(read_stdin_line("secret")?)), None)
     } else if let Some(f) = &a.secret_file {
         (Some(line_secret(read_file_line("secret", f)?)), None)

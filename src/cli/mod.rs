@@ -41,6 +41,7 @@ mod rm;
 #[cfg(target_os = "linux")]
 mod run;
 mod scan;
+mod secret_from;
 mod sessions;
 mod setup;
 mod show;

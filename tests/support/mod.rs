@@ -9,6 +9,7 @@
 pub mod ai;
 pub mod completion;
 pub mod journal;
+pub mod leak;
 pub mod mcp;
 pub mod memory;
 pub mod pty;
