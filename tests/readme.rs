@@ -48,6 +48,12 @@ fn every_vault_line_of_the_readme_runs_as_written() {
     std::fs::create_dir_all(home.join(".ssh")).unwrap();
     std::fs::create_dir_all(&work).unwrap();
     std::fs::write(work.join("token.txt"), "DECOY_readme_tok_5e1\n").unwrap();
+    // "Bring your secrets in": the project's plain-text token that `vault scan` finds.
+    std::fs::write(
+        work.join(".env"),
+        "PORT=8080\nSTRIPE_KEY=sk_live_DECOY_readme_51c0\n",
+    )
+    .unwrap();
     let keygen = Command::new("ssh-keygen")
         .args(["-q", "-t", "ed25519", "-N", "", "-f"])
         .arg(home.join(".ssh/id_ed25519"))
@@ -84,9 +90,14 @@ fn every_vault_line_of_the_readme_runs_as_written() {
             .stdin(std::process::Stdio::null())
             .output()
             .unwrap();
+        // A line whose comment says `exits N` must exit N (`vault scan` finding something).
+        let want = line
+            .split_once("# exits ")
+            .and_then(|(_, c)| c.split(':').next()?.trim().parse::<i32>().ok())
+            .unwrap_or(0);
         assert!(
-            out.status.success(),
-            "README line failed ({}): {line}\nstdout: {}\nstderr: {}",
+            out.status.code() == Some(want),
+            "README line failed ({}, want exit {want}): {line}\nstdout: {}\nstderr: {}",
             out.status,
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
@@ -103,6 +114,7 @@ fn every_vault_line_of_the_readme_runs_as_written() {
         "vault add ssh",
         "vault doctor",
         "vault completions",
+        "vault scan",
     ] {
         assert!(
             ran.iter().any(|l| l.starts_with(want)),
@@ -116,8 +128,15 @@ fn every_vault_line_of_the_readme_runs_as_written() {
         .env("VAULT_PASSPHRASE_FILE", &pp);
     let listed = String::from_utf8_lossy(&list.output().unwrap().stdout).into_owned();
     assert!(
-        listed.contains("github") && listed.contains("web1"),
+        listed.contains("github") && listed.contains("web1") && listed.contains("stripe"),
         "{listed}"
+    );
+    // The import commented the line out, naming the credential, and kept the rest.
+    let env = std::fs::read_to_string(work.join(".env")).unwrap();
+    assert!(env.starts_with("PORT=8080\n"), "{env}");
+    assert!(
+        !env.contains("DECOY_readme_51c0") && env.contains("stripe"),
+        "{env}"
     );
     assert!(home
         .join(".local/share/bash-completion/completions/vault")

@@ -303,6 +303,33 @@ fn a_clean_home_and_project_exit_0_in_one_line() {
 }
 
 #[test]
+fn no_home_judges_the_project_alone() {
+    let t = TempDir::new("scan-nohome");
+    let (home, project) = (t.path().join("home"), t.path().join("project"));
+    seed(&project, &[(".env", "PORT=8080\n", &[])]);
+    keygen(&home.join(".ssh/id_ed25519"), "");
+    // The home's unencrypted key is a finding; with --no-home only the clean project counts.
+    assert_eq!(scan(&home, &project, &[]).status.code(), Some(1));
+    let out = scan(&home, &project, &["--no-home"]);
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.starts_with("Clean: ") && !stdout.contains("HOME"),
+        "{stdout}"
+    );
+    std::fs::write(
+        project.join(".env"),
+        "STRIPE_KEY=sk_live_DECOY_nohome_51a\n",
+    )
+    .unwrap();
+    let out = scan(&home, &project, &["--no-home", "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let found: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(found.as_array().unwrap().len(), 1, "{found}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("DECOY_nohome"));
+}
+
+#[test]
 fn a_directory_that_cannot_be_scanned_is_a_usage_error() {
     let t = TempDir::new("scan-usage");
     let missing = t.path().join("missing");

@@ -1,4 +1,4 @@
-//! `vault scan [DIR] [--json]`: what an agent could still read — secrets in DIR's `.env*` files
+//! `vault scan [DIR] [--json] [--no-home]`: what an agent could still read — secrets in DIR's `.env*` files
 //! and in the usual credential files under `$HOME` — each with its path, line, kind and the
 //! `vault add` command that moves it in. Never a value. Exit 1 when anything is found (for CI
 //! and pre-commit hooks), 0 when clean. Needs no vault: no passphrase, no agent, no directory.
@@ -16,6 +16,9 @@ pub(super) struct Args {
     /// Print a JSON array of findings: {"path","line","kind","command"}.
     #[arg(long)]
     json: bool,
+    /// Only DIR, not the files under $HOME (for CI and pre-commit hooks, which judge the project).
+    #[arg(long)]
+    no_home: bool,
 }
 
 fn finding_json(f: &Finding) -> Value {
@@ -30,9 +33,9 @@ fn finding_json(f: &Finding) -> Value {
 pub(super) fn run(args: Args) -> anyhow::Result<Exit> {
     let dir = args.dir.unwrap_or_else(|| PathBuf::from("."));
     let home = std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
+        .filter(|h| !h.is_empty() && !args.no_home)
         .map(PathBuf::from);
-    if home.is_none() {
+    if home.is_none() && !args.no_home {
         tracing::warn!("HOME is not set: only {} was scanned", dir.display());
     }
     let report = scan::scan(&dir, home.as_deref())?;
@@ -47,6 +50,11 @@ pub(super) fn run(args: Args) -> anyhow::Result<Exit> {
         outln!(
             "{}",
             Value::Array(report.findings.iter().map(finding_json).collect())
+        );
+    } else if !found && args.no_home {
+        outln!(
+            "Clean: no secret an agent could read in {}'s .env files.",
+            escape(&dir.to_string_lossy())
         );
     } else if !found {
         outln!(
