@@ -7,7 +7,8 @@ use crate::paths::VaultPaths;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-const DEFAULTS: &str = include_str!("../assets/config.default.toml");
+/// The documented default file (`vault config --defaults` prints it).
+pub const DEFAULTS: &str = include_str!("../assets/config.default.toml");
 
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * KIB;
@@ -69,7 +70,7 @@ pub enum ConfigError {
         path: String,
         source: std::io::Error,
     },
-    #[error("{path} is not valid: {message}; fix it or delete it to use the defaults (see assets/config.default.toml)")]
+    #[error("{path} is not valid: {message}; fix it or delete it to use the defaults (`vault config --defaults` prints every key, its default and what it does)")]
     Invalid { path: String, message: String },
 }
 
@@ -198,7 +199,7 @@ impl Config {
                     BOUNDS.iter().find(|(s, k, ..)| s == section && k == key)
                 else {
                     return Err(format!(
-                        "unknown key [{section}] {key} (the keys are those of assets/config.default.toml)"
+                        "unknown key [{section}] {key} (`vault config --defaults` lists the keys)"
                     ));
                 };
                 let ok = value

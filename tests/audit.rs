@@ -304,7 +304,7 @@ fn unlock_shows_the_last_anchored_head() {
     let want = format!(
         "Last anchored head: seq {} at {} ({}:{})",
         last["seq"],
-        last["ts"].as_str().unwrap(),
+        support::local_time(last["ts"].as_str().unwrap()),
         last["seq"],
         last["hash"].as_str().unwrap()
     );
@@ -428,10 +428,38 @@ fn log_and_sessions_show_what_each_agent_did() {
         !human.stdout.contains('\x1b'),
         "no colour when stdout is not a terminal"
     );
+    // A person reads local time with its offset; `--json` keeps RFC 3339 UTC.
+    let json_first: Value = serde_json::from_str(
+        v.run(&["log", "--json"], None)
+            .ok()
+            .stdout
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    let utc = json_first["time"].as_str().unwrap();
+    assert!(utc.ends_with('Z'), "{utc}");
+    assert!(
+        human
+            .stdout
+            .lines()
+            .nth(1)
+            .unwrap()
+            .starts_with(&support::local_time(utc)),
+        "{}",
+        human.stdout
+    );
 
     let sessions: Vec<Value> =
         serde_json::from_str(v.run(&["sessions", "--json"], None).ok().stdout.trim()).unwrap();
     assert_eq!(sessions.len(), 2);
+    let sessions_text = v.run(&["sessions"], None).ok().stdout;
+    let started = support::local_time(sessions[0]["started"].as_str().unwrap());
+    assert!(
+        sessions_text.contains(&started),
+        "{started}\n{sessions_text}"
+    );
     assert_eq!(
         sessions[0]["client"],
         json!({"name": "claude-code", "version": "1.0"})

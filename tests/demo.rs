@@ -80,6 +80,43 @@ fn the_demo_shows_the_real_card_on_a_terminal() {
 }
 
 #[test]
+fn a_denial_in_the_demo_is_shown_working_and_the_demo_exits_1() {
+    // The person denies the HTTP card and approves the SSH one: the denial sends nothing, every
+    // step still runs (the journal verifies), and the demo does not claim success.
+    let script = serde_json::to_string(&[
+        (r"re:approval PIN is (\d+)", "", 0.1),
+        ("[a]pprove once", "d", 0.8),
+        ("Reason for the agent", "\r", 0.2),
+        ("No action waits", "q", 0.3),
+        ("(credential demo-ssh)", "", 0.1),
+        ("[a]pprove once", "a", 0.8),
+        ("PIN to approve", "$1\r", 0.2),
+        ("No action waits", "q", 0.3),
+    ])
+    .unwrap();
+    let out = std::process::Command::new(python())
+        .arg(support_file("pty_drive.py"))
+        .arg(script)
+        .args(["--", bin(), "demo"])
+        .env("VAULT_KEYRING", "kernel")
+        .env_remove("VAULT_DIR")
+        .env_remove("VAULT_PASSPHRASE_FILE")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("7. Denied") && text.contains("Journal verified"),
+        "{text}"
+    );
+    assert!(
+        text.contains("you denied 1 of the demo's 2 actions"),
+        "{text}"
+    );
+    assert!(!text.contains("got its requests done"), "{text}");
+}
+
+#[test]
 fn ctrl_c_on_the_demo_leaves_no_agent_and_no_vault() {
     // Ctrl-C typed on the card (the card reads it as a key and quits), and SIGINT to the demo
     // itself: either way its agent stops and its throwaway vault is deleted.

@@ -140,11 +140,29 @@ fn the_man_page_renders_and_names_every_command() {
         "SYNOPSIS",
         "OPTIONS",
         "COMMANDS",
+        "EXAMPLES",
         "EXIT STATUS",
         "ENVIRONMENT",
     ] {
         assert!(text.contains(section), "no {section} in:\n{text}");
     }
+    // Every example is a command this binary parses (`vault COMMAND … --help` succeeds).
+    let examples = text
+        .split("EXAMPLES")
+        .nth(1)
+        .and_then(|t| t.split("EXIT STATUS").next())
+        .unwrap();
+    let mut seen = 0;
+    for part in examples.split("vault ").skip(1) {
+        let sub = part.split_whitespace().next().unwrap();
+        if !commands().iter().any(|c| c == sub) {
+            continue; // "vault mcp" inside a description, and the like
+        }
+        seen += 1;
+        let out = vault(&[sub, "--help"]);
+        assert!(out.status.success(), "example `vault {sub}` does not parse");
+    }
+    assert!(seen >= 8, "the page shows {seen} examples:\n{examples}");
     for name in commands() {
         let named = format!("vault {name} ");
         assert!(

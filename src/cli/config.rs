@@ -1,4 +1,4 @@
-//! `vault config [--json]`: the effective configuration, every key with its value, unit and
+//! `vault config [--json | --defaults]`: the effective configuration, every key with its value, unit and
 //! source (the default or `config.toml`), and where the running agent read something else when
 //! it started ("changed since the agent started: `vault unlock` applies it"). Prints no secret;
 //! needs no passphrase.
@@ -15,10 +15,17 @@ pub(super) struct Args {
     /// Print one JSON object: the file, and each key's value, unit, source and the agent's value.
     #[arg(long)]
     json: bool,
+    /// Print the default file, every key commented (a start for `config.toml`).
+    #[arg(long, conflicts_with = "json")]
+    defaults: bool,
 }
 
 pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     let file = paths.config();
+    if args.defaults {
+        super::out::raw(crate::config::DEFAULTS.as_bytes())?;
+        return Ok(Exit::Ok);
+    }
     let (config, text) = Config::read(&paths)?;
     let settings = config.settings(text.as_deref());
     // The running agent's view, if one answers (no passphrase needed to ask).
@@ -56,7 +63,8 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
             file.display()
         ),
         None => outln!(
-            "# {} does not exist: every key has its default (assets/config.default.toml)",
+            "# {} does not exist: every key has its default (`vault config --defaults > {}` writes them, commented, to start from)",
+            file.display(),
             file.display()
         ),
     }

@@ -38,6 +38,13 @@ pub(super) fn run(args: Args) -> anyhow::Result<Exit> {
     } else {
         Approver::Scripted
     };
-    demo::run(&mut say, approver, args.keep)?;
+    let outcome = demo::run(&mut say, approver, args.keep)?;
+    if outcome.denied > 0 {
+        // The denial worked, but the demo did not show the whole flow: not a success.
+        anyhow::bail!(
+            "you denied {} of the demo's 2 actions, so it did not run end to end (the denial worked: nothing was sent). Run `vault demo` again and approve both to see the whole flow",
+            outcome.denied
+        );
+    }
     Ok(Exit::Ok)
 }

@@ -133,7 +133,11 @@ fn agent_checks(
         Level::Ok,
         format!(
             "pid {}, socket {}, locks at {}, idle limit {} s, {} connection(s)",
-            status.pid, status.socket, status.locks_at, status.idle_seconds, status.connections
+            status.pid,
+            status.socket,
+            super::out::local_time(&status.locks_at),
+            status.idle_seconds,
+            status.connections
         ),
     ));
     let h = status.hardening;
@@ -156,9 +160,9 @@ fn agent_checks(
         "agent: key memory",
         if h.key_locked { Level::Ok } else { Level::Warn },
         if h.key_locked {
-            "locked in RAM (never swapped)"
+            "the key's page is pinned in RAM with mlock: never written to swap"
         } else {
-            "not locked in RAM (RLIMIT_MEMLOCK?)"
+            "the key's page could not be pinned in RAM (mlock refused: raise RLIMIT_MEMLOCK, `ulimit -l`); it may be written to swap"
         },
     ));
     if let Some(s) = status.store {

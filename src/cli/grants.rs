@@ -107,14 +107,7 @@ fn show(g: &GrantView) -> anyhow::Result<()> {
         || "?".to_owned(),
         |c| format!("{} {}", escape(&c.name), escape(&c.version)),
     );
-    let until = g.expires_at.parse::<jiff::Timestamp>().map_or_else(
-        |_| escape(&g.expires_at),
-        |t| {
-            t.to_zoned_datetime(jiff::tz::TimeZone::system())
-                .strftime("%Y-%m-%d %H:%M:%S")
-                .to_string()
-        },
-    );
+    let until = super::out::local_time(&g.expires_at);
     outln!(
         "{}  {}",
         g.id,

@@ -39,7 +39,7 @@ pub(super) struct Args {
 /// The column titles of `entry_line`.
 fn header() -> String {
     format!(
-        "{:<19}  {:<14}  {:<12}  {:<14}  {:<18}  {:>7}  {:<13}  {}",
+        "{:<26}  {:<14}  {:<12}  {:<14}  {:<18}  {:>7}  {:<13}  {}",
         "TIME (local)", "CLIENT", "TOOL", "CREDENTIAL", "STATE", "TOOK", "RAN ON", "WHAT"
     )
 }
@@ -111,16 +111,6 @@ impl Style {
     }
 }
 
-fn local_time(ts: &str) -> String {
-    ts.parse::<jiff::Timestamp>()
-        .map(|t| {
-            t.to_zoned_datetime(jiff::tz::TimeZone::system())
-                .strftime("%Y-%m-%d %H:%M:%S")
-                .to_string()
-        })
-        .unwrap_or_else(|_| ts.to_owned())
-}
-
 fn duration(ms: Option<i64>) -> String {
     match ms {
         None => "-".into(),
@@ -165,7 +155,7 @@ fn entry_line(a: &Activity, e: &ActionEntry, style: &Style, width: Option<usize>
     };
     let head = format!(
         "{}  {:<14}  {:<12}  {:<14}  ",
-        local_time(&e.started),
+        super::out::local_time(&e.started),
         cell(client, 14),
         cell(escape(e.tool.as_deref().unwrap_or("-")), 12),
         cell(escape(e.credential.as_deref().unwrap_or("-")), 14),

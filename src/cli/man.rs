@@ -54,6 +54,21 @@ const ENVIRONMENT: &[(&str, &str)] = &[
     ),
 ];
 
+/// EXAMPLES: a first hour with the vault, each command as typed and what it does.
+const EXAMPLES: &[(&str, &str)] = &[
+    ("vault init", "Create a vault: asks a passphrase and an approval PIN, and starts the vault agent."),
+    ("vault scan", "Name every plain-text secret an agent could read (.env files, ~/.npmrc, ~/.aws/credentials, ...), never its value; exit 1 if any."),
+    ("vault add http github --host api.github.com --bearer --secret-from env:.env#GITHUB_TOKEN --remove-from-source", "Move a token from a .env file into the vault, bound to one host; the line becomes a comment naming the credential."),
+    ("vault add ssh web1 --host 10.0.0.5 --user deploy --key-file ~/.ssh/id_ed25519 --fetch-host-key", "Add an SSH login; its host key is shown once to confirm and then pinned."),
+    ("vault setup claude", "Register vault mcp with Claude Code (also cursor, vscode, codex, gemini)."),
+    ("vault run -- claude", "Start the AI client contained: it reaches the project and the vault, not your terminal, desktop or other secrets."),
+    ("vault approve", "Decide what the agent asked for: one card per action; an approval takes the PIN."),
+    ("vault edit web1 --key-file ~/.ssh/new_key", "Rotate an SSH key: its type and fingerprint are shown and old approvals stop matching."),
+    ("vault status", "Whether the vault is up, paused, or waiting on you; exit 4 when locked or paused."),
+    ("vault log", "What each agent did, and why each action ran (a card, a grant or a policy)."),
+    ("vault verify", "Recompute the journal's hash chain; keep the head it prints somewhere else."),
+];
+
 fn page() -> io::Result<Vec<u8>> {
     let mut command = <super::Cli as clap::CommandFactory>::command();
     command.build();
@@ -82,7 +97,7 @@ fn page() -> io::Result<Vec<u8>> {
     Ok(page)
 }
 
-/// COMMANDS (each with its usage line and summary), EXIT STATUS and ENVIRONMENT.
+/// COMMANDS (each with its usage line and summary), EXAMPLES, EXIT STATUS and ENVIRONMENT.
 fn sections(command: &clap::Command) -> Roff {
     let mut roff = Roff::new();
     roff.control("SH", ["COMMANDS"]);
@@ -111,7 +126,11 @@ fn sections(command: &clap::Command) -> Roff {
     roff.control("PP", []).text([roman(
         "vault help COMMAND (or vault COMMAND --help) shows every option of a command.",
     )]);
-    for (title, rows) in [("EXIT STATUS", EXIT_STATUS), ("ENVIRONMENT", ENVIRONMENT)] {
+    for (title, rows) in [
+        ("EXAMPLES", EXAMPLES),
+        ("EXIT STATUS", EXIT_STATUS),
+        ("ENVIRONMENT", ENVIRONMENT),
+    ] {
         roff.control("SH", [title]);
         for (term, meaning) in rows {
             roff.control("TP", [])

@@ -46,7 +46,7 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
             escape(&a.client),
             escape(&a.summary),
             &a.action_hash[..12],
-            a.expires_at
+            super::out::local_time(&a.expires_at)
         );
     }
     outln!("Decide with `vault approve`.");

@@ -26,23 +26,30 @@ const PIN_INSTEAD: &str = "give it with --pin-stdin (a line of stdin)";
 /// A new PIN: from the next line of stdin, or asked twice on the terminal; checked against
 /// `pin::check_new`.
 pub(super) fn read_new(from_stdin: bool) -> anyhow::Result<Secret> {
-    let first = if from_stdin {
-        read_stdin_line("PIN")?
-    } else {
-        read_terminal(
-            "PIN",
-            "New approval PIN (typed on every approval): ",
-            PIN_INSTEAD,
-        )?
-    };
-    pin::check_new(&first).map_err(|why| anyhow::anyhow!("{why}; choose another"))?;
-    if !from_stdin {
-        let again = read_terminal("PIN", "Repeat the PIN: ", PIN_INSTEAD)?;
-        if *again != *first {
-            anyhow::bail!("the two PINs differ; nothing changed. Run `vault pin` again");
-        }
+    if from_stdin {
+        let pin = read_stdin_line("PIN")?;
+        pin::check_new(&pin).map_err(|why| anyhow::anyhow!("{why}; choose another"))?;
+        return Ok(Secret::new(pin.as_bytes().to_vec()));
     }
-    Ok(Secret::new(first.as_bytes().to_vec()))
+    // On a terminal a PIN that is refused, or typed differently twice, is asked again (up to
+    // three times, the prompt saying why).
+    let mut prompt = "New approval PIN (typed on every approval): ".to_owned();
+    for attempt in 1..=3 {
+        let first = read_terminal("PIN", &prompt, PIN_INSTEAD)?;
+        if let Err(why) = pin::check_new(&first) {
+            if attempt == 3 {
+                anyhow::bail!("{why}; nothing changed. Run `vault pin` again");
+            }
+            prompt = format!("{why}; choose another. New approval PIN: ");
+            continue;
+        }
+        let again = read_terminal("PIN", "Repeat the PIN: ", PIN_INSTEAD)?;
+        if *again == *first {
+            return Ok(Secret::new(first.as_bytes().to_vec()));
+        }
+        prompt = "The two differ; type it again. New approval PIN: ".to_owned();
+    }
+    anyhow::bail!("the two PINs differed three times; nothing changed. Run `vault pin` again")
 }
 
 pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {

@@ -71,8 +71,8 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
             (None, None) => "-".into(),
         };
         let ended = match (&s.ended, &s.end_reason) {
-            (Some(t), Some(r)) => format!("{} ({})", escape(t), escape(r)),
-            (Some(t), None) => escape(t),
+            (Some(t), Some(r)) => format!("{} ({})", escape(&super::out::local_time(t)), escape(r)),
+            (Some(t), None) => escape(&super::out::local_time(t)),
             (None, _) => "running or cut off".into(),
         };
         let counts: Vec<String> = s.counts.iter().map(|(k, n)| format!("{k}={n}")).collect();
@@ -80,7 +80,7 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
             escape(&s.id),
             client.trim().to_owned(),
             parent,
-            escape(&s.started),
+            escape(&super::out::local_time(&s.started)),
             ended,
             if counts.is_empty() {
                 "-".into()

@@ -74,7 +74,7 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         "Unlocked vault {vault_id}: agent pid {} listens on {}; it locks at {} (or after {} idle minutes). `vault lock` locks now.",
         status.pid,
         status.socket,
-        status.locks_at,
+        super::out::local_time(&status.locks_at),
         status.idle_seconds / 60
     );
     super::verify::say_last_anchor(&paths)?;
@@ -107,8 +107,8 @@ fn already_unlocked(paths: &VaultPaths, args: &Args) -> anyhow::Result<Option<Ex
             outln!(
                 "The vault is already unlocked, agent pid {} since {} (it locks at {}); nothing changed{not_applied}. `vault unlock --restart` replaces it (the calls waiting for you are then answered `withdrawn`).",
                 s.pid,
-                s.started_at,
-                s.locks_at
+                super::out::local_time(&s.started_at),
+                super::out::local_time(&s.locks_at)
             );
             return Ok(Some(Exit::Ok));
         }

@@ -114,8 +114,9 @@ fn print_human(
 pub(super) fn say_last_anchor(paths: &VaultPaths) -> anyhow::Result<()> {
     if let Ok(Some((a, ts))) = crate::audit::last_anchor(paths) {
         outln!(
-            "Last anchored head: seq {} at {ts} ({a}). A rollback of vault.db and anchors.jsonl together shows only against a head kept off this machine: `vault verify --anchor {a}`.",
-            a.seq
+            "Last anchored head: seq {} at {} ({a}). A rollback of vault.db and anchors.jsonl together shows only against a head kept off this machine: `vault verify --anchor {a}`.",
+            a.seq,
+            super::out::local_time(&ts)
         );
     }
     Ok(())

@@ -50,12 +50,19 @@ fn step(msg: impl Into<String>) -> DemoError {
     DemoError::Step(msg.into())
 }
 
+/// How the flow went, once every step ran: how many of its two actions the person denied (a
+/// denial is shown working, but the demo did not run the whole flow).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Outcome {
+    pub denied: u32,
+}
+
 /// Runs the demo; `say` receives one line per step. Returns Ok only if every step succeeded.
 pub(crate) fn run(
     say: &mut dyn FnMut(&str),
     approver: Approver<'_>,
     keep: bool,
-) -> Result<(), DemoError> {
+) -> Result<Outcome, DemoError> {
     let dir = std::env::temp_dir().join(format!("agent-vault-demo-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let paths = VaultPaths::new(&dir);
@@ -137,7 +144,7 @@ fn flow(
     paths: &VaultPaths,
     say: &mut dyn FnMut(&str),
     mut approver: Approver<'_>,
-) -> Result<(), DemoError> {
+) -> Result<Outcome, DemoError> {
     let passphrase = random_hex(12);
     let secret = format!("demo-token-{}", random_hex(8));
     let target = target::Target::start(answer)
@@ -214,7 +221,7 @@ fn flow(
 
     let mut mcp = start_mcp(paths, say)?;
     let mut approver_conn = approver_client(paths, &keys).map_err(|e| step(e.to_string()))?;
-    http_action(
+    let http_approved = http_action(
         paths,
         &mut mcp,
         &mut approver_conn,
@@ -224,7 +231,7 @@ fn flow(
         &secret,
         say,
     )?;
-    ssh::run(
+    let ssh_approved = ssh::run(
         paths,
         &mut cli,
         &mut approver_conn,
@@ -236,8 +243,13 @@ fn flow(
     mcp.finish()?;
 
     check_journal(&mut cli, paths, &secret, say)?;
-    say("Demo complete: the AI agent got its requests done without ever holding a secret.");
-    Ok(())
+    let denied = u32::from(!http_approved) + u32::from(!ssh_approved);
+    if denied == 0 {
+        say("Demo complete: the AI agent got its requests done without ever holding a secret.");
+    } else {
+        say("Demo complete, with a denial: what you denied was never sent.");
+    }
+    Ok(Outcome { denied })
 }
 
 /// `vault add` as the person's command does it: the credential signed by the approver as built
@@ -287,7 +299,7 @@ fn http_action(
     target: &target::Target,
     secret: &str,
     say: &mut dyn FnMut(&str),
-) -> Result<(), DemoError> {
+) -> Result<bool, DemoError> {
     let url = format!("http://127.0.0.1:{}/v1/items", target.port);
     mcp.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "http_request", "arguments": {"credential": "demo-api", "method": "POST", "url": url, "json": {"name": "demo item"}, "wait_s": 60}}}))?;
 
@@ -350,7 +362,7 @@ fn http_action(
         }
         say("7. Denied: the agent got an `Error:` result with the reason, and nothing was sent");
     }
-    Ok(())
+    Ok(approved)
 }
 
 /// The journal verifies, in the agent and offline from an export, and holds no secret (step 9).

@@ -10,7 +10,7 @@ use serde_json::json;
 use zeroize::Zeroizing;
 
 /// Runs the SSH part of the demo through the vault agent (`cli` adds, `approver_conn` decides)
-/// and the running `vault mcp`.
+/// and the running `vault mcp`; whether the person approved it.
 pub(super) fn run(
     paths: &crate::paths::VaultPaths,
     cli: &mut Client,
@@ -19,7 +19,7 @@ pub(super) fn run(
     mcp: &mut Mcp,
     approver: &mut Approver<'_>,
     say: &mut dyn FnMut(&str),
-) -> Result<(), DemoError> {
+) -> Result<bool, DemoError> {
     let password = format!("demo-ssh-pw-{}", random_hex(8));
     let target = SshTarget::start("demo", Accept::Password(Zeroizing::new(password.clone())))
         .map_err(|e| step(format!("cannot start the in-process SSH server: {e}")))?;
@@ -71,7 +71,7 @@ pub(super) fn run(
             return Err(step("a denied SSH command ran"));
         }
         say("   Denied: the agent got an `Error:` result, and the server never saw a login or a command");
-        return Ok(());
+        return Ok(false);
     }
     if result["state"] != "completed" || target.commands() != ["login-info"] {
         return Err(step(format!(
@@ -82,5 +82,5 @@ pub(super) fn run(
         "   The server ran `login-info` once, exit status {}; the agent got back (the password it echoed is scrubbed): {}",
         result["ssh"]["exit_status"], result["ssh"]["stdout"]["untrusted_text"]
     ));
-    Ok(())
+    Ok(true)
 }

@@ -33,7 +33,9 @@ pub enum PassphraseError {
     TooLong { what: &'static str, from: String },
     #[error("the {what} from {from} is not valid UTF-8")]
     NotUtf8 { what: &'static str, from: String },
-    #[error("the two passphrases differ; run the command again")]
+    #[error(
+        "the two passphrases differed three times; nothing was changed. Run the command again"
+    )]
     Mismatch,
     #[error(
         "a new passphrase needs at least {MIN_PASSPHRASE_CHARS} characters; choose a longer one"
@@ -102,22 +104,40 @@ impl PassphraseSource {
         Ok(Passphrase(SecretString::from(text.as_str())))
     }
 
-    /// Reads a new passphrase: on a terminal it is asked twice; it must be long enough.
+    /// Reads a new passphrase: on a terminal it is asked twice, and asked again (up to three
+    /// times, the prompt saying why) when it is too short or the two differ; from stdin or a
+    /// file, either is an error at once.
     pub fn read_new(&self) -> Result<Passphrase, PassphraseError> {
-        let first = self.read("New vault passphrase: ")?;
-        // Too short is said at once, not after it was typed twice.
-        if first.char_count() < MIN_PASSPHRASE_CHARS {
-            return Err(PassphraseError::TooShort);
-        }
-        if *self == Self::Terminal {
-            let again = self.read("Repeat the passphrase: ")?;
-            if again.0.expose_secret() != first.0.expose_secret() {
-                return Err(PassphraseError::Mismatch);
+        let mut prompt = "New vault passphrase: ".to_owned();
+        for attempt in 1..=NEW_PASSPHRASE_TRIES {
+            let last = attempt == NEW_PASSPHRASE_TRIES;
+            let first = self.read(&prompt)?;
+            // Too short is said at once, not after it was typed twice.
+            if first.char_count() < MIN_PASSPHRASE_CHARS {
+                if *self != Self::Terminal || last {
+                    return Err(PassphraseError::TooShort);
+                }
+                prompt = format!("That is shorter than {MIN_PASSPHRASE_CHARS} characters. New vault passphrase: ");
+                continue;
             }
+            if *self != Self::Terminal {
+                return Ok(first);
+            }
+            let again = self.read("Repeat the passphrase: ")?;
+            if again.0.expose_secret() == first.0.expose_secret() {
+                return Ok(first);
+            }
+            if last {
+                break;
+            }
+            prompt = "The two differ; type it again. New vault passphrase: ".to_owned();
         }
-        Ok(first)
+        Err(PassphraseError::Mismatch)
     }
 }
+
+/// How many times a terminal is asked for a new passphrase before giving up.
+const NEW_PASSPHRASE_TRIES: u32 = 3;
 
 /// The first line of stdin, without its line ending; empty or oversized input is an error.
 pub fn read_stdin_line(what: &'static str) -> Result<Zeroizing<String>, PassphraseError> {

@@ -493,6 +493,15 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// A stored RFC 3339 UTC time as the CLI shows it to a person: local, with its offset.
+pub fn local_time(ts: &str) -> String {
+    ts.parse::<jiff::Timestamp>()
+        .unwrap()
+        .to_zoned_datetime(jiff::tz::TimeZone::system())
+        .strftime("%Y-%m-%d %H:%M:%S %:z")
+        .to_string()
+}
+
 pub fn mode(p: &Path) -> u32 {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(p).unwrap().permissions().mode() & 0o7777

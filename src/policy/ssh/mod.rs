@@ -144,7 +144,13 @@ pub fn shell_syntax(cmd: &str) -> Vec<&'static str> {
         Err(_) => cmd,
     };
     let has = |s: &str| cmd.contains(s);
-    let stripped = cmd.replace("&&", "").replace("||", "");
+    // `&&`, `||` and the redirections `>&2`, `2>&1`, `<&3`, `&>file` are not a pipe or `&`.
+    let stripped = cmd
+        .replace("&&", "")
+        .replace("||", "")
+        .replace(">&", "")
+        .replace("<&", "")
+        .replace("&>", "");
     // Whitespace-separated pieces, without the quoting or `$` that may hide an option's dash.
     let pieces: Vec<&str> = cmd
         .split(' ')

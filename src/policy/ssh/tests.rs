@@ -357,3 +357,19 @@ fn refusals_say_what_is_wrong() {
     assert!(long.len() < super::MAX_COMMAND_BYTES);
     assert_eq!(run(GIT, &long).unwrap_err().code(), "invalid_argument");
 }
+
+#[test]
+fn a_redirection_to_a_descriptor_is_not_the_background() {
+    let bg = "`&` runs a command in the background";
+    for cmd in ["echo oops >&2", "make 2>&1", "cat <&3", "build &>log"] {
+        let named = super::shell_syntax(cmd);
+        assert!(!named.contains(&bg), "{cmd}: {named:?}");
+    }
+    for cmd in ["sleep 9 &", "echo x >&2 & rm y", "a&b"] {
+        assert!(super::shell_syntax(cmd).contains(&bg), "{cmd}");
+    }
+    // The redirection itself is still named.
+    assert!(super::shell_syntax("echo oops >&2")
+        .iter()
+        .any(|n| n.contains("`>`")));
+}
