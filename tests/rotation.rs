@@ -7,7 +7,7 @@ mod support;
 
 use serde_json::{json, Value};
 use std::process::Command;
-use support::ssh::{add_ssh, exec, keygen, mcp, text_of};
+use support::ssh::{add_ssh, exec, keygen, mcp, text_of, token, LocalUser};
 use support::sshd::Sshd;
 use support::*;
 
@@ -144,4 +144,57 @@ fn an_http_secret_is_not_changed_with_ssh_flags_and_the_reverse() {
     );
     assert_eq!(r.code, 2, "{r:?}");
     assert_eq!(version_of(&mut v, "api"), 1);
+}
+
+#[test]
+fn a_rotated_password_logs_in_on_a_new_connection() {
+    let (old, new) = (format!("pw-{}", token("o")), format!("pw-{}", token("n")));
+    let user = LocalUser::create(&old);
+    let sshd = Sshd::start_with("", "LogLevel VERBOSE");
+    let mut v = TestVault::init("rotate-pw");
+    add_ssh(
+        &mut v,
+        "box",
+        &sshd,
+        &user.name,
+        &["--password-stdin"],
+        Some(&old),
+        "never",
+        None,
+    )
+    .ok();
+    let mut p = mcp(&v, None);
+    let first = exec(&mut p, 1, "box", "echo one", json!({}));
+    assert_eq!(text_of(&first, "stdout").trim(), "one", "{first}");
+
+    // The account's password changes, then the vault's.
+    let mut child = Command::new("chpasswd")
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    writeln!(child.stdin.take().unwrap(), "{}:{new}", user.name).unwrap();
+    assert!(child.wait().unwrap().success());
+    let edited = v
+        .run_pp(
+            &["edit", "box", "--password-stdin"],
+            Some(&format!("{new}\n")),
+        )
+        .ok();
+    assert!(edited.stdout.contains("version 2"), "{}", edited.stdout);
+
+    let second = exec(&mut p, 2, "box", "echo two", json!({}));
+    assert_eq!(text_of(&second, "stdout").trim(), "two", "{second}");
+    let accepted = sshd
+        .log()
+        .lines()
+        .filter(|l| l.contains(&format!("Accepted password for {}", user.name)))
+        .count();
+    assert_eq!(
+        accepted, 2,
+        "a connection made with the old password was reused"
+    );
+    for out in [&edited.stdout, &edited.stderr] {
+        assert!(!out.contains(&new) && !out.contains(&old));
+    }
 }
