@@ -11,6 +11,8 @@ pub enum KeyFileError {
     WrongPassphrase,
     #[error("vault.key.age is not a valid age file ({0}); restore it from your backup")]
     Corrupt(String),
+    #[error("vault.key.age asks for scrypt work 2^{required}, more than this vault accepts (2^{MAX_WORK_FACTOR}: {} MiB of memory); re-encrypt it with `age -p` at a lower work factor, or restore it from your backup", 128u64 * 8 * (1 << MAX_WORK_FACTOR) / (1 << 20))]
+    ExcessiveWork { required: u8 },
     #[error("vault.key.age decrypted but does not hold the documented key JSON ({0}); restore it from your backup")]
     BadContents(&'static str),
     #[error("cannot encrypt the key file: {0}")]
@@ -40,12 +42,36 @@ pub fn wrap_key_file(keys: &KeyMaterial, passphrase: &Passphrase) -> Result<Vec<
     age::encrypt(&recipient, text.as_bytes()).map_err(|e| KeyFileError::Encrypt(e.to_string()))
 }
 
+/// The highest scrypt work factor accepted: 2^22 takes 4 GiB of memory. age's own bound is this
+/// machine's speed measured now plus 4 (about 16 s), which a busy machine measures low: a key
+/// file written at an idle moment (age's 1 s target, 2^19 here) was then refused as "excessive
+/// work" with the vault unharmed.
+const MAX_WORK_FACTOR: u8 = 22;
+
+/// The work factor the key file's scrypt stanza names (`-> scrypt SALT LOG_N`), if it has one.
+fn stanza_work_factor(bytes: &[u8]) -> Option<u8> {
+    let header = bytes.split(|&b| b == b'\n').nth(1)?;
+    let text = std::str::from_utf8(header).ok()?;
+    let mut words = text.strip_prefix("-> scrypt ")?.split(' ');
+    words.next()?;
+    words.next()?.parse().ok()
+}
+
 /// Decrypts and parses the key file.
 pub fn unwrap_key_file(bytes: &[u8], passphrase: &Passphrase) -> Result<KeyMaterial, KeyFileError> {
-    let identity = age::scrypt::Identity::new(passphrase.secret().clone());
+    let mut identity = age::scrypt::Identity::new(passphrase.secret().clone());
+    // The file's own work factor is accepted up to the fixed bound, however busy the machine is
+    // now; beyond it, age's bound applies.
+    if let Some(log_n) = stanza_work_factor(bytes).filter(|&n| n <= MAX_WORK_FACTOR) {
+        debug_assert!(log_n <= MAX_WORK_FACTOR);
+        identity.set_max_work_factor(MAX_WORK_FACTOR);
+    }
     let plain = Zeroizing::new(age::decrypt(&identity, bytes).map_err(|e| match e {
         age::DecryptError::DecryptionFailed | age::DecryptError::NoMatchingKeys => {
             KeyFileError::WrongPassphrase
+        }
+        age::DecryptError::ExcessiveWork { required, .. } => {
+            KeyFileError::ExcessiveWork { required }
         }
         other => KeyFileError::Corrupt(other.to_string()),
     })?);
@@ -65,6 +91,30 @@ pub fn unwrap_key_file(bytes: &[u8], passphrase: &Passphrase) -> Result<KeyMater
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_files_own_work_factor_is_read_and_bounded() {
+        let keys = KeyMaterial::generate();
+        let pass = Passphrase::from_string("correct horse battery staple".into());
+        let file = wrap_key_file(&keys, &pass).unwrap();
+        let n = stanza_work_factor(&file).expect("an scrypt stanza");
+        assert!((10..=MAX_WORK_FACTOR).contains(&n), "{n}");
+        // The same file naming 2^40: age refuses before any work, and the message says why.
+        let line_end = 22 + file[22..].iter().position(|&b| b == b'\n').unwrap();
+        let stanza = std::str::from_utf8(&file[22..line_end]).unwrap();
+        let forged_stanza = stanza.replacen(&format!(" {n}"), " 40", 1);
+        let forged = [&file[..22], forged_stanza.as_bytes(), &file[line_end..]].concat();
+        assert_eq!(stanza_work_factor(&forged), Some(40));
+        let e = unwrap_key_file(&forged, &pass).unwrap_err();
+        assert!(
+            matches!(e, KeyFileError::ExcessiveWork { required: 40 }),
+            "{e:?}"
+        );
+        assert_eq!(
+            stanza_work_factor(b"age-encryption.org/v1\n-> X25519 abc\n"),
+            None
+        );
+    }
 
     #[test]
     fn wrap_unwrap_round_trip_and_wrong_passphrase() {
