@@ -1,6 +1,6 @@
 //! Canonical JSON: the one byte form that audit hashes and action hashes are computed over.
 //!
-//! Rules (also in ARCHITECTURE.md): object keys sorted by their UTF-8 bytes at every level, no
+//! Rules (also in docs/design.md §9): object keys sorted by their UTF-8 bytes at every level, no
 //! whitespace, strings escaped as JSON requires and nothing more (`"` `\\` and U+0000..U+001F,
 //! the latter as `\b \f \n \r \t` or `\u00xx` in lowercase hex), everything else as raw UTF-8.
 //! Numbers are written as serde_json writes them; the vault only puts integers in hashed JSON.

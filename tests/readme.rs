@@ -150,3 +150,29 @@ fn every_vault_line_of_the_readme_runs_as_written() {
         .env("VAULT_DIR", &vault_dir)
         .output();
 }
+
+/// ARCHITECTURE.md stays one page (at most 150 lines), and every test it names as the keeper of an
+/// invariant exists.
+#[test]
+fn the_architecture_is_one_page_and_names_real_tests() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    assert!(
+        text.lines().count() <= 150,
+        "ARCHITECTURE.md has {} lines",
+        text.lines().count()
+    );
+    let mut named = 0;
+    for part in text.split("`tests/").skip(1) {
+        let file = part.split(['`', ' ']).next().unwrap();
+        if !file.ends_with(".rs") {
+            continue;
+        }
+        named += 1;
+        assert!(
+            root.join("tests").join(file).exists(),
+            "ARCHITECTURE.md names tests/{file}"
+        );
+    }
+    assert!(named >= 15, "{named} tests named");
+}

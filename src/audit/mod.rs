@@ -1,7 +1,7 @@
 //! The audit journal: appending blake3-chained rows inside the caller's transaction; verifying,
 //! exporting and anchoring the chain; and the Activity / Sessions projections of it.
 //!
-//! Byte layout (also in ARCHITECTURE.md, so any tool can re-check it):
+//! Byte layout (also in docs/design.md §9, so any tool can re-check it):
 //! `genesis = blake3("agent-vault audit genesis v1\n" ‖ vault_id)`;
 //! `canonical = canonical_json({"action","body","kind","seq","session","ts"})` with `null` for an
 //! absent session or action; `hash = blake3(prev ‖ canonical)` where `prev` is the previous row's

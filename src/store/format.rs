@@ -4,7 +4,7 @@
 //!
 //! Why a format of our own: every page written or read is MACed, and on the CPUs this runs on
 //! SHA-256 is the hash with hardware help; the page MAC was the largest single cost of a commit
-//! and of `vault verify` (ARCHITECTURE.md, "What a call costs"). HMAC-SHA256 with a 256-bit key is
+//! and of `vault verify` (docs/design.md §10, "Durability"). HMAC-SHA256 with a 256-bit key is
 //! as strong a page MAC as the file needs. Everything else stays at SQLCipher 4's defaults, pinned
 //! here so that a future SQLCipher with other defaults still opens the file.
 use super::StoreError;
