@@ -59,6 +59,54 @@ fn version_negotiation_and_lifecycle() {
     }
 }
 
+/// The whole `tools/list` answer, as the raw line a client reads, stays within 8 KiB in both
+/// protocol generations: every client puts it in the model's context at each session start. Was
+/// 27,014 bytes (one result schema with per-property descriptions, four times over); see
+/// BENCHMARKS.md `tools_list_bytes`.
+const TOOLS_LIST_MAX_BYTES: usize = 8192;
+
+/// The raw `tools/list` answer line of a fresh `vault mcp`, after `initialize` when `meta` is None.
+fn tools_list_line(v: &TestVault, meta: Option<Value>) -> String {
+    let mut p = McpProc::spawn(v.command(&["mcp"]));
+    let params = match meta {
+        None => {
+            p.initialize();
+            json!({})
+        }
+        Some(m) => json!({"_meta": m}),
+    };
+    p.send(&json!({"jsonrpc": "2.0", "id": "size", "method": "tools/list", "params": params}));
+    let (code, lines, _) = p.finish(Duration::from_secs(10));
+    assert_eq!(code, 0);
+    let line = lines
+        .into_iter()
+        .find(|l| l.contains("\"size\""))
+        .expect("a tools/list answer");
+    let answer: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(
+        answer["result"]["tools"].as_array().unwrap().len(),
+        6,
+        "{line}"
+    );
+    line
+}
+
+#[test]
+fn the_tools_list_answer_stays_within_8_kib() {
+    let v = vault_with_api("toolsize");
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}, "io.modelcontextprotocol/clientInfo": {"name": "c", "version": "1"}});
+    for (era, meta) in [("2025-11-25", None), ("2026-07-28", Some(meta))] {
+        let line = tools_list_line(&v, meta);
+        println!("tools/list ({era}): {} bytes", line.len());
+        assert!(
+            line.len() <= TOOLS_LIST_MAX_BYTES,
+            "tools/list ({era}) is {} bytes, over {TOOLS_LIST_MAX_BYTES}: shorten a description \
+             or schema in schema/tools/ rather than raise the limit",
+            line.len()
+        );
+    }
+}
+
 #[test]
 fn the_stateless_generation_discovers_and_calls_with_meta() {
     let v = vault_with_api("modern");

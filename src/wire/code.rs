@@ -1,13 +1,13 @@
-//! The error codes a tool result can carry (`error.code`, the enum of `schema/tools/common.json`):
-//! one closed list, so no result can name a code a client validating `outputSchema` would reject.
+//! The error codes a tool result can carry (`error.code`; a plain string in `outputSchema`, so a
+//! client never rejects a code added later): one closed list, documented in docs/design.md §5.
 //! Self-contained (serde only): the mapping from an action's state lives with the result shapes.
 use std::fmt;
 
 /// Declares the enum, `ALL` and `as_str` from one list, so a variant cannot be left out of either.
 macro_rules! tool_error_codes {
     ($($(#[doc = $doc:literal])* $variant:ident => $name:literal,)+) => {
-        /// Why a tool call failed, as `error.code` spells it. `ALL` is held equal to the schema's
-        /// enum by `parity_tests.rs`; `tests/result_shapes.rs` produces every code but `Internal`.
+        /// Why a tool call failed, as `error.code` spells it. `tests/result_shapes.rs` produces
+        /// every code in `ALL` but `Internal`.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
         #[serde(rename_all = "snake_case")]
         pub enum ToolErrorCode {
@@ -15,7 +15,7 @@ macro_rules! tool_error_codes {
         }
 
         impl ToolErrorCode {
-            /// Every code, in the schema's order.
+            /// Every code, in declaration order.
             pub const ALL: &'static [ToolErrorCode] = &[$(ToolErrorCode::$variant,)+];
 
             pub const fn as_str(self) -> &'static str {
