@@ -8,8 +8,12 @@
 //! Without it the bench says so and fails: in quick mode before measuring anything, in full
 //! mode after printing the vault's own rows.
 //!
+//! Also the size of the `tools/list` answer (`tools_list_bytes`: the raw line, what a client puts
+//! in the model's context), against the vault's own answer before it was cut down (a constant,
+//! stated as such: no other server here lists these tools), and server-everything's for scale.
+//!
 //! Run: `cargo bench --bench mcp_startup` (prints a table; goals: cold start p50 ≤ 10 ms and
-//! ≥ 30× faster than the peer). `-- --quick`: a few starts and calls of each, checks only (what
+//! ≥ 30× faster than the peer, `tools/list` ≤ 8 KiB). `-- --quick`: a few starts and calls of each, checks only (what
 //! CI runs).
 mod common;
 
@@ -19,6 +23,12 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// The `tools/list` answer of `vault mcp` before it was cut down (commit 5ec8d82): the peer of
+/// the `tools_list_bytes` row.
+const TOOLS_LIST_BYTES_BEFORE: f64 = 27_014.0;
+const TOOLS_LIST_BEFORE: &str =
+    "tools_list_bytes, vault mcp before (27,014 at 5ec8d82, a constant)";
 
 /// How the peer is installed (from the repository root).
 const PEER_INSTALL: &str = "npm ci --prefix .ci/node";
@@ -36,6 +46,8 @@ struct Session {
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
     next_id: i64,
+    /// Bytes of the last response line read, newline excluded.
+    last_len: usize,
 }
 
 impl Server {
@@ -54,6 +66,7 @@ impl Server {
             stdout: BufReader::new(child.stdout.take().unwrap()),
             child,
             next_id: 1,
+            last_len: 0,
         }
     }
 }
@@ -78,6 +91,7 @@ impl Session {
             assert!(n > 0, "the server closed stdout before answering {method}");
             let v: Value = serde_json::from_str(&line).expect("a JSON-RPC line");
             if v["id"] == json!(id) {
+                self.last_len = line.trim_end_matches(['\r', '\n']).len();
                 assert!(v.get("result").is_some(), "{method} failed: {v}");
                 return v;
             }
@@ -109,6 +123,8 @@ impl Session {
 struct Measured {
     cold: (f64, f64, f64),
     warm: (f64, f64, f64),
+    /// The `tools/list` answer line, in bytes.
+    list_bytes: usize,
 }
 
 /// Also the report's rows: `peer` names the server the rows are compared with (None: this is it).
@@ -131,6 +147,7 @@ fn measure(server: &Server, cold_runs: usize, warm_calls: usize, peer: Option<&s
     s.initialize();
     s.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     let tools = s.request("tools/list", json!({}));
+    let list_bytes = s.last_len;
     assert!(
         tools["result"]["tools"]
             .as_array()
@@ -159,6 +176,7 @@ fn measure(server: &Server, cold_runs: usize, warm_calls: usize, peer: Option<&s
     Measured {
         cold: stats(cold),
         warm: stats(warm),
+        list_bytes,
     }
 }
 
@@ -264,6 +282,45 @@ fn main() {
             t.warm,
         );
     }
+    println!(
+        "tools/list answer: vault mcp {} bytes (was {TOOLS_LIST_BYTES_BEFORE}){}",
+        ours.list_bytes,
+        theirs.as_ref().map_or(String::new(), |t| format!(
+            ", server-everything {} bytes",
+            t.list_bytes
+        ))
+    );
+    common::emit_figure(
+        TOOLS_LIST_BEFORE,
+        "bytes",
+        Side::Peer,
+        TOOLS_LIST_BYTES_BEFORE,
+    );
+    common::emit_figure(
+        "tools_list_bytes, vault mcp",
+        "bytes",
+        Side::Vs(TOOLS_LIST_BEFORE),
+        ours.list_bytes as f64,
+    );
+    if let Some(t) = &theirs {
+        common::emit_figure(
+            "tools_list_bytes, server-everything (node)",
+            "bytes",
+            Side::Alone,
+            t.list_bytes as f64,
+        );
+    }
+    let goal_list = ours.list_bytes <= 8192;
+    println!(
+        "goal tools/list <= 8 KiB: {}",
+        if goal_list { "met" } else { "MISSED" }
+    );
+    common::emit_goal(
+        "tools/list answer <= 8192 bytes",
+        ours.list_bytes as f64,
+        "bytes",
+        goal_list,
+    );
     let goal_cold = ours.cold.0 <= 10.0;
     println!(
         "goal cold start p50 <= 10 ms: {}",

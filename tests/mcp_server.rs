@@ -62,7 +62,7 @@ fn version_negotiation_and_lifecycle() {
 /// The whole `tools/list` answer, as the raw line a client reads, stays within 8 KiB in both
 /// protocol generations: every client puts it in the model's context at each session start. Was
 /// 27,014 bytes (one result schema with per-property descriptions, four times over); see
-/// BENCHMARKS.md `tools_list_bytes`.
+/// `tools_list_bytes` in benches/mcp_startup.rs (and BENCHMARKS.md once the report runs).
 const TOOLS_LIST_MAX_BYTES: usize = 8192;
 
 /// The raw `tools/list` answer line of a fresh `vault mcp`, after `initialize` when `meta` is None.
