@@ -33,19 +33,10 @@ pub mod vault;
 pub mod wire;
 
 /// The `vault` binary: umask 077 first, logs to stderr, then the command line (`src/main.rs` is
-/// only this call). The CLI and the demo are not part of the library's API.
-pub fn run_binary() -> Exit {
+/// only this call); the process's exit code is the CLI's `Exit` (docs/design.md §7). The CLI and
+/// the demo are not part of the library's API.
+pub fn run_binary() -> std::process::ExitCode {
     paths::restrict_umask();
     cli::init_tracing();
-    cli::main()
-}
-
-/// Exit codes of the `vault` binary (docs/design.md §7).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
-    Ok = 0,
-    Failure = 1,
-    Usage = 2,
-    VerificationFailed = 3,
-    LockedOrPaused = 4,
+    std::process::ExitCode::from(cli::main() as u8)
 }

@@ -2,5 +2,5 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    ExitCode::from(agent_vault::run_binary() as u8)
+    agent_vault::run_binary()
 }

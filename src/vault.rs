@@ -8,7 +8,6 @@ use crate::keys::{
 };
 use crate::paths::{self, PathError, VaultPaths};
 use crate::store::{self, Store, StoreError};
-use crate::Exit;
 
 /// Errors opening or changing a vault.
 #[derive(Debug, thiserror::Error)]
@@ -31,18 +30,6 @@ pub enum VaultError {
     Path(#[from] PathError),
     #[error(transparent)]
     Audit(#[from] audit::AuditError),
-}
-
-impl VaultError {
-    /// The process exit code this error maps to (docs/design.md §7).
-    pub fn exit(&self) -> Exit {
-        match self {
-            VaultError::Locked(_) | VaultError::KeyFile(KeyFileError::WrongPassphrase) => {
-                Exit::LockedOrPaused
-            }
-            _ => Exit::Failure,
-        }
-    }
 }
 
 /// An open vault.

@@ -2,7 +2,8 @@
 //! is tens of microseconds, the same for the vault and for the direct peer), a throwaway vault
 //! with its custody agent, and a `vault mcp` session driven over its stdio.
 #![allow(dead_code)]
-use agent_vault::agent::client::{approver_client, stop_running, Client};
+use agent_vault::agent::client::{stop_running, Client};
+use agent_vault::agent::handoff::approver_client;
 use agent_vault::agent::protocol::{Reply, Request, Role};
 use agent_vault::credentials::{
     self, Approval, HttpAuth, HttpTarget, NewCredential, Secret, Target,

@@ -13,7 +13,6 @@ use super::protocol::{
     self, AgentFrame, ApprovalView, ClientFrame, ErrorCode, Event, Reply, Request, Role, Splitter,
 };
 use crate::approvals::{Action, Verdict};
-use crate::keys::KeyMaterial;
 use crate::paths::VaultPaths;
 use crate::wire::Approval;
 use std::io::{Read, Write};
@@ -495,36 +494,6 @@ impl Client {
             }
         }
     }
-}
-
-/// A connection to the vault's real agent over the encrypted channel (which only a process that
-/// holds the vault's key can open). If none runs (or an impostor holds the socket path), a new
-/// agent is started with the key.
-pub fn approver_client(paths: &VaultPaths, keys: &KeyMaterial) -> Result<Client, ClientError> {
-    let psk = super::channel::channel_key(&keys.master);
-    match Client::connect_secure(paths, &psk, Role::Approver) {
-        Ok(Some(c)) => return Ok(c),
-        Ok(None) => {}
-        Err(ClientError::Impostor(socket)) => {
-            tracing::warn!(
-                "the process on {} could not prove it is this vault's agent; replacing it",
-                socket.display()
-            );
-        }
-        Err(e) => return Err(e),
-    }
-    let vault_id = paths
-        .read_id()
-        .map_err(|e| ClientError::Protocol(e.to_string()))?;
-    super::handoff::start_agent(
-        paths,
-        &vault_id,
-        keys,
-        super::DEFAULT_LIFETIME,
-        super::handoff::IfRunning::Replace,
-    )
-    .map_err(|e| ClientError::Protocol(e.to_string()))?;
-    Client::connect_secure(paths, &psk, Role::Approver)?.ok_or(ClientError::Gone)
 }
 
 /// How the person proved a decision was theirs (`ApprovalMethod`, with what the agent checks).

@@ -3,7 +3,8 @@
 //! socketpair as its stdin, writes the key down that channel (never the filesystem socket, where
 //! an impostor may listen) and reads back where the agent listens. The child reads the key only
 //! after it hardened itself.
-use super::protocol::AgentStatus;
+use super::client::{Client, ClientError};
+use super::protocol::{AgentStatus, Role};
 use super::AgentError;
 use crate::keys::KeyMaterial;
 use crate::paths::VaultPaths;
@@ -201,4 +202,34 @@ pub fn answer(result: Result<&AgentStatus, &AgentError>) {
     if let Ok(null) = std::fs::File::open("/dev/null") {
         let _ = rustix::stdio::dup2_stdin(&null);
     }
+}
+
+/// A connection to the vault's real agent over the encrypted channel (which only a process that
+/// holds the vault's key can open). If none runs (or an impostor holds the socket path), a new
+/// agent is started with the key.
+pub fn approver_client(paths: &VaultPaths, keys: &KeyMaterial) -> Result<Client, ClientError> {
+    let psk = super::channel::channel_key(&keys.master);
+    match Client::connect_secure(paths, &psk, Role::Approver) {
+        Ok(Some(c)) => return Ok(c),
+        Ok(None) => {}
+        Err(ClientError::Impostor(socket)) => {
+            tracing::warn!(
+                "the process on {} could not prove it is this vault's agent; replacing it",
+                socket.display()
+            );
+        }
+        Err(e) => return Err(e),
+    }
+    let vault_id = paths
+        .read_id()
+        .map_err(|e| ClientError::Protocol(e.to_string()))?;
+    start_agent(
+        paths,
+        &vault_id,
+        keys,
+        super::DEFAULT_LIFETIME,
+        IfRunning::Replace,
+    )
+    .map_err(|e| ClientError::Protocol(e.to_string()))?;
+    Client::connect_secure(paths, &psk, Role::Approver)?.ok_or(ClientError::Gone)
 }

@@ -12,6 +12,7 @@ pub mod handoff;
 pub mod holder;
 pub mod protocol;
 mod server;
+mod shared;
 pub mod socket;
 
 use crate::approvals::Trust;

@@ -1,13 +1,13 @@
 //! `vault add http|ssh NAME …`: add a credential; the secret never comes from argv.
 use super::backend::{unexpected, Backend};
 use crate::agent::protocol::{Reply, Request};
+use crate::cli::Exit;
 use crate::credentials::{
-    self, fetch_host_key, load_private_key, parse_host, Approval, HttpAuth, HttpTarget,
-    NewCredential, Secret, SshAuth, SshTarget, Target,
+    self, fetch_host_key, parse_host, Approval, HttpAuth, HttpTarget, NewCredential, Secret,
+    SshAuth, SshTarget, Target,
 };
 use crate::keys::{read_file_line, read_stdin_line, read_terminal};
 use crate::paths::VaultPaths;
-use crate::Exit;
 use anyhow::Context;
 use clap::ArgGroup;
 use std::path::PathBuf;
@@ -126,13 +126,21 @@ pub(super) fn run(paths: VaultPaths, kind: Kind) -> anyhow::Result<Exit> {
     let mut from = super::secret_from::SecretFrom::default();
     let (common, target, secret, name) = match kind {
         Kind::Http(mut a) => {
-            one_stdin(a.secret_stdin, "--secret-stdin", a.common.passphrase)?;
+            super::credential_args::one_stdin(
+                a.secret_stdin,
+                "--secret-stdin",
+                a.common.passphrase,
+            )?;
             a.from.check(a.common.passphrase)?;
             from = std::mem::take(&mut a.from);
             http(a, &mut from)?
         }
         Kind::Ssh(a) => {
-            one_stdin(a.password_stdin, "--password-stdin", a.common.passphrase)?;
+            super::credential_args::one_stdin(
+                a.password_stdin,
+                "--password-stdin",
+                a.common.passphrase,
+            )?;
             ssh(a)?
         }
     };
@@ -178,26 +186,6 @@ pub(super) fn run(paths: VaultPaths, kind: Kind) -> anyhow::Result<Exit> {
     Ok(Exit::Ok)
 }
 
-/// Refuses a secret and the passphrase both on stdin (only its first line is read, once).
-pub(super) fn one_stdin(
-    secret_stdin: bool,
-    flag: &str,
-    passphrase: super::backend::PassphraseArg,
-) -> anyhow::Result<()> {
-    if secret_stdin && passphrase.is_stdin() {
-        return Err(credentials::CredentialError::Invalid {
-            field: "--passphrase-stdin",
-            reason: if flag == "--secret-stdin" {
-                format!("{flag} and --passphrase-stdin both read the first line of stdin; give the secret with --secret-file FILE (or the passphrase with VAULT_PASSPHRASE_FILE)")
-            } else {
-                format!("{flag} and --passphrase-stdin both read the first line of stdin; give the passphrase with VAULT_PASSPHRASE_FILE (a 0600 file) instead")
-            },
-        }
-        .into());
-    }
-    Ok(())
-}
-
 fn http(
     a: HttpArgs,
     from: &mut super::secret_from::SecretFrom,
@@ -238,7 +226,7 @@ fn http(
             .transpose()?,
         auth,
         ca_file,
-        allow_headers: super::edit::allow_headers(&a.allow_headers)?,
+        allow_headers: super::credential_args::allow_headers(&a.allow_headers)?,
     });
     if let Some(secret) = from.read()? {
         return Ok((a.common, target, secret, a.name));
@@ -262,22 +250,6 @@ fn http(
     ))
 }
 
-/// An SSH private key from `--key-file`, decrypted here if encrypted (its passphrase asked once,
-/// on the terminal).
-pub(super) fn key_from_file(f: &std::path::Path) -> anyhow::Result<(Secret, SshAuth)> {
-    Ok(load_private_key(f, || {
-        read_terminal(
-            "key passphrase",
-            &format!("Passphrase of {}: ", f.display()),
-            "run this in a terminal, or give a copy of the key without a passphrase (`ssh-keygen -p -f COPY`)",
-        )
-        .map_err(|e| credentials::CredentialError::Invalid {
-            field: "--key-file",
-            reason: format!("the key is encrypted and {e}"),
-        })
-    })?)
-}
-
 fn ssh(a: SshArgs) -> anyhow::Result<(Common, Target, Secret, String)> {
     let host = credentials::normalize_host(&a.host)?;
     if a.port == 0 {
@@ -287,7 +259,7 @@ fn ssh(a: SshArgs) -> anyhow::Result<(Common, Target, Secret, String)> {
         });
     }
     let (secret, auth) = match &a.key_file {
-        Some(f) => key_from_file(f)?,
+        Some(f) => super::credential_args::key_from_file(f)?,
         None => (
             Secret::new(read_stdin_line("password")?.as_bytes().to_vec()),
             SshAuth::Password,

@@ -2,9 +2,9 @@
 //! detached with the key on an inherited channel (`--handoff`, internal); a login unit runs it
 //! with `--foreground`, unlocking from the OS keyring (`vault unlock --remember` put the key there).
 use crate::agent::{self, handoff, socket, Start};
+use crate::cli::Exit;
 use crate::paths::VaultPaths;
 use crate::vault::Vault;
-use crate::Exit;
 use std::time::Duration;
 
 #[derive(Debug, clap::Args)]

@@ -7,9 +7,9 @@
 //! a locked vault completes no names (a Tab never asks for the passphrase).
 use crate::agent::client::Client;
 use crate::agent::protocol::{Reply, Request, Role};
+use crate::cli::Exit;
 use crate::credentials::Listed;
 use crate::paths::VaultPaths;
-use crate::Exit;
 use clap_complete::engine::CompletionCandidate;
 use clap_complete::env::{Bash, EnvCompleter, Fish, Zsh};
 

@@ -4,9 +4,9 @@
 //! needs no passphrase.
 use crate::agent::client::Client;
 use crate::agent::protocol::{Reply, Request, Role};
+use crate::cli::Exit;
 use crate::config::Config;
 use crate::paths::VaultPaths;
-use crate::Exit;
 use serde_json::json;
 use std::collections::BTreeMap;
 

@@ -1,8 +1,8 @@
 //! `vault demo`: the end-to-end flow on a throwaway vault (see `crate::demo`). On a terminal it
 //! opens the real approval card (`vault approve` for the demo vault); without one it approves
 //! through the scripted path and says so.
+use crate::cli::Exit;
 use crate::demo::{self, Approver};
-use crate::Exit;
 use std::io::IsTerminal;
 
 #[derive(Debug, clap::Args)]

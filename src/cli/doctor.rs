@@ -4,11 +4,11 @@
 //! fails (warnings do not fail). Prints no secret.
 use crate::agent::client::Client;
 use crate::agent::protocol::{Reply, Request, Role, StoreStatus};
+use crate::cli::Exit;
 use crate::keys::remember;
 use crate::keys::PassphraseSource;
 use crate::paths::{mode_of, VaultPaths};
 use crate::vault::Vault;
-use crate::Exit;
 use serde_json::{json, Value};
 
 #[derive(Debug, clap::Args)]

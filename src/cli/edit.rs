@@ -2,13 +2,12 @@
 //! here; its version goes up.
 use super::backend::{unexpected, Backend};
 use crate::agent::protocol::{Reply, Request};
+use crate::cli::Exit;
 use crate::credentials::{
-    check_allow_header, check_host_key, check_path_prefix, parse_methods, Approval, Edit, Secret,
-    SshAuth, Target,
+    check_host_key, check_path_prefix, parse_methods, Approval, Edit, Secret, SshAuth, Target,
 };
 use crate::keys::{read_file_line, read_stdin_line};
 use crate::paths::VaultPaths;
-use crate::Exit;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -65,8 +64,8 @@ pub(super) struct Args {
 }
 
 pub(super) fn run(paths: VaultPaths, mut a: Args) -> anyhow::Result<Exit> {
-    super::add::one_stdin(a.secret_stdin, "--secret-stdin", a.passphrase)?;
-    super::add::one_stdin(a.password_stdin, "--password-stdin", a.passphrase)?;
+    super::credential_args::one_stdin(a.secret_stdin, "--secret-stdin", a.passphrase)?;
+    super::credential_args::one_stdin(a.password_stdin, "--password-stdin", a.passphrase)?;
     a.from.check(a.passphrase)?;
     let edit = edit_of(&mut a)?;
     // Every change is signed by the approver: the passphrase opens the encrypted channel (or,
@@ -159,7 +158,7 @@ fn edit_of(a: &mut Args) -> anyhow::Result<Edit> {
     } else if let Some(f) = &a.secret_file {
         (Some(line_secret(read_file_line("secret", f)?)), None)
     } else if let Some(f) = &a.key_file {
-        let (secret, auth) = super::add::key_from_file(f)?;
+        let (secret, auth) = super::credential_args::key_from_file(f)?;
         (Some(secret), Some(auth))
     } else if a.password_stdin {
         let password = line_secret(read_stdin_line("password")?);
@@ -196,7 +195,7 @@ fn edit_of(a: &mut Args) -> anyhow::Result<Edit> {
         } else if a.allow_headers.is_empty() {
             None
         } else {
-            Some(allow_headers(&a.allow_headers)?)
+            Some(super::credential_args::allow_headers(&a.allow_headers)?)
         },
         ssh_auth,
         secret,
@@ -205,15 +204,4 @@ fn edit_of(a: &mut Args) -> anyhow::Result<Edit> {
 
 fn line_secret(line: zeroize::Zeroizing<String>) -> Secret {
     Secret::new(line.as_bytes().to_vec())
-}
-
-/// `--allow-header` values, checked, lowercased, deduplicated and sorted.
-pub(super) fn allow_headers(names: &[String]) -> anyhow::Result<Vec<String>> {
-    let mut out = names
-        .iter()
-        .map(|n| check_allow_header(n))
-        .collect::<Result<Vec<_>, _>>()?;
-    out.sort();
-    out.dedup();
-    Ok(out)
 }

@@ -2,8 +2,8 @@
 //! `-`), checkable anywhere with `vault verify --file FILE` (no key needed).
 use super::backend::{unexpected, Backend};
 use crate::agent::protocol::{Reply, Request};
+use crate::cli::Exit;
 use crate::paths::VaultPaths;
-use crate::Exit;
 use anyhow::Context;
 use std::path::PathBuf;
 

@@ -5,10 +5,10 @@
 //! Agent-derived text (client name, paths, commands) is printed through `term::escape`.
 use super::backend::{unexpected, Backend, PassphraseArg};
 use crate::agent::protocol::{GrantView, Reply, Request};
+use crate::cli::Exit;
 use crate::paths::VaultPaths;
 use crate::term::escape;
 use crate::vault::Vault;
-use crate::Exit;
 
 #[derive(Debug, clap::Args)]
 #[command(args_conflicts_with_subcommands = true)]

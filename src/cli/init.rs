@@ -1,10 +1,10 @@
 //! `vault init`: create a vault and leave it unlocked, as `vault unlock` would (an agent started
 //! with the key), so the AI client's `vault mcp` works at once.
 use crate::agent::{handoff, DEFAULT_LIFETIME};
+use crate::cli::Exit;
 use crate::keys::PassphraseSource;
 use crate::paths::VaultPaths;
 use crate::vault::{Vault, VaultError};
-use crate::Exit;
 
 #[derive(Debug, clap::Args)]
 pub(super) struct Args {

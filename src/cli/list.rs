@@ -1,10 +1,10 @@
 //! `vault list [--json]`: credentials and their rules, never their secrets.
 use super::backend::{unexpected, Backend};
 use crate::agent::protocol::{Reply, Request};
+use crate::cli::Exit;
 use crate::credentials::{Approval, Credential};
 use crate::paths::VaultPaths;
 use crate::term::escape;
-use crate::Exit;
 use serde_json::{json, Value};
 
 #[derive(Debug, clap::Args)]

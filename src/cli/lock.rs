@@ -4,10 +4,10 @@
 //! flood of connections cannot make this miss it, and it never says "already locked" while an
 //! agent holds the lock.
 use crate::agent::holder::Stopped;
+use crate::cli::Exit;
 use crate::keys::remember;
 use crate::paths::VaultPaths;
 use crate::vault::Vault;
-use crate::Exit;
 
 #[derive(Debug, clap::Args)]
 pub(super) struct Args {

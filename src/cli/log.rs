@@ -8,10 +8,10 @@ use super::backend::Backend;
 use super::mirror::Mirror;
 use crate::approvals::{State, Tone};
 use crate::audit::{ActionEntry, Activity};
+use crate::cli::Exit;
 use crate::paths::VaultPaths;
 use crate::term::escape;
 use crate::wire::journal::Basis;
-use crate::Exit;
 use serde_json::json;
 use std::io::IsTerminal;
 

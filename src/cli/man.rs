@@ -2,7 +2,7 @@
 //! definitions (`vault man > vault.1` at package time). One self-contained page: the global
 //! options, every command with its usage and summary, exit status and environment; it refers to
 //! no `vault-COMMAND(1)` page, since none is installed.
-use crate::Exit;
+use crate::cli::Exit;
 use roff::{bold, roman, Roff};
 use std::io::{self, Write};
 

@@ -1,9 +1,9 @@
 //! `vault mcp [--profile P]`: the stdio MCP server the agent's client launches. stdout carries
 //! JSON-RPC only; this command prints nothing there itself (one note on stderr when a person runs
 //! it in a terminal).
+use crate::cli::Exit;
 use crate::mcp::{serve, ServeOptions};
 use crate::paths::VaultPaths;
-use crate::Exit;
 
 #[derive(Debug, clap::Args)]
 pub(super) struct Args {

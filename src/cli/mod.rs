@@ -19,6 +19,7 @@ mod approve;
 mod backend;
 mod completions;
 mod config;
+mod credential_args;
 mod demo;
 mod doctor;
 mod edit;
@@ -53,7 +54,7 @@ use crate::credentials::CredentialError;
 use crate::keys::PassphraseError;
 use crate::paths::VaultPaths;
 use crate::vault::VaultError;
-use crate::Exit;
+
 use clap::{Parser, Subcommand};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -223,11 +224,31 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
     }
 }
 
+/// Exit codes of the `vault` binary (docs/design.md §7); `run_binary` hands it to the process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Exit {
+    Ok = 0,
+    Failure = 1,
+    Usage = 2,
+    VerificationFailed = 3,
+    LockedOrPaused = 4,
+}
+
+/// The exit code a vault error maps to: 4 when the vault is locked or the passphrase is wrong.
+fn vault_exit(e: &VaultError) -> Exit {
+    match e {
+        VaultError::Locked(_) | VaultError::KeyFile(crate::keys::KeyFileError::WrongPassphrase) => {
+            Exit::LockedOrPaused
+        }
+        _ => Exit::Failure,
+    }
+}
+
 /// Exit code for an error: 4 when locked or the passphrase is wrong, 2 for invalid input.
 fn exit_code(err: &anyhow::Error) -> Exit {
     for cause in err.chain() {
         if let Some(v) = cause.downcast_ref::<VaultError>() {
-            return v.exit();
+            return vault_exit(v);
         }
         if let Some(crate::approvals::ApprovalError::WrongApprover) =
             cause.downcast_ref::<crate::approvals::ApprovalError>()

@@ -6,8 +6,8 @@ use super::backend::{unexpected, Backend};
 use crate::agent::client::Client;
 use crate::agent::holder::{self, Holder, Order};
 use crate::agent::protocol::{Reply, Request, Role};
+use crate::cli::Exit;
 use crate::paths::VaultPaths;
-use crate::Exit;
 
 #[derive(Debug, clap::Args)]
 pub(super) struct Args {

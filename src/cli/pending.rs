@@ -2,9 +2,9 @@
 //! Agent-derived text (client name, summary) is printed through `term::escape`.
 use super::backend::{unexpected, Backend};
 use crate::agent::protocol::{Reply, Request};
+use crate::cli::Exit;
 use crate::paths::VaultPaths;
 use crate::term::escape;
-use crate::Exit;
 use serde_json::{json, Value};
 
 #[derive(Debug, clap::Args)]

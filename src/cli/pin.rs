@@ -4,11 +4,11 @@
 use super::backend::{keys_from, unexpected, Backend, PassphraseArg};
 use crate::agent::protocol::{Reply, Request};
 use crate::approvals::pin;
+use crate::cli::Exit;
 use crate::keys::{read_stdin_line, read_terminal};
 use crate::paths::VaultPaths;
 use crate::vault::Vault;
 use crate::wire::Secret;
-use crate::Exit;
 
 #[derive(Debug, clap::Args)]
 pub(super) struct Args {

@@ -2,10 +2,10 @@
 //! an agent cannot lift it.
 use super::backend::{unexpected, Backend};
 use crate::agent::protocol::{Reply, Request};
+use crate::cli::Exit;
 use crate::keys::PassphraseSource;
 use crate::paths::VaultPaths;
 use crate::vault::Vault;
-use crate::Exit;
 
 #[derive(Debug, clap::Args)]
 pub(super) struct Args {

@@ -2,9 +2,9 @@
 //! version this command read over the encrypted channel.
 use super::backend::{unexpected, Backend};
 use crate::agent::protocol::{Reply, Request};
+use crate::cli::Exit;
 use crate::credentials::Credential;
 use crate::paths::VaultPaths;
-use crate::Exit;
 
 #[derive(Debug, clap::Args)]
 pub(super) struct Args {

@@ -3,11 +3,11 @@
 //! with its own terminal, and exits with its exit code. It says on stderr, in one line, what is
 //! contained on this kernel; it refuses, naming what is missing and the one change that enables
 //! it, where the kernel cannot contain (never a silently weaker sandbox).
+use crate::cli::Exit;
 use crate::contain::{
     self, ContainError, Launch, Listener, Plan, SocketAt, Spec, Support, VaultFiles,
 };
 use crate::paths::VaultPaths;
-use crate::Exit;
 use std::ffi::{CString, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};

@@ -2,9 +2,9 @@
 //! and in the usual credential files under `$HOME` — each with its path, line, kind and the
 //! `vault add` command that moves it in. Never a value. Exit 1 when anything is found (for CI
 //! and pre-commit hooks), 0 when clean. Needs no vault: no passphrase, no agent, no directory.
+use crate::cli::Exit;
 use crate::scan::{self, Finding};
 use crate::term::escape;
-use crate::Exit;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 

@@ -4,9 +4,9 @@
 use super::backend::Backend;
 use super::mirror::Mirror;
 use crate::audit::{Activity, SessionSummary};
+use crate::cli::Exit;
 use crate::paths::VaultPaths;
 use crate::term::escape;
-use crate::Exit;
 use serde_json::{json, Value};
 
 #[derive(Debug, clap::Args)]

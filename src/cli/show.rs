@@ -6,10 +6,10 @@ use super::backend::{unexpected, Backend};
 use super::mirror::Mirror;
 use crate::agent::protocol::{GrantView, Reply, Request};
 use crate::audit::{ActionEntry, Activity};
+use crate::cli::Exit;
 use crate::credentials::Listed;
 use crate::paths::VaultPaths;
 use crate::term::escape;
-use crate::Exit;
 use serde_json::json;
 
 #[derive(Debug, clap::Args)]

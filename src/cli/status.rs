@@ -8,10 +8,10 @@
 use super::backend::{unexpected, Backend, PassphraseArg};
 use crate::agent::client::Client;
 use crate::agent::protocol::{AgentStatus, Reply, Request, Role, StoreStatus};
+use crate::cli::Exit;
 use crate::keys::PassphraseSource;
 use crate::paths::VaultPaths;
 use crate::vault::Vault;
-use crate::Exit;
 use serde_json::json;
 
 #[derive(Debug, clap::Args)]

@@ -7,10 +7,10 @@ use crate::agent::handoff::{self, IfRunning};
 use crate::agent::holder::{self, Holder};
 use crate::agent::protocol::{Reply, Request, Role};
 use crate::agent::{AgentError, DEFAULT_LIFETIME};
+use crate::cli::Exit;
 use crate::keys::{remember, PassphraseSource};
 use crate::paths::VaultPaths;
 use crate::vault::Vault;
-use crate::Exit;
 use std::time::Duration;
 
 /// How long an agent that holds the vault without answering on its socket is given to let go:

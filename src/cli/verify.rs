@@ -4,9 +4,9 @@
 use super::backend::{unexpected, Backend};
 use crate::agent::protocol::{Reply, Request};
 use crate::audit::{self, Anchor};
+use crate::cli::Exit;
 use crate::paths::VaultPaths;
 use crate::wire::journal::{HeadLine, VerifyLine};
-use crate::Exit;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]

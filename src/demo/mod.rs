@@ -8,7 +8,8 @@ mod ssh;
 pub(crate) mod ssh_target;
 mod target;
 
-use crate::agent::client::{approver_client, Client};
+use crate::agent::client::Client;
+use crate::agent::handoff::approver_client;
 use crate::agent::protocol::{ApprovalView, Reply, Request, Role};
 use crate::approvals::Verdict;
 use crate::audit;

@@ -4,7 +4,7 @@
 //! connection of their own.
 use super::Writer;
 use crate::agent::protocol::{AgentFrame, AgentStatus, ErrorCode, Event, Reply, Request};
-use crate::agent::server::Agent;
+use crate::agent::shared::Agent;
 use crate::services::ops;
 use crate::store::Store;
 use std::sync::Arc;

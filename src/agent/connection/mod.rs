@@ -5,7 +5,7 @@
 use super::admission::{self, Ticket};
 use super::channel::{self, Opener, Sealer};
 use super::protocol::{self, AgentFrame, ClientFrame, ErrorCode, Event, Reply, Request, Role};
-use super::server::Agent;
+use super::shared::Agent;
 use super::socket::Peer;
 use crate::services::tools::{self, EventSink, Session};
 use crate::services::{ops, session_end, session_start};

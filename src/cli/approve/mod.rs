@@ -11,13 +11,14 @@ mod preview;
 mod screen;
 mod watch;
 
-use crate::agent::client::{approver_client, ClientError};
+use crate::agent::client::ClientError;
+use crate::agent::handoff::approver_client;
 use crate::agent::protocol::{Reply, Request};
 use crate::approvals::Verdict;
+use crate::cli::Exit;
 use crate::keys::PassphraseSource;
 use crate::paths::VaultPaths;
 use crate::vault::Vault;
-use crate::Exit;
 use clap::ArgGroup;
 
 #[derive(Debug, clap::Args)]

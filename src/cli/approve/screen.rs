@@ -19,11 +19,11 @@ use super::watch::{left_note, Told, Watch};
 use crate::agent::client::{Client, Proof};
 use crate::agent::protocol::{ApprovalView, Reply, Request};
 use crate::approvals::Verdict;
+use crate::cli::Exit;
 use crate::keys::{ApproverKey, PassphraseSource};
 use crate::paths::VaultPaths;
 use crate::term::escape;
 use crate::wire::Secret;
-use crate::Exit;
 use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::termios::{
     self, LocalModes, OptionalActions, QueueSelector, SpecialCodeIndex, Termios,
@@ -208,7 +208,7 @@ fn unlock(
     let passphrase = source.read("Vault passphrase: ");
     tty.raw(true);
     let keys = super::super::backend::keys_from(paths, source, &passphrase?)?;
-    let mut client = crate::agent::client::approver_client(paths, &keys)?;
+    let mut client = crate::agent::handoff::approver_client(paths, &keys)?;
     let psk = crate::agent::channel::channel_key(&keys.master);
     let approver = keys.into_approver();
     ensure_pin(&mut client, &approver, tty)?;

@@ -2,10 +2,11 @@
 //! run with a time limit when the client is installed, and what its answer means. A locked vault
 //! is normal: `vault mcp` answers a client's `initialize` without the agent.
 use super::super::out::note;
-use super::clients::{Client, Scope, Server};
+use super::clients::{Client, Scope};
+use super::merge::Server;
+use crate::cli::Exit;
 use crate::paths::VaultPaths;
 use crate::term::escape;
-use crate::Exit;
 use anyhow::{bail, Context};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

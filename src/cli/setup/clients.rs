@@ -1,7 +1,7 @@
 //! What `vault setup` knows of each MCP client: where its config lives in each scope (and the
 //! environment overrides the client honours), the entry it reads, Gemini CLI's trusted folders,
 //! and the client's own health command.
-use super::merge::{set_json, set_toml_server, Node};
+use super::merge::{set_json, set_toml_server, Node, Server};
 use anyhow::Context;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -26,13 +26,6 @@ pub(super) enum Client {
 pub(super) enum Scope {
     User,
     Project,
-}
-
-/// The entry: the absolute `vault`, `mcp`, and the vault directory it serves.
-pub(super) struct Server {
-    pub(super) name: String,
-    pub(super) command: String,
-    pub(super) vault_dir: String,
 }
 
 /// Where the person's files are: their home, the folder `vault setup` runs in, and the

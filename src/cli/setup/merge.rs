@@ -1,13 +1,20 @@
-//! Merging one entry into a config file without disturbing the rest. JSON: every other member
-//! keeps its place and its text (values are carried as written, not re-serialized); TOML: every
-//! other line, comments included, is kept byte for byte. Each result is parsed back and must
-//! mean the old document with only that entry set, else nothing is written.
-use super::clients::Server;
+//! The entry `vault setup` writes (`Server`), and merging it into a config file without
+//! disturbing the rest. JSON: every other member keeps its place and its text (values are carried
+//! as written, not re-serialized); TOML: every other line, comments included, is kept byte for
+//! byte. Each result is parsed back and must mean the old document with only that entry set, else
+//! nothing is written.
 use anyhow::{bail, Context};
 use serde::ser::{SerializeMap, Serializer};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use std::path::Path;
+
+/// The entry: the absolute `vault`, `mcp`, and the vault directory it serves.
+pub(super) struct Server {
+    pub(super) name: String,
+    pub(super) command: String,
+    pub(super) vault_dir: String,
+}
 
 /// A JSON value on its way out: a member kept as it was written, an object whose members we
 /// rebuilt (in order), or a value of ours.

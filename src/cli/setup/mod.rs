@@ -10,11 +10,12 @@ mod check;
 mod clients;
 mod merge;
 
-use self::clients::{Client, Places, Scope, Server, Trust};
+use self::clients::{Client, Places, Scope, Trust};
+use self::merge::Server;
 use super::out::note;
+use crate::cli::Exit;
 use crate::paths::VaultPaths;
 use crate::term::escape;
-use crate::Exit;
 use anyhow::{anyhow, bail, Context};
 use std::path::{Path, PathBuf};
 

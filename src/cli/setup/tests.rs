@@ -1,8 +1,8 @@
 //! The merges on their own: JSON members keep their place and text, TOML keeps every other line,
 //! shapes that cannot be merged safely are refused, and Gemini CLI's trust rules are read as it
 //! reads them. `tests/setup.rs` drives the command through the binary and the real clients.
-use super::clients::{gemini_trust, Client, Server, Trust};
-use super::merge::{set_json, Node};
+use super::clients::{gemini_trust, Client, Trust};
+use super::merge::{set_json, Node, Server};
 use serde_json::{json, Value};
 use std::path::Path;
 
