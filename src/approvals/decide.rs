@@ -1,19 +1,20 @@
 //! The person's side: signed decisions (approve once, approve for the session, deny) and the
-//! pause switch. The approver signs (`sign_decision`, `sign_resume`) in its own process with the
+//! signed lift of the pause switch (`pause.rs` holds the switch). The approver signs (`sign_decision`, `sign_resume`) in its own process with the
 //! key from `vault.key.age`, over the action hash it re-derived itself; whoever holds the store
-//! (the custody agent) only verifies and records (`decide`, `resume`). Anyone may `pause`.
+//! (the custody agent) only verifies and records (`decide`, `resume`).
+use super::pause::{paused, PAUSE_ROWS};
 use super::signing::{self, Signed, Trust};
 use super::{load, transition, Action, ApprovalError, Change, State};
 use crate::audit;
 use crate::keys::ApproverKey;
-use crate::store::{get_meta, set_meta, Store, StoreError};
-use crate::wire::journal::{Kind, VaultPause, VaultResume};
+use crate::store::{get_meta, Store};
+use crate::wire::journal::{Kind, VaultResume};
 use crate::wire::{
     ApprovalMethod, Decision, DecisionPayload, GrantPayload, NormalizedAction, Op, Payload,
     ResumePayload, Secret,
 };
 use jiff::Timestamp;
-use rusqlite::{params, Connection};
+use rusqlite::params;
 use std::time::Duration;
 
 /// What the person decided.
@@ -60,7 +61,7 @@ pub fn sign_decision(
         decision,
         reason,
         expires_at,
-        nonce: random_hex(),
+        nonce: signing::random_hex(),
         issued_at: now,
         method,
     };
@@ -74,7 +75,7 @@ pub fn sign_decision(
             credential_version: normalized.credential().version,
             scope: crate::policy::scope::grant_scope(normalized),
             expires_at: now + grant_ttl,
-            nonce: random_hex(),
+            nonce: signing::random_hex(),
         };
         signing::sign(key, &g)
     });
@@ -177,67 +178,6 @@ pub fn decide(
     Ok(decided)
 }
 
-pub(super) fn random_hex() -> String {
-    let mut b = [0u8; 16];
-    getrandom::fill(&mut b).expect("the OS random number generator failed");
-    hex::encode(b)
-}
-
-/// The condition of the partial index `audit_pause` (schema/0006), written exactly as there so
-/// SQLite uses it (`services::changes::tests` checks the plans).
-pub(crate) const PAUSE_ROWS: &str = "kind IN ('vault.pause', 'vault.resume')";
-
-/// Whether the vault is paused, and why: the last `vault.pause` / `vault.resume` row of the
-/// journal decides (the `meta` copy is only for people reading the table). An error means the
-/// state cannot be read; callers refuse then.
-pub fn paused(conn: &Connection) -> Result<Option<String>, StoreError> {
-    use rusqlite::OptionalExtension;
-    // The kinds are written into the SQL, not bound: SQLite uses a partial index only when the
-    // query's condition matches it when the statement is planned, and plans do not look at bound
-    // values (QPSG, `store::keyed`). This runs twice per call.
-    let sql = format!("SELECT kind, body FROM audit WHERE {PAUSE_ROWS} ORDER BY seq DESC LIMIT 1");
-    let last: Option<(String, String)> = conn
-        .prepare_cached(&sql)?
-        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?;
-    Ok(match last {
-        Some((kind, body)) if Kind::parse(&kind) == Some(Kind::VaultPause) => {
-            let p: VaultPause = serde_json::from_str(&body)
-                .map_err(|_| StoreError::Damaged("a vault.pause journal row is not readable"))?;
-            Some(p.reason)
-        }
-        _ => None,
-    })
-}
-
-/// `vault pause`: every tool call fails at once, and every waiting action is denied.
-pub fn pause(store: &mut Store, reason: &str) -> Result<usize, ApprovalError> {
-    let tx = store.write()?;
-    set_meta(&tx, "paused", reason)?;
-    let body = VaultPause {
-        reason: reason.to_owned(),
-    };
-    audit::append(&tx, None, None, &body)?;
-    let ids: Vec<String> = tx
-        .prepare("SELECT id FROM actions WHERE state IN ('pending', 'received', 'approved')")?
-        .query_map([], |r| r.get(0))?
-        .collect::<Result<_, _>>()?;
-    let why = format!("the vault was paused: {reason}");
-    for id in &ids {
-        transition(
-            &tx,
-            id,
-            State::Denied,
-            Change {
-                reason: Some(&why),
-                ..Change::default()
-            },
-        )?;
-    }
-    tx.commit()?;
-    Ok(ids.len())
-}
-
 /// The approver's side of `vault resume`: a signed, single-use request to lift the pause.
 pub fn sign_resume(key: &ApproverKey, vault_id: &str) -> Signed {
     signing::sign(
@@ -246,7 +186,7 @@ pub fn sign_resume(key: &ApproverKey, vault_id: &str) -> Signed {
             v: ResumePayload::VERSION,
             vault_id: vault_id.to_owned(),
             op: Op::Resume,
-            nonce: random_hex(),
+            nonce: signing::random_hex(),
             issued_at: crate::wire::ts::to_millis(Timestamp::now()),
         },
     )

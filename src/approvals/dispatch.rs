@@ -123,7 +123,7 @@ fn check(
     trust: &Trust,
     action: &Action,
 ) -> Result<(ValidatedRequest, Credential, Basis), String> {
-    match super::decide::paused(tx) {
+    match super::pause::paused(tx) {
         Ok(None) => {}
         Ok(Some(why)) => return Err(format!("the vault is paused: {why}")),
         Err(e) => return Err(format!("the pause switch cannot be read ({e}); refusing")),

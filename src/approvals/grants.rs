@@ -247,7 +247,7 @@ pub fn sign_revocation(key: &ApproverKey, vault_id: &str, grant: Option<&str>) -
             v: RevocationPayload::VERSION,
             vault_id: vault_id.to_owned(),
             grant: grant.map(str::to_owned),
-            nonce: super::decide::random_hex(),
+            nonce: signing::random_hex(),
             issued_at: crate::wire::ts::to_millis(Timestamp::now()),
         },
     )

@@ -7,16 +7,16 @@ mod authorized;
 mod decide;
 mod dispatch;
 mod grants;
+mod pause;
 pub mod pin;
 pub mod signing;
 mod state;
 
 pub use authorized::AuthorizedAction;
-pub use decide::{
-    decide, pause, paused, resume, sign_decision, sign_resume, SignedDecision, Verdict,
-};
+pub use decide::{decide, resume, sign_decision, sign_resume, SignedDecision, Verdict};
 pub use dispatch::{claim, effective_approval, finish, gate, reap_orphans, Claim};
 pub use grants::{list_grants, revoke_grants, sign_revocation};
+pub use pause::{pause, paused};
 pub use signing::{Signed, Trust};
 pub use state::{State, Tone};
 
@@ -449,8 +449,8 @@ pub fn next_expiry(store: &Store) -> Result<Option<String>, ApprovalError> {
         .query_row([], |r| r.get(0))?)
 }
 
-pub(crate) use decide::PAUSE_ROWS;
 #[cfg(test)]
 pub(crate) use dispatch::nonce_spent_sql;
+pub(crate) use pause::PAUSE_ROWS;
 #[cfg(test)]
 mod tests;

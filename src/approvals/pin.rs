@@ -5,7 +5,7 @@
 //! salted blake3 of it inside the encrypted store (`meta.approval_pin`), checks it for every
 //! decision whose method is `pin`, counts wrong ones in a row (`meta.approval_pin_failures`,
 //! journaled as `approval.pin_wrong`) and pauses the vault at `MAX_FAILURES`.
-use super::decide::pause;
+use super::pause::pause;
 use super::signing::{self, Signed, Trust};
 use super::ApprovalError;
 use crate::audit;
@@ -57,7 +57,7 @@ fn salted(salt: &[u8], pin: &[u8]) -> blake3::Hash {
 
 /// The approver's side of setting the PIN: a signed, single-use request bound to this PIN.
 pub fn sign_pin(key: &ApproverKey, vault_id: &str, pin: &Secret) -> Signed {
-    let nonce = super::decide::random_hex();
+    let nonce = signing::random_hex();
     signing::sign(
         key,
         &PinPayload {

@@ -1,12 +1,20 @@
 //! The approvals side of signatures: a database is refused when it names another approver key
 //! than the one `vault.key.age` holds (`Trust::check_store`). Signing and checking signatures
-//! is `keys::signing`'s, re-exported here.
+//! is `keys::signing`'s, re-exported here; the nonce each approver payload carries is
+//! `random_hex`.
 use crate::store::{get_meta, StoreError};
 use crate::wire::journal::{Kind, VaultInit};
 use ed25519_dalek::VerifyingKey;
 use rusqlite::Connection;
 
 pub use crate::keys::signing::*;
+
+/// A fresh 128-bit nonce, hex: what makes each signed approver payload single-use.
+pub(super) fn random_hex() -> String {
+    let mut b = [0u8; 16];
+    getrandom::fill(&mut b).expect("the OS random number generator failed");
+    hex::encode(b)
+}
 
 impl Trust {
     /// Refuses a database whose vault id, `meta.approver_public_key` or first journal row

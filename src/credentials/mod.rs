@@ -11,10 +11,12 @@ pub use http::{
     check_allow_header, check_path_prefix, is_loopback, is_rewriting_header, normalize_host,
     parse_host, parse_methods, HttpAuth, HttpTarget, METHOD_PARAM,
 };
-pub use service::{add, apply, edit, get, get_by_id, list, remove, Edit, NewCredential};
+pub use service::{
+    add, add_as_approver, apply, edit, edit_as_approver, get, get_by_id, list, remove,
+    remove_as_approver, Edit, NewCredential,
+};
 pub use signed::{
-    add_as_approver, as_added, edit_as_approver, is_signed, policy_payload, policy_signature,
-    remove_as_approver, same_policy, sign_removal, Listed,
+    as_added, is_signed, policy_payload, policy_signature, same_policy, sign_removal, Listed,
 };
 pub use ssh::{check_host_key, fetch_host_key, load_private_key, HostKeyError, SshAuth, SshTarget};
 

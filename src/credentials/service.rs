@@ -356,3 +356,51 @@ pub fn edit(
     tx.commit()?;
     Ok(cred)
 }
+
+/// For a caller that holds the approver key itself (a test, a bench, a tool run with the
+/// passphrase): signs the credential `new` becomes and adds it.
+pub fn add_as_approver(
+    store: &mut Store,
+    key: &crate::keys::ApproverKey,
+    vault_id: &str,
+    new: NewCredential,
+) -> Result<Credential, CredentialError> {
+    let signature = signed::policy_signature(key, vault_id, &signed::as_added(&new));
+    add(store, &Trust::new(vault_id, key), new, &signature)
+}
+
+/// Likewise: applies `edit` to the credential as it is, signs the result and stores it.
+pub fn edit_as_approver(
+    store: &mut Store,
+    key: &crate::keys::ApproverKey,
+    vault_id: &str,
+    (profile, name): (&str, &str),
+    edit: Edit,
+) -> Result<Credential, CredentialError> {
+    let current = get(store, profile, name)?;
+    let mut next = current.clone();
+    apply(&mut next, &edit)?;
+    let signature = signed::policy_signature(key, vault_id, &next);
+    let trust = Trust::new(vault_id, key);
+    self::edit(
+        store,
+        &trust,
+        profile,
+        name,
+        current.version,
+        edit,
+        &signature,
+    )
+}
+
+/// Likewise: removes the credential with a removal signed here.
+pub fn remove_as_approver(
+    store: &mut Store,
+    key: &crate::keys::ApproverKey,
+    vault_id: &str,
+    (profile, name): (&str, &str),
+) -> Result<Credential, CredentialError> {
+    let current = get(store, profile, name)?;
+    let removal = signed::sign_removal(key, vault_id, &current);
+    remove(store, &Trust::new(vault_id, key), profile, name, &removal)
+}

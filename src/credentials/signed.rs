@@ -3,10 +3,10 @@
 //! a removal. Every add, edit and `rm` carries the approver's signature over the state it leads
 //! to, built by the person's own command from what the person typed; the service checks it before
 //! it changes anything, so a same-uid process with the socket but no passphrase changes nothing.
-use super::{Credential, CredentialError, NewCredential};
+use super::{Credential, CredentialError};
 use crate::keys::signing::{self, Signed, Trust};
 use crate::keys::ApproverKey;
-use crate::wire::{Op, Payload, PolicyPayload, RemovalPayload};
+use crate::wire::{NewCredential, Op, Payload, PolicyPayload, RemovalPayload};
 
 /// What a credential policy signature covers.
 pub fn policy_payload(vault_id: &str, c: &Credential) -> PolicyPayload {
@@ -96,52 +96,4 @@ impl Listed {
             super::Approval::Each
         }
     }
-}
-
-/// For a caller that holds the approver key itself (a test, a bench, a tool run with the
-/// passphrase): signs the credential `new` becomes and adds it.
-pub fn add_as_approver(
-    store: &mut crate::store::Store,
-    key: &ApproverKey,
-    vault_id: &str,
-    new: NewCredential,
-) -> Result<Credential, CredentialError> {
-    let signature = policy_signature(key, vault_id, &as_added(&new));
-    super::add(store, &Trust::new(vault_id, key), new, &signature)
-}
-
-/// Likewise: applies `edit` to the credential as it is, signs the result and stores it.
-pub fn edit_as_approver(
-    store: &mut crate::store::Store,
-    key: &ApproverKey,
-    vault_id: &str,
-    (profile, name): (&str, &str),
-    edit: super::Edit,
-) -> Result<Credential, CredentialError> {
-    let current = super::get(store, profile, name)?;
-    let mut next = current.clone();
-    super::apply(&mut next, &edit)?;
-    let signature = policy_signature(key, vault_id, &next);
-    let trust = Trust::new(vault_id, key);
-    super::edit(
-        store,
-        &trust,
-        profile,
-        name,
-        current.version,
-        edit,
-        &signature,
-    )
-}
-
-/// Likewise: removes the credential with a removal signed here.
-pub fn remove_as_approver(
-    store: &mut crate::store::Store,
-    key: &ApproverKey,
-    vault_id: &str,
-    (profile, name): (&str, &str),
-) -> Result<Credential, CredentialError> {
-    let current = super::get(store, profile, name)?;
-    let removal = sign_removal(key, vault_id, &current);
-    super::remove(store, &Trust::new(vault_id, key), profile, name, &removal)
 }

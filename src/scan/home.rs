@@ -1,8 +1,8 @@
 //! The usual places under the home directory where tools keep credentials in the clear: each
 //! file's location tells its kind, and a small reader per format finds the lines that hold a
 //! secret (never keeping or returning the value).
-use super::suggest::{self, From, Inject, Service, Suggestion};
-use super::{json, Finding};
+use super::suggest::{self, finding, paste, From, Inject, Service, Suggestion};
+use super::{json, present, Finding};
 use std::path::{Path, PathBuf};
 
 /// A reader: the findings of one file's text.
@@ -34,43 +34,6 @@ pub(crate) const PLACES: &[(&str, Reader)] = &[
 
 /// Directories under the home directory whose `*/adc.json` are read as gcloud's.
 pub(crate) const GCLOUD_LEGACY: &str = ".config/gcloud/legacy_credentials";
-
-pub(super) fn finding(path: &Path, line: usize, kind: &'static str, s: Suggestion<'_>) -> Finding {
-    Finding {
-        path: path.to_owned(),
-        line,
-        kind,
-        command: s.command(),
-    }
-}
-
-pub(super) fn paste(
-    path: &Path,
-    line: usize,
-    service: Service,
-    host: Option<String>,
-) -> Suggestion<'_> {
-    paste_what(path, line, service, host, "the value")
-}
-
-fn paste_what<'a>(
-    path: &'a Path,
-    line: usize,
-    service: Service,
-    host: Option<String>,
-    what: &'static str,
-) -> Suggestion<'a> {
-    Suggestion::Http {
-        service,
-        host,
-        name: None,
-        from: From::Paste {
-            file: path,
-            line,
-            what,
-        },
-    }
-}
 
 /// `key<sep>value` lines (ini, flat YAML, TOML): 1-based line, key and the value's text, with
 /// the section (`[name]`) or top-level YAML key each line is under. Comments and blank lines
@@ -105,12 +68,6 @@ fn pairs(text: &str, sep: char) -> Vec<(usize, String, &str, &str)> {
         out.push((i + 1, section.clone(), k.trim_matches(['"', '\'', ':']), v));
     }
     out
-}
-
-/// A value that is really there (not empty, not a `${VAR}` reference, not `""`).
-pub(super) fn present(v: &str) -> bool {
-    let v = v.trim().trim_matches(['"', '\'']);
-    !v.is_empty() && !v.starts_with('$') && v != "null" && v != "~"
 }
 
 pub(crate) fn npmrc(path: &Path, text: &str) -> Vec<Finding> {

@@ -1,8 +1,7 @@
 //! The JSON credential files under the home directory (docker, terraform, composer, gcloud):
 //! which string leaves hold a secret, the line each is on, and what moves it.
-use super::home::{finding, paste, present};
-use super::suggest::{self, Inject, Service, Suggestion};
-use super::Finding;
+use super::suggest::{self, finding, paste, Inject, Service, Suggestion};
+use super::{present, Finding};
 use std::path::{Path, PathBuf};
 
 /// The JSON string leaves of a file as `(parent key, key)` pairs whose key is one of `keys` and

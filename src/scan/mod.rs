@@ -190,6 +190,12 @@ fn walk(root: &Path, out: &mut Vec<PathBuf>, truncated: &mut bool) -> std::io::R
     Ok(())
 }
 
+/// A value that is really there (not empty, not a `${VAR}` reference, not `""`).
+fn present(v: &str) -> bool {
+    let v = v.trim().trim_matches(['"', '\'']);
+    !v.is_empty() && !v.starts_with('$') && v != "null" && v != "~"
+}
+
 /// A regular file's text, if it is at most `max` bytes and UTF-8 (zeroized when dropped: it may
 /// hold secrets).
 fn read_small(path: &Path, max: u64) -> Option<Zeroizing<String>> {

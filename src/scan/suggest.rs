@@ -2,6 +2,7 @@
 //! http|ssh … --secret-from …` where the secret's file can be addressed (`env:FILE#KEY` for a
 //! dotenv line), else `--secret-stdin` with a note saying which line to paste, else a comment
 //! saying honestly why no `vault add` fits and what to do instead. Never a value.
+use super::Finding;
 use std::path::Path;
 
 /// How an HTTP credential carries its secret (the `vault add http` flags).
@@ -213,6 +214,44 @@ pub(crate) fn shell_word(s: &str) -> String {
         s.to_owned()
     } else {
         format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+/// A finding at `path`:`line` of `kind`, with the command that `s` suggests.
+pub(super) fn finding(path: &Path, line: usize, kind: &'static str, s: Suggestion<'_>) -> Finding {
+    Finding {
+        path: path.to_owned(),
+        line,
+        kind,
+        command: s.command(),
+    }
+}
+
+pub(super) fn paste(
+    path: &Path,
+    line: usize,
+    service: Service,
+    host: Option<String>,
+) -> Suggestion<'_> {
+    paste_what(path, line, service, host, "the value")
+}
+
+fn paste_what<'a>(
+    path: &'a Path,
+    line: usize,
+    service: Service,
+    host: Option<String>,
+    what: &'static str,
+) -> Suggestion<'a> {
+    Suggestion::Http {
+        service,
+        host,
+        name: None,
+        from: From::Paste {
+            file: path,
+            line,
+            what,
+        },
     }
 }
 

@@ -323,7 +323,7 @@ pub(super) fn card(
     let (query, headers) = d.query_and_headers();
     lines.extend(previewed("query", Part::Query, &query));
     lines.extend(previewed("headers", Part::Header, &headers));
-    lines.extend(body_lines(d));
+    lines.extend(body_lines(d.shown_body(), d.body.as_deref()));
     if let Err(why) = d.approvable() {
         lines
             .push(Line::new(Part::Warn, Emph::Bold, format!("  !! This action {why}.")).deciding());

@@ -2,7 +2,6 @@
 //! first few, then a count of the rest) and the body: its size (or, for JSON, its first fields on
 //! one row when no line of the preview fits), its first lines behind a gutter, and a count of the
 //! rest. Each is a line the layout may cut, and counts when it does.
-use super::card::CardData;
 use super::layout::{Emph, Line, Part};
 
 /// Lines of the body the card shows before pointing at the full view.
@@ -70,9 +69,10 @@ fn is_json(raw: &[u8]) -> bool {
 
 /// The body's lines on the card: its size (a JSON body's first fields instead, on one row, when
 /// the terminal leaves no room for the preview), the preview behind the gutter, and a count of
-/// the lines it does not preview.
-pub(super) fn body_lines(d: &CardData) -> Vec<Line> {
-    let (Some(body), Some(raw)) = (d.shown_body(), d.body.as_deref()) else {
+/// the lines it does not preview. `shown` is the body as the card shows it (`CardData::shown_body`),
+/// `raw` its bytes.
+pub(super) fn body_lines(shown: Option<String>, raw: Option<&[u8]>) -> Vec<Line> {
+    let (Some(body), Some(raw)) = (shown, raw) else {
         return Vec::new();
     };
     let total = body.lines().count();
