@@ -32,12 +32,15 @@ impl VaultPaths {
             Some(d) => d,
             None => match std::env::var_os("VAULT_DIR").filter(|v| !v.is_empty()) {
                 Some(d) => PathBuf::from(d),
-                None => dirs::data_dir()
-                    .ok_or(PathError::NoDataDir)?
-                    .join("agent-vault"),
+                None => Self::default_dir().ok_or(PathError::NoDataDir)?,
             },
         };
         Ok(Self { dir })
+    }
+
+    /// Where the vault is when nothing says otherwise: `agent-vault` in the platform data dir.
+    pub fn default_dir() -> Option<PathBuf> {
+        Some(dirs::data_dir()?.join("agent-vault"))
     }
 
     pub fn new(dir: impl Into<PathBuf>) -> Self {

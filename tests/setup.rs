@@ -1,10 +1,12 @@
 //! `vault setup CLIENT` through the real binary, in a throwaway HOME with a project folder in it.
 //! For every client and scope: a config that already holds another server, a stale entry of
-//! ours and unrelated keys (for Codex a comment and another table) gets our entry (this binary's
-//! absolute path, `mcp`, VAULT_DIR) and keeps everything else and its mode; a second run changes
-//! no byte; `--print` writes nothing and prints exactly what a fresh setup writes; a malformed
-//! config is refused and left byte for byte. Then the real Claude Code and Gemini CLI that
-//! `.ci/ai-clients` installs list `vault` as connected (a missing client fails the test).
+//! ours and unrelated keys (for Codex a comment and another table) gets our entry, `agent-vault`
+//! (user scope: this binary's absolute path, `mcp`, VAULT_DIR; project scope: the command
+//! `agent-vault` and no path of this machine), and keeps everything else and its mode; a second
+//! run changes no byte; `--print` writes nothing and prints exactly what a fresh setup writes; a
+//! malformed config is refused and left byte for byte; a JSONC config keeps its comments and
+//! trailing commas. Then the real Claude Code and Gemini CLI that `.ci/ai-clients` installs list
+//! `agent-vault` as connected (a missing client fails the test).
 mod support;
 
 use serde_json::{json, Value};
@@ -108,10 +110,14 @@ impl World {
         self.vault.run_command(&mut c, None)
     }
 
-    /// The entry `vault setup` must have written for `case`.
+    /// The entry `vault setup` must have written for `case`: for a project, only what works on
+    /// a teammate's machine.
     fn entry(&self, case: &Case) -> Value {
-        let mut want = json!({"command": exe(), "args": ["mcp"],
-            "env": {"VAULT_DIR": self.vault.vault_dir().to_str().unwrap()}});
+        let mut want = match case.scope {
+            "project" => json!({"command": "agent-vault", "args": ["mcp"]}),
+            _ => json!({"command": exe(), "args": ["mcp"],
+                "env": {"VAULT_DIR": self.vault.vault_dir().to_str().unwrap()}}),
+        };
         if case.typed {
             want["type"] = json!("stdio");
         }
@@ -161,7 +167,7 @@ fn each_client_gets_our_entry_and_keeps_everything_else() {
             CODEX_BEFORE.to_owned()
         } else {
             let servers = json!({"other": {"command": "/usr/bin/other", "args": ["--flag"]},
-                "vault": {"command": "vault"}});
+                "agent-vault": {"command": "vault"}});
             let mut v = json!({"theme": "dark", "nested": {"keep": [1, {"x": null}]}});
             v[case.servers] = servers;
             serde_json::to_string_pretty(&v).unwrap()
@@ -170,18 +176,24 @@ fn each_client_gets_our_entry_and_keeps_everything_else() {
         let before = read_config(&file);
 
         let run = w.setup(&case.args()).ok();
+        let command = match case.scope {
+            "project" => "agent-vault".to_owned(),
+            _ => exe(),
+        };
         let wrote = format!(
-            "Wrote {}: {}.vault runs {} mcp",
+            "Wrote {}: {}.agent-vault runs {command} mcp",
             file.display(),
             case.servers,
-            exe()
         );
         assert!(run.stdout.starts_with(&wrote), "{label}: {}", run.stdout);
         let after = read_config(&file);
-        assert_eq!(after[case.servers]["vault"], w.entry(case), "{label}");
+        assert_eq!(after[case.servers]["agent-vault"], w.entry(case), "{label}");
         assert!(Path::new(&exe()).is_absolute() && Path::new(&exe()).is_file());
         let rest = |mut v: Value| {
-            v[case.servers].as_object_mut().unwrap().remove("vault");
+            v[case.servers]
+                .as_object_mut()
+                .unwrap()
+                .remove("agent-vault");
             v
         };
         assert_eq!(rest(after), rest(before), "{label}: only our entry changed");
@@ -240,7 +252,7 @@ fn print_writes_nothing_and_is_what_a_fresh_setup_writes() {
         let written = std::fs::read_to_string(&file).unwrap();
         assert_eq!(printed.stdout, written, "{label}");
         assert_eq!(
-            read_config(&file)[case.servers]["vault"],
+            read_config(&file)[case.servers]["agent-vault"],
             w.entry(case),
             "{label}"
         );
@@ -310,9 +322,9 @@ fn usage_errors_exit_2_and_a_symlinked_config_stays_a_link() {
     write_with_mode(&dotfile, "{\"mcpServers\": {}}", 0o600);
     std::fs::create_dir_all(w.home.join(".cursor")).unwrap();
     std::os::unix::fs::symlink("../dotfiles/cursor.json", w.home.join(".cursor/mcp.json")).unwrap();
-    let run = w.setup(&["cursor", "--name", "agent-vault"]).ok();
+    let run = w.setup(&["cursor", "--name", "vault"]).ok();
     assert!(
-        run.stdout.contains("mcpServers.agent-vault runs"),
+        run.stdout.contains("mcpServers.vault runs"),
         "{}",
         run.stdout
     );
@@ -322,14 +334,11 @@ fn usage_errors_exit_2_and_a_symlinked_config_stays_a_link() {
         "the link was replaced by a file"
     );
     let case = &CASES[2];
-    assert_eq!(
-        read_config(&dotfile)["mcpServers"]["agent-vault"],
-        w.entry(case)
-    );
+    assert_eq!(read_config(&dotfile)["mcpServers"]["vault"], w.entry(case));
 }
 
 #[test]
-fn claude_code_lists_vault_as_connected() {
+fn claude_code_lists_agent_vault_as_connected() {
     let claude = client_bin("claude", "@anthropic-ai/claude-code");
     let mut w = World::around(TestVault::init("setup-claude"));
     w.vault.run(&["lock"], None).ok();
@@ -340,11 +349,11 @@ fn claude_code_lists_vault_as_connected() {
         .ok();
     assert!(
         run.stdout
-            .contains("claude mcp get vault: Scope: Project config")
+            .contains("claude mcp get agent-vault: Scope: Project config")
             && run.stdout.contains("Pending approval")
             && run
                 .stdout
-                .contains("vault: configured; Claude Code asks once"),
+                .contains("agent-vault: configured; Claude Code asks once"),
         "{}",
         run.stdout
     );
@@ -357,10 +366,10 @@ fn claude_code_lists_vault_as_connected() {
         .ok();
     assert!(
         run.stdout
-            .contains("claude mcp get vault: Scope: User config")
+            .contains("claude mcp get agent-vault: Scope: User config")
             && run.stdout.contains("Status: ✔ Connected")
             && run.stdout.contains(
-                "vault: connected; the vault is locked: run `vault unlock` to serve tools"
+                "agent-vault: connected; the vault is locked: run `vault unlock` to serve tools"
             )
             // It says how to start the client contained.
             && run.stdout.contains("Start it contained: `vault run -- claude`"),
@@ -372,19 +381,19 @@ fn claude_code_lists_vault_as_connected() {
     let listed = run_ok("claude mcp list", list, CLIENT_LIMIT).stdout;
     let line = listed
         .lines()
-        .find(|l| l.starts_with("vault: "))
+        .find(|l| l.starts_with("agent-vault: "))
         .unwrap_or_else(|| {
-            panic!("claude mcp list does not list vault:\n{listed}");
+            panic!("claude mcp list does not list agent-vault:\n{listed}");
         });
     assert_eq!(
         line,
-        format!("vault: {} mcp - ✔ Connected", exe()),
+        format!("agent-vault: {} mcp - ✔ Connected", exe()),
         "{listed}"
     );
 }
 
 #[test]
-fn gemini_cli_lists_vault_as_connected_in_the_folder_setup_trusted() {
+fn gemini_cli_lists_agent_vault_as_connected_in_the_folder_setup_trusted() {
     let gemini = client_bin("gemini", "@google/gemini-cli");
     let mut w = World::around(TestVault::init("setup-gemini"));
     let trust = w.home.join(".gemini/trustedFolders.json");
@@ -392,7 +401,7 @@ fn gemini_cli_lists_vault_as_connected_in_the_folder_setup_trusted() {
     // User scope, in a folder nobody trusted: configured, and Gemini says it is disabled here.
     let run = w.setup_with_clients(&["gemini"], None).ok();
     assert!(
-        run.stdout.contains("gemini mcp list: ○ vault: ")
+        run.stdout.contains("gemini mcp list: ○ agent-vault: ")
             && run.stdout.contains("- Disabled")
             && run.stdout.contains("a folder you have not trusted"),
         "{}",
@@ -409,7 +418,7 @@ fn gemini_cli_lists_vault_as_connected_in_the_folder_setup_trusted() {
             && run.stdout.contains("- Connected")
             && run
                 .stdout
-                .contains("vault: connected; the vault is unlocked"),
+                .contains("agent-vault: connected; the vault is unlocked"),
         "{}",
         run.stdout
     );
@@ -422,15 +431,140 @@ fn gemini_cli_lists_vault_as_connected_in_the_folder_setup_trusted() {
     list.args(["mcp", "list"]);
     let out = run_ok("gemini mcp list", list, CLIENT_LIMIT);
     let said = out.stdout + &out.stderr;
+    // The project's entry (it wins over the user's here): the command by name, found on PATH.
     let line = said
         .lines()
-        .find(|l| l.contains(" vault: "))
+        .find(|l| l.contains(" agent-vault: "))
         .unwrap_or_else(|| {
-            panic!("gemini mcp list does not list vault:\n{said}");
+            panic!("gemini mcp list does not list agent-vault:\n{said}");
         });
     assert_eq!(
-        line,
-        format!("✓ vault: {} mcp (stdio) - Connected", exe()),
+        line, "✓ agent-vault: agent-vault mcp (stdio) - Connected",
         "{said}"
     );
+}
+
+/// Project scope writes what works on a teammate's machine: no path of this one (not the home,
+/// not the vault, not this binary), and it says what each teammate needs; what would keep the
+/// entry from working here is said too (no `agent-vault` on PATH, a vault away from the default).
+#[test]
+fn project_scope_names_no_path_of_this_machine_and_says_what_teammates_need() {
+    let mut w = World::around(TestVault::empty("setup-portable"));
+    let home = w.home.to_str().unwrap().to_owned();
+    let vault_dir = w.vault.vault_dir().to_str().unwrap().to_owned();
+    let exe_dir = Path::new(&exe())
+        .parent()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    for case in CASES.iter().filter(|c| c.scope == "project") {
+        let label = case.label();
+        let run = w.setup(&case.args()).ok();
+        let text = std::fs::read_to_string(w.file(case)).unwrap();
+        for (what, path) in [("home", &home), ("vault", &vault_dir), ("binary", &exe_dir)] {
+            assert!(
+                !text.contains(path.as_str()),
+                "{label}: the {what} path {path} is in the file:\n{text}"
+            );
+        }
+        assert!(!text.contains("VAULT_DIR"), "{label}:\n{text}");
+        let says = &run.stdout;
+        assert!(
+            says.contains("is meant to be committed: it names the command `agent-vault`")
+                && says.contains("Each teammate needs `agent-vault` on their PATH")
+                && says.contains("their own vault at its default place (`vault init`)")
+                // This PATH has no agent-vault, and this vault is not at the default place.
+                && says.contains("`agent-vault` is not on your PATH here")
+                && says.contains(&format!("Your vault is at {vault_dir}, not at the default place"))
+                && says.contains(&format!("VAULT_DIR={vault_dir}")),
+            "{label}: {says}"
+        );
+        // The person's own scope keeps naming this machine's paths.
+        let user = CASES
+            .iter()
+            .find(|c| c.client == case.client && c.scope == "user")
+            .unwrap();
+        w.setup(&user.args()).ok();
+        let text = std::fs::read_to_string(w.file(user)).unwrap();
+        assert!(
+            text.contains(&exe()) && text.contains(&vault_dir),
+            "{label} (user):\n{text}"
+        );
+    }
+    // With agent-vault on PATH (this program) there is nothing to say about it.
+    let mut c = w.vault.command(&["setup", "cursor", "--scope", "project"]);
+    c.current_dir(&w.project)
+        .env("HOME", &w.home)
+        .env("PATH", agent_vault_dir());
+    let run = w.vault.run_command(&mut c, None).ok();
+    assert!(
+        !run.stdout.contains("agent-vault` is not on your PATH")
+            && !run.stdout.contains("not this program"),
+        "{}",
+        run.stdout
+    );
+}
+
+/// VS Code's mcp.json is JSONC (comments, trailing commas) and Gemini CLI's settings.json may
+/// hold comments: the entry is set in place, every comment and the rest of the text kept, and a
+/// second run changes no byte. Claude Code's .mcp.json is JSON: comments there are refused.
+#[test]
+fn a_jsonc_config_keeps_its_comments_and_trailing_commas() {
+    let mut w = World::around(TestVault::empty("setup-jsonc"));
+    let vscode = "{\n  // Servers of this project.\n  \"servers\": {\n    /* a linter */\n    \"lint\": {\"type\": \"stdio\", \"command\": \"lint\",},\n  },\n  \"inputs\": [],\n}\n";
+    let gemini = "// Gemini settings\n{\n  \"theme\": \"Dracula\", // the dark one\n  \"mcpServers\": {}\n}\n";
+    for (case, before) in [(&CASES[5], vscode), (&CASES[9], gemini)] {
+        let label = case.label();
+        let file = w.file(case);
+        write_with_mode(&file, before, 0o644);
+        w.setup(&case.args()).ok();
+        let after = std::fs::read_to_string(&file).unwrap();
+        for line in before
+            .lines()
+            .filter(|l| l.contains("//") || l.contains("/*"))
+        {
+            assert!(after.contains(line), "{label}: lost {line:?}:\n{after}");
+        }
+        assert!(
+            after.starts_with(before.lines().next().unwrap()),
+            "{label}:\n{after}"
+        );
+        let dialect = jsonc_parser::ParseOptions::default();
+        let v: Value = jsonc_parser::parse_to_serde_value(&after, &dialect).unwrap();
+        assert_eq!(
+            v[case.servers]["agent-vault"],
+            w.entry(case),
+            "{label}:\n{after}"
+        );
+        let mut rest = v.clone();
+        rest[case.servers]
+            .as_object_mut()
+            .unwrap()
+            .remove("agent-vault");
+        let old: Value = jsonc_parser::parse_to_serde_value(before, &dialect).unwrap();
+        assert_eq!(rest, old, "{label}: only our entry changed");
+        w.setup(&case.args()).ok();
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            after,
+            "{label}: idempotent"
+        );
+    }
+    // Gemini CLI reads comments, not trailing commas; Claude Code reads neither.
+    for (case, text) in [
+        (&CASES[9], "{\"mcpServers\": {},}\n"),
+        (&CASES[1], "{\n  // x\n  \"mcpServers\": {}\n}\n"),
+    ] {
+        let file = w.file(case);
+        write_with_mode(&file, text, 0o644);
+        let run = w.setup(&case.args()).code(1);
+        assert!(
+            run.stderr.contains("is not valid JSON") && run.stderr.contains("leaves it as it is"),
+            "{}: {}",
+            case.label(),
+            run.stderr
+        );
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), text);
+    }
 }

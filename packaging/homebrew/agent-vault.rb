@@ -18,6 +18,8 @@ class AgentVault < Formula
   def install
     # SQLCipher and its OpenSSL are vendored (compiled from source): no runtime library dependency.
     system "cargo", "install", *std_cargo_args
+    # The same program by the name HashiCorp Vault's `vault` (also in Homebrew) does not take.
+    bin.install_symlink "vault" => "agent-vault"
     generate_completions_from_executable(bin/"vault", "completions") # bash, zsh, fish
     (man1/"vault.1").write Utils.safe_popen_read(bin/"vault", "man")
   end
@@ -32,6 +34,7 @@ class AgentVault < Formula
 
   test do
     assert_match "vault #{version}", shell_output("#{bin}/vault --version")
+    assert_match version.to_s, shell_output("#{bin}/agent-vault --version")
     assert_match "vault completions", shell_output("#{bin}/vault man")
     assert_match "vault", shell_output("#{bin}/vault completions zsh")
     # A usage error exits 2 and names the shells it knows.

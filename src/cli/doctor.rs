@@ -1,6 +1,7 @@
 //! `vault doctor`: paths and modes, the configuration, the vault agent (pid, socket, lifetime,
 //! hardening), what a same-user process could still reach (`ptrace_scope`, a writable `vault`
-//! binary, a key left in a keyring), and the store's versions and journal. Exits 0 when no check
+//! binary, a key left in a keyring), whether `vault` on PATH is this program (HashiCorp Vault's
+//! CLI has the name too), and the store's versions and journal. Exits 0 when no check
 //! fails (warnings do not fail). Prints no secret.
 use crate::agent::client::Client;
 use crate::agent::protocol::{Reply, Request, Role, StoreStatus};
@@ -83,6 +84,48 @@ fn binary_check() -> Check {
             Level::Ok,
             format!("{} (not writable by you)", exe.display()),
         )
+    }
+}
+
+/// Whether `vault` and `agent-vault` on PATH are this program: HashiCorp Vault's CLI is also
+/// `vault`, and a person who has both types one and gets the other.
+fn path_check() -> Check {
+    let name = "vault on PATH";
+    let this = std::env::current_exe().and_then(std::fs::canonicalize).ok();
+    let on_path = |program: &str| {
+        let found = super::setup::on_path(program)?;
+        let same = std::fs::canonicalize(&found).ok() == this && this.is_some();
+        Some((found, same))
+    };
+    let this_shown = this
+        .as_deref()
+        .map_or("?".to_owned(), |p| p.display().to_string());
+    match (on_path("vault"), on_path(super::setup::NAME)) {
+        (Some((_, true)), _) => check(name, Level::Ok, "`vault` on your PATH is this program"),
+        (Some((other, false)), alias) => {
+            let instead = match alias {
+                Some((_, true)) => "run this one as `agent-vault` (on your PATH)".to_owned(),
+                _ => format!("run this one as `agent-vault`: `ln -s {this_shown} ~/.local/bin/agent-vault` (the .deb and Homebrew packages install it)"),
+            };
+            check(
+                name,
+                Level::Warn,
+                format!(
+                    "`vault` on your PATH is {}, not this program ({this_shown}); it may be HashiCorp Vault's CLI, which has the same name: {instead}",
+                    other.display()
+                ),
+            )
+        }
+        (None, Some((_, true))) => check(
+            name,
+            Level::Ok,
+            "`vault` is not on your PATH; `agent-vault` is this program",
+        ),
+        (None, _) => check(
+            name,
+            Level::Ok,
+            format!("neither `vault` nor `agent-vault` on your PATH is this program ({this_shown}): run it by path"),
+        ),
     }
 }
 
@@ -256,6 +299,7 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         Err(e) => checks.push(check("config.toml", Level::Fail, e.to_string())),
     }
     checks.push(binary_check());
+    checks.push(path_check());
     let exposed = super::exposure::of_this_terminal();
     checks.push(if exposed.is_empty() {
         check(

@@ -89,7 +89,12 @@ pub fn client_command(program: &Path, home: &Path, cwd: &Path, vault_dir: &Path)
     c.env("HOME", home)
         .env(
             "PATH",
-            format!("{}:{}:{path}", bins.display(), vault_bin.display()),
+            format!(
+                "{}:{}:{}:{path}",
+                bins.display(),
+                vault_bin.display(),
+                super::agent_vault_dir().display()
+            ),
         )
         .env("VAULT_DIR", vault_dir)
         .env("NO_COLOR", "1");

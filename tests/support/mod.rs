@@ -42,6 +42,33 @@ pub fn bin() -> &'static str {
     })
 }
 
+/// A folder holding `agent-vault`, a link to the binary under test: the name the packages
+/// install beside `vault` and the command a project's client config names. Made once per binary
+/// under test (beside it when it can be, else in the system temp dir); a race with another test
+/// process making the same link is fine.
+pub fn agent_vault_dir() -> &'static Path {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let exe = std::fs::canonicalize(bin()).expect("the binary under test exists");
+        let tag = blake3::hash(exe.as_os_str().as_encoded_bytes()).to_hex();
+        let dir = std::env::temp_dir().join(format!("agent-vault-link-{}", &tag[..16]));
+        std::fs::create_dir_all(&dir).unwrap();
+        let link = dir.join("agent-vault");
+        match std::os::unix::fs::symlink(&exe, &link) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => panic!("cannot link {}: {e}", link.display()),
+        }
+        assert_eq!(
+            std::fs::canonicalize(&link).unwrap(),
+            exe,
+            "{} is a stale link",
+            link.display()
+        );
+        dir
+    })
+}
+
 /// A Python that has the test tools (`.ci/venv` when `.ci/run` made it, else python3).
 pub fn python() -> PathBuf {
     let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/venv/bin/python");

@@ -16,9 +16,12 @@ use std::time::{Duration, Instant};
 const CHECK_LIMIT: Duration = Duration::from_secs(60);
 
 /// What a client that connected can do now.
-fn vault_state(paths: &VaultPaths, dir: &str) -> String {
+fn vault_state(paths: &VaultPaths) -> String {
     if !paths.is_initialized() {
-        format!("there is no vault in {dir} yet: run `vault init`")
+        format!(
+            "there is no vault in {} yet: run `vault init`",
+            paths.dir().display()
+        )
     } else if crate::agent::is_running(paths) {
         "the vault is unlocked: its tools are served".to_owned()
     } else {
@@ -46,7 +49,7 @@ pub(super) fn check(
 ) -> anyhow::Result<Exit> {
     let name = &server.name;
     let by_hand = client.check_by_hand(name);
-    let state = vault_state(paths, &server.vault_dir);
+    let state = vault_state(paths);
     let health = client.health(name);
     let exe = health
         .as_ref()
@@ -84,10 +87,13 @@ pub(super) fn check(
         Verdict::Connected => outln!("{name}: connected; {state}"),
         Verdict::Waiting(todo) => outln!("{name}: configured; {todo}"),
         Verdict::Failed => bail!(
-            "{} could not start {name} ({}); run `VAULT_DIR={} {} mcp` in a terminal to see why",
+            "{} could not start {name} ({}); run `{}{} mcp` in a terminal to see why",
             client.label(),
             escape(&line),
-            server.vault_dir,
+            server
+                .vault_dir
+                .as_ref()
+                .map_or(String::new(), |d| format!("VAULT_DIR={d} ")),
             server.command
         ),
     }
@@ -141,7 +147,7 @@ fn read_verdict(client: Client, name: &str, said: &str, cwd: &Path) -> Option<(S
 }
 
 /// An executable `name` in a directory of PATH.
-fn on_path(name: &str) -> Option<PathBuf> {
+pub(in crate::cli) fn on_path(name: &str) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)

@@ -1,6 +1,7 @@
 //! What `vault setup` knows of each MCP client: where its config lives in each scope (and the
 //! environment overrides the client honours), the entry it reads, Gemini CLI's trusted folders,
 //! and the client's own health command.
+use super::jsonc::{set_jsonc, Jsonc};
 use super::merge::{set_json, set_toml_server, Node, Server};
 use anyhow::Context;
 use serde_json::{json, Value};
@@ -153,11 +154,20 @@ impl Client {
         }
         members.push(("command".to_owned(), Node::New(json!(s.command))));
         members.push(("args".to_owned(), Node::New(json!(["mcp"]))));
-        members.push((
-            "env".to_owned(),
-            Node::New(json!({"VAULT_DIR": s.vault_dir})),
-        ));
+        if let Some(dir) = &s.vault_dir {
+            members.push(("env".to_owned(), Node::New(json!({"VAULT_DIR": dir}))));
+        }
         Node::Object(members)
+    }
+
+    /// What the client reads beyond JSON, and so what `vault setup` keeps when it edits the file:
+    /// VS Code's JSONC; Gemini CLI's comments. Claude Code, Cursor: JSON.
+    fn jsonc(self) -> Option<Jsonc> {
+        match self {
+            Client::Vscode => Some(Jsonc::CommentsAndTrailingCommas),
+            Client::Gemini => Some(Jsonc::Comments),
+            _ => None,
+        }
     }
 
     /// The file's new text: `existing` (None: no file) with our entry set and nothing else
@@ -169,14 +179,16 @@ impl Client {
         file: &Path,
         s: &Server,
     ) -> anyhow::Result<String> {
-        match self {
-            Client::Codex => set_toml_server(existing, file, s),
-            _ => set_json(
-                existing,
-                file,
-                &[self.servers_key(), &s.name],
-                self.json_entry(s),
-            ),
+        let path = [self.servers_key(), s.name.as_str()];
+        let plain = |t: &str| serde_json::from_str::<serde::de::IgnoredAny>(t).is_ok();
+        match (self, self.jsonc(), existing) {
+            (Client::Codex, ..) => set_toml_server(existing, file, s),
+            // A file only its client's dialect reads (comments, trailing commas) is edited in
+            // place, those kept; plain JSON as before.
+            (_, Some(dialect), Some(text)) if !text.trim().is_empty() && !plain(text) => {
+                set_jsonc(text, dialect, file, &path, self.json_entry(s))
+            }
+            _ => set_json(existing, file, &path, self.json_entry(s)),
         }
     }
 
@@ -263,7 +275,7 @@ pub(super) fn gemini_trust(
 
 /// The other servers a project's Gemini settings name (trusting the folder lets them start too).
 pub(super) fn other_servers(text: &str, ours: &str) -> Vec<String> {
-    let v: Value = serde_json::from_str(text).unwrap_or_default();
+    let v: Value = Jsonc::Comments.parse(text).unwrap_or_default();
     let servers = v.get("mcpServers").and_then(Value::as_object);
     servers
         .into_iter()

@@ -9,11 +9,13 @@ use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use std::path::Path;
 
-/// The entry: the absolute `vault`, `mcp`, and the vault directory it serves.
+/// The entry: the program (`agent-vault` by name for a project, this binary's absolute path for
+/// the person), `mcp`, and the vault directory it serves (None: the default one, wherever the
+/// client runs).
 pub(super) struct Server {
     pub(super) name: String,
     pub(super) command: String,
-    pub(super) vault_dir: String,
+    pub(super) vault_dir: Option<String>,
 }
 
 /// A JSON value on its way out: a member kept as it was written, an object whose members we
@@ -117,8 +119,44 @@ pub(super) fn set_json(
             "is not valid JSON ({e}; comments and trailing commas are not JSON either)"
         ))
     })?;
-    // Each object on the way to the member must be one (a missing one is made).
-    let mut at = Some(&old);
+    check_shape(&old, path, &refuse)?;
+    let want = serde_json::to_value(&value)?;
+    let root: &RawValue = serde_json::from_str(text)?;
+    let node = with_member(Some(root), path, value)?;
+    let indent = indentation(text);
+    let mut out = Vec::new();
+    let fmt = serde_json::ser::PrettyFormatter::with_indent(indent.as_bytes());
+    serde::Serialize::serialize(
+        &node,
+        &mut serde_json::Serializer::with_formatter(&mut out, fmt),
+    )?;
+    out.push(b'\n');
+    let out = String::from_utf8(out).context("serde_json wrote UTF-8")?;
+    set_path(&mut old, path, want);
+    let new: Value = serde_json::from_str(&out)?;
+    anyhow::ensure!(new == old, "the merged {} would change more than the entry; nothing was written (a bug: please report it)", file.display());
+    Ok(out)
+}
+
+/// `doc` with the member at `path` set to `value` (the objects on the way made when missing;
+/// `check_shape` holds that each one is an object).
+pub(super) fn set_path(doc: &mut Value, path: &[&str], value: Value) {
+    let mut slot = doc;
+    for key in path {
+        let object = slot.as_object_mut().expect("check_shape: an object");
+        slot = object.entry(*key).or_insert_with(|| json!({}));
+    }
+    *slot = value;
+}
+
+/// Refuses a document in which a value on the way to `path` is not an object (a missing one is
+/// made, so that is fine).
+pub(super) fn check_shape(
+    old: &Value,
+    path: &[&str],
+    refuse: &dyn Fn(String) -> anyhow::Error,
+) -> anyhow::Result<()> {
+    let mut at = Some(old);
     for depth in 0..path.len() {
         match at {
             None => break,
@@ -141,28 +179,7 @@ pub(super) fn set_json(
             }
         }
     }
-    let want = serde_json::to_value(&value)?;
-    let root: &RawValue = serde_json::from_str(text)?;
-    let node = with_member(Some(root), path, value)?;
-    let indent = indentation(text);
-    let mut out = Vec::new();
-    let fmt = serde_json::ser::PrettyFormatter::with_indent(indent.as_bytes());
-    serde::Serialize::serialize(
-        &node,
-        &mut serde_json::Serializer::with_formatter(&mut out, fmt),
-    )?;
-    out.push(b'\n');
-    let out = String::from_utf8(out).context("serde_json wrote UTF-8")?;
-    // The only difference is ours.
-    let mut slot = &mut old;
-    for key in path {
-        let object = slot.as_object_mut().expect("checked above: an object");
-        slot = object.entry(*key).or_insert_with(|| json!({}));
-    }
-    *slot = want;
-    let new: Value = serde_json::from_str(&out)?;
-    anyhow::ensure!(new == old, "the merged {} would change more than the entry; nothing was written (a bug: please report it)", file.display());
-    Ok(out)
+    Ok(())
 }
 
 /// The indentation of the first indented line (a file's one level), else two spaces.
@@ -230,14 +247,15 @@ pub(super) fn set_toml_server(
         )
     })?;
     let nl = if text.contains("\r\n") { "\r\n" } else { "\n" };
-    let block = [
+    let mut block = vec![
         format!("[mcp_servers.{}]", s.name),
         format!("command = {}", toml_str(&s.command)),
         "args = [\"mcp\"]".to_owned(),
-        format!("env = {{ VAULT_DIR = {} }}", toml_str(&s.vault_dir)),
-    ]
-    .map(|l| l + nl)
-    .concat();
+    ];
+    if let Some(dir) = &s.vault_dir {
+        block.push(format!("env = {{ VAULT_DIR = {} }}", toml_str(dir)));
+    }
+    let block: String = block.into_iter().map(|l| l + nl).collect();
     let lines: Vec<&str> = text.split_inclusive('\n').collect();
     let ours = |p: &[String]| p.len() >= 2 && p[0] == "mcp_servers" && p[1] == s.name;
     let mut out = String::new();

@@ -1,15 +1,21 @@
 //! `vault setup CLIENT [--scope user|project] [--print] [--name NAME] [--client-bin PATH]`:
-//! registers `vault mcp` with an MCP client by writing the client's config file itself, with the
-//! absolute path of this binary and the vault directory this command resolved, so the client
-//! reaches the same vault whatever its PATH and folder. Merges into an existing file (every other
-//! key kept; a file that does not parse is refused, never rewritten), writes atomically with the
-//! file's mode kept, then asks the client's own health command, when it is installed, whether
-//! the server answers. `clients.rs`: what each client reads; `merge.rs`: editing a JSON or TOML
-//! file in place; `check.rs`: the client's health command.
+//! registers `vault mcp` with an MCP client, as `agent-vault`, by writing the client's config
+//! file itself. User scope names the absolute path of this binary and the vault directory this
+//! command resolved, so the client reaches the same vault whatever its PATH and folder. Project
+//! scope writes a file meant to be committed: the command `agent-vault` by name and no path of
+//! this machine, and says what each teammate needs. Merges into an existing file (every other
+//! key kept, and a JSONC file's comments; a file that does not parse is refused, never
+//! rewritten), writes atomically with the file's mode kept, then asks the client's own health
+//! command, when it is installed, whether the server answers. `clients.rs`: what each client
+//! reads; `merge.rs`: editing a JSON or TOML file in place; `jsonc.rs`: a JSONC one;
+//! `check.rs`: the client's health command.
 mod check;
 mod clients;
+mod jsonc;
 mod merge;
+mod portable;
 
+pub(super) use self::check::on_path;
 use self::clients::{Client, Places, Scope, Trust};
 use self::merge::Server;
 use super::out::note;
@@ -31,12 +37,16 @@ pub(super) struct Args {
     #[arg(long)]
     print: bool,
     /// The server's name in the client's config.
-    #[arg(long, default_value = "vault", value_name = "NAME", value_parser = server_name)]
+    #[arg(long, default_value = NAME, value_name = "NAME", value_parser = server_name)]
     name: String,
     /// The client's executable, for its health check (default: `claude` or `gemini` on PATH).
     #[arg(long, value_name = "PATH")]
     client_bin: Option<PathBuf>,
 }
+
+/// The server's name in every client, and the command a project's config names: `vault` is
+/// also HashiCorp Vault's CLI, so the package installs this program as `agent-vault` too.
+pub(crate) const NAME: &str = "agent-vault";
 
 fn server_name(s: &str) -> Result<String, String> {
     let ok = !s.is_empty()
@@ -57,10 +67,18 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         ));
         return Ok(Exit::Usage);
     }
-    let server = Server {
-        name: args.name.clone(),
-        command: utf8(&this_binary()?, "the vault binary")?,
-        vault_dir: utf8(&vault_dir(&paths)?, "the vault directory")?,
+    let server = match args.scope {
+        // What a teammate's machine has too: the command by name, the default vault.
+        Scope::Project => Server {
+            name: args.name.clone(),
+            command: NAME.to_owned(),
+            vault_dir: None,
+        },
+        Scope::User => Server {
+            name: args.name.clone(),
+            command: utf8(&this_binary()?, "the vault binary")?,
+            vault_dir: Some(utf8(&vault_dir(&paths)?, "the vault directory")?),
+        },
     };
     let at = Places::from_env()?;
     let file = client.config_path(args.scope, &at)?;
@@ -95,13 +113,19 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         write_atomically(&file, &text)?;
     }
     outln!(
-        "{} {}: {} runs {} mcp with VAULT_DIR={}",
+        "{} {}: {} runs {} mcp{}",
         if changed { "Wrote" } else { "Unchanged" },
         file.display(),
         client.entry_key(&server.name),
         server.command,
-        server.vault_dir
+        server
+            .vault_dir
+            .as_ref()
+            .map_or(String::new(), |d| format!(" with VAULT_DIR={d}"))
     );
+    if args.scope == Scope::Project {
+        portable::tell(&file, &paths)?;
+    }
     if let Some((trust_file, trust)) = trust {
         apply_trust(&at, &trust_file, &trust, &server.name, existing.as_deref())?;
     }

@@ -10,7 +10,7 @@ fn server() -> Server {
     Server {
         name: "vault".into(),
         command: "/opt/bin/vault".into(),
-        vault_dir: "/home/p/vault \"dir\"".into(),
+        vault_dir: Some("/home/p/vault \"dir\"".into()),
     }
 }
 
@@ -73,7 +73,7 @@ fn json_that_cannot_be_merged_is_refused_with_what_to_do() {
         (r#"{"mcpServers": null}"#, "`mcpServers` is null"),
         (r#"{"mcpServers": {}} trailing"#, "not valid JSON"),
     ] {
-        let err = format!("{:#}", render(Client::Gemini, text).unwrap_err());
+        let err = format!("{:#}", render(Client::Cursor, text).unwrap_err());
         assert!(err.contains(says), "{text}: {err}");
         assert!(
             err.contains("leaves it as it is") && err.contains("--print"),
