@@ -292,7 +292,7 @@ fn claude_code_turn_in(tag: &str, tool_search: bool, contained: bool) {
         assert!(http.get("defer_loading").is_none(), "{tag}: {http}");
         let description = http["description"].as_str().unwrap();
         assert!(
-            description.starts_with("Sends one HTTP request"),
+            description.starts_with(&http_request_opening()),
             "{description}"
         );
     }
@@ -446,7 +446,7 @@ fn gemini_turn(tag: &str, contained: bool) {
     let declared = declared.expect("http_request offered to the model");
     let description = declared["description"].as_str().unwrap();
     assert!(
-        description.contains("Sends one HTTP request"),
+        description.contains(&http_request_opening()),
         "{description}"
     );
     assert_what_the_model_saw(tag, &requests, &gemini_results(&requests));
@@ -457,4 +457,13 @@ fn gemini_turn(tag: &str, contained: bool) {
         run.wall.as_secs_f64(),
         w.started.elapsed().as_secs_f64()
     );
+}
+
+/// The first sentence of `http_request`'s description, as schema/tools/http_request.json has it:
+/// what the client must have passed on to the model.
+fn http_request_opening() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/tools/http_request.json");
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let description = schema["description"].as_str().expect("a description");
+    description.split(". ").next().unwrap().to_owned()
 }
