@@ -21,6 +21,7 @@ pub mod exec;
 pub mod import;
 pub mod keys;
 pub mod mcp;
+pub mod openbao;
 pub mod paths;
 pub mod policy;
 pub mod scan;

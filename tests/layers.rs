@@ -35,6 +35,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("paths", &["sys"]),
     ("config", &["paths"]),
     ("scan", &[]),
+    ("openbao", &[]),
     ("keys", &["canonical", "wire"]),
     ("store", &["keys", "time"]),
     ("audit", &["canonical", "paths", "store", "time", "wire"]),

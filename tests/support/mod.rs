@@ -1,12 +1,13 @@
 //! Shared test support: a throwaway vault driven through the real `vault` binary, decoy scanning,
 //! a pseudo-terminal driver (and `pty.rs`, a terminal the test drives while the command runs), a
-//! real OpenSSH `sshd` on loopback, SSH helpers (`ssh.rs`), re-running a test as the
-//! unprivileged user (`uid.rs`), and the same-uid attacker's tools: reading another process's
-//! memory (`memory.rs`), speaking the agent's protocol (`raw.rs`) and relaying its socket
-//! (`relay.rs`).
+//! real OpenSSH `sshd` on loopback, a real OpenBao dev server (`bao.rs`), SSH helpers
+//! (`ssh.rs`), re-running a test as the unprivileged user (`uid.rs`), and the same-uid
+//! attacker's tools: reading another process's memory (`memory.rs`), speaking the agent's
+//! protocol (`raw.rs`) and relaying its socket (`relay.rs`).
 #![allow(dead_code)]
 
 pub mod ai;
+pub mod bao;
 pub mod completion;
 pub mod journal;
 pub mod leak;
