@@ -71,6 +71,10 @@ impl StoredRow {
 
 const GENESIS_TAG: &[u8] = b"agent-vault audit genesis v1\n";
 
+/// What each line of the export's current format (version 2) starts with: `export` writes it,
+/// `verify --file` reads a line without it in the first format (docs/design.md §9).
+pub(crate) const EXPORT_V2_PREFIX: &str = r#"{"v":2,"prev":""#;
+
 /// Errors appending to the journal.
 #[derive(Debug, thiserror::Error)]
 pub enum AuditError {

@@ -49,7 +49,12 @@ impl Chunk {
     /// Takes the facts of `row` (its hash, kind and spent decision) and keeps a copy of it, with no
     /// body unless its seq is 1.
     pub(crate) fn push(&mut self, row: &RowRef<'_>, scratch: &mut String) {
-        self.facts.push(Facts::of(scratch, row));
+        self.push_with(row, Facts::of(scratch, row));
+    }
+
+    /// `push` for a row whose facts were taken already.
+    pub(crate) fn push_with(&mut self, row: &RowRef<'_>, facts: Facts) {
+        self.facts.push(facts);
         let text = &mut self.text;
         let mut t = |s: &str| {
             let at = text.len();
