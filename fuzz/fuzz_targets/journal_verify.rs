@@ -395,6 +395,7 @@ fn build(vault: &mut Vault, keys: &agent_vault::keys::KeyMaterial) {
         parent: process(),
         profile: "default".into(),
         protocol_version: "2025-11-25".into(),
+        contained: false,
     };
     let row = |n: u32, state: State, basis: Option<Basis>| {
         let summary = format!("POST https://api.example.com/v1/items/{n} (credential api)");
@@ -407,6 +408,7 @@ fn build(vault: &mut Vault, keys: &agent_vault::keys::KeyMaterial) {
             reason: matches!(state, State::Denied | State::FailedBeforeSend)
                 .then(|| "refused \"here\"\nby the person".into()),
             basis,
+            method: None,
         };
         (format!("act_{n:032x}"), row)
     };
