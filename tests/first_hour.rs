@@ -304,7 +304,7 @@ fn papercuts_say_what_they_mean() {
     let pp = format!("{PASSPHRASE}\n");
     // `export-audit -` writes the journal to stdout (the summary to stderr), and it verifies.
     let r = v.run(&["export-audit", "-"], None).ok();
-    assert!(r.stdout.starts_with("{\"seq\":1,"), "{}", r.stdout);
+    assert!(r.stdout.starts_with("{\"v\":2,\"prev\":\""), "{}", r.stdout);
     assert!(r.stderr.contains("journal rows to stdout"), "{}", r.stderr);
     assert!(!v.vault_dir().join("-").exists() && !std::path::Path::new("-").exists());
     let file = v.vault_dir().with_file_name("exported.jsonl");

@@ -24,11 +24,11 @@
 //! renumbered (`Chain`: what a rewrite of history with a hash calculator looks like).
 //!
 //! Each verdict is compared with a reference written here from the byte layout (ARCHITECTURE.md):
-//! lines split on `\n` as the verifier reads them, each parsed as an export row (all eight
-//! fields, no others; `session`/`action` absent is null), seqs 1..k in order, row 1 a `vault.init`
-//! chained to its vault id's genesis, each prev the previous hash, each hash blake3(prev ‖
-//! canonical row) over the body text as written, every anchor at or below k and equal to the hash
-//! at its seq, and the lifecycle (an action starts `pending`/`received`, moves only by
+//! lines split on `\n` as the verifier reads them, each parsed as an export row (all eight fields,
+//! and `"v":2` or no `v`, no others; `session`/`action` absent is null), seqs 1..k in order, row 1
+//! a `vault.init` chained to its vault id's genesis, each prev the previous hash, each hash
+//! blake3(prev ‖ canonical row) over the body text as written, every anchor at or below k and equal
+//! to the hash at its seq, and the lifecycle (an action starts `pending`/`received`, moves only by
 //! `State::can_go`, a plain kind never names an action, an unknown `action.*` kind is refused, a
 //! dispatch body reads as `ActionRow`, names a basis that fits (a decision after `approved`, a
 //! `never`/`writes` policy or a recorded, unrevoked, unexpired grant of its session after
@@ -92,10 +92,13 @@ use std::os::unix::io::AsRawFd;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-/// An export line as the reference reads it: every field, no other (as the verifier).
+/// An export line as the reference reads it: every field, no other (as the verifier). Both
+/// formats have the same fields; the current one adds `"v":2`, the first has no `v`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Row {
+    #[serde(default)]
+    v: Option<u64>,
     seq: i64,
     ts: String,
     kind: String,
@@ -109,8 +112,11 @@ struct Row {
 }
 
 impl Row {
+    /// A line of either format; a `v` other than 2 is not a row.
     fn parse(line: &[u8]) -> Option<Row> {
-        serde_json::from_slice(line).ok()
+        serde_json::from_slice(line)
+            .ok()
+            .filter(|r: &Row| r.v.is_none_or(|v| v == 2))
     }
 
     /// The same row: every field, the body as its text.
@@ -125,7 +131,8 @@ impl Row {
             && self.hash == o.hash
     }
 
-    /// The line as `export-audit` writes it.
+    /// The line in the export's first format (an edited row need not keep the current layout:
+    /// both read as the same row).
     fn to_line(&self) -> Vec<u8> {
         #[derive(Serialize)]
         struct Out<'a> {
@@ -395,6 +402,7 @@ fn build(vault: &mut Vault, keys: &agent_vault::keys::KeyMaterial) {
         parent: process(),
         profile: "default".into(),
         protocol_version: "2025-11-25".into(),
+        contained: false,
     };
     let row = |n: u32, state: State, basis: Option<Basis>| {
         let summary = format!("POST https://api.example.com/v1/items/{n} (credential api)");
@@ -407,6 +415,7 @@ fn build(vault: &mut Vault, keys: &agent_vault::keys::KeyMaterial) {
             reason: matches!(state, State::Denied | State::FailedBeforeSend)
                 .then(|| "refused \"here\"\nby the person".into()),
             basis,
+            method: None,
         };
         (format!("act_{n:032x}"), row)
     };

@@ -1,8 +1,12 @@
-//! Exporting the journal as JSON lines that anyone can re-check without the key:
-//! `{"seq","ts","kind","session","action","body","prev","hash"}`, body as the stored canonical
-//! JSON object, hashes as lowercase hex.
-use super::verify::Head;
-use super::StoredRow;
+//! Exporting the journal as JSON lines that anyone can re-check without the key (docs/design.md
+//! §9). Each line is `{"v":2,"prev":"<hex>","hash":"<hex>",` followed by the row's canonical
+//! text after its opening brace: the line is the canonical row with three members put in front,
+//! so a verifier hashes `prev ‖ "{" ‖ the rest of the line` as it reads it, with nothing to
+//! re-serialise. The first format (`{"seq","ts","kind","session","action","body","prev","hash"}`,
+//! no `v`) still verifies, and a row whose stored body is not JSON is written in it (its body as a
+//! string, which fails to verify), so every line stays JSON.
+use super::verify::{Head, RowRef};
+use super::{write_canonical_row, StoredRow, EXPORT_V2_PREFIX};
 use crate::paths::{self, PathError};
 use rusqlite::Connection;
 use serde::Serialize;
@@ -42,7 +46,7 @@ pub fn export(conn: &Connection, path: &Path) -> Result<Exported, ExportError> {
     result
 }
 
-/// One exported row, keys in this order (`verify --file` reads it back).
+/// A row in the first format, keys in this order: only for a row whose body is not JSON.
 #[derive(Serialize)]
 struct Line<'a> {
     seq: i64,
@@ -50,16 +54,10 @@ struct Line<'a> {
     kind: &'a str,
     session: Option<&'a str>,
     action: Option<&'a str>,
-    body: Body<'a>,
+    /// The stored text as a JSON string.
+    body: &'a str,
     prev: String,
     hash: String,
-}
-
-#[derive(Serialize)]
-#[serde(untagged)]
-enum Body<'a> {
-    Json(&'a RawValue),
-    Damaged(&'a str),
 }
 
 fn write_rows(
@@ -95,6 +93,7 @@ pub fn export_to(
         rows: 0,
         head: None,
     };
+    let (mut canonical, mut line) = (String::with_capacity(512), String::with_capacity(1024));
     while let Some(r) = rows.next()? {
         let StoredRow {
             seq,
@@ -106,26 +105,45 @@ pub fn export_to(
             prev,
             hash,
         } = StoredRow::from_sql(r)?;
-        let line = Line {
+        let row = RowRef {
             seq,
             ts: &ts,
             kind: &kind,
             session: session.as_deref(),
             action: action.as_deref(),
-            // The stored canonical text, unchanged, so the export hashes exactly as the database
-            // does; a body that is not JSON (a damaged row) is kept as a string, and fails to
-            // verify.
-            body: match serde_json::from_str::<&RawValue>(&body) {
-                Ok(raw) => Body::Json(raw),
-                Err(_) => Body::Damaged(&body),
-            },
-            prev: hex::encode(&prev),
-            hash: hex::encode(&hash),
+            body: &body,
+            prev: &prev,
+            hash: &hash,
         };
-        serde_json::to_writer(&mut *out, &line)
-            .map_err(std::io::Error::from)
-            .and_then(|()| out.write_all(b"\n"))
-            .map_err(write_err)?;
+        // The stored body text, unchanged, so the export hashes exactly as the database does.
+        let written = if serde_json::from_str::<&RawValue>(&body).is_ok() {
+            write_canonical_row(&mut canonical, &row);
+            line.clear();
+            line.push_str(EXPORT_V2_PREFIX);
+            line.push_str(&hex::encode(&prev));
+            line.push_str(r#"","hash":""#);
+            line.push_str(&hex::encode(&hash));
+            line.push_str(r#"","#);
+            line.push_str(&canonical[1..]);
+            line.push('\n');
+            out.write_all(line.as_bytes())
+        } else {
+            // A damaged row: its body kept as a string, in the first format; it fails to verify.
+            let old = Line {
+                seq,
+                ts: &ts,
+                kind: &kind,
+                session: session.as_deref(),
+                action: action.as_deref(),
+                body: &body,
+                prev: hex::encode(&prev),
+                hash: hex::encode(&hash),
+            };
+            serde_json::to_writer(&mut *out, &old)
+                .map_err(std::io::Error::from)
+                .and_then(|()| out.write_all(b"\n"))
+        };
+        written.map_err(write_err)?;
         exported.rows += 1;
         if let Ok(hash) = <[u8; 32]>::try_from(hash) {
             exported.head = Some(Head { seq, hash });

@@ -71,6 +71,10 @@ impl StoredRow {
 
 const GENESIS_TAG: &[u8] = b"agent-vault audit genesis v1\n";
 
+/// What each line of the export's current format (version 2) starts with: `export` writes it,
+/// `verify --file` reads a line without it in the first format (docs/design.md §9).
+pub(crate) const EXPORT_V2_PREFIX: &str = r#"{"v":2,"prev":""#;
+
 /// Errors appending to the journal.
 #[derive(Debug, thiserror::Error)]
 pub enum AuditError {
@@ -115,7 +119,6 @@ pub fn canonical_row(
 /// stored text is used as is, so a body that is not byte-for-byte canonical no longer hashes to
 /// the stored hash. Equal to `canonical_row` for a canonical body (tested).
 pub(crate) fn write_canonical_row(buf: &mut String, row: &RowRef<'_>) {
-    use std::fmt::Write;
     buf.clear();
     buf.push_str("{\"action\":");
     write_opt_str(buf, row.action);
@@ -123,11 +126,32 @@ pub(crate) fn write_canonical_row(buf: &mut String, row: &RowRef<'_>) {
     buf.push_str(row.body);
     buf.push_str(",\"kind\":");
     write_json_str(buf, row.kind);
-    let _ = write!(buf, ",\"seq\":{},\"session\":", row.seq);
+    buf.push_str(",\"seq\":");
+    push_decimal(buf, row.seq);
+    buf.push_str(",\"session\":");
     write_opt_str(buf, row.session);
     buf.push_str(",\"ts\":");
     write_json_str(buf, row.ts);
     buf.push('}');
+}
+
+/// `n` in decimal, as JSON and `Display` write it, without going through `fmt` (the verifier
+/// writes one per row).
+fn push_decimal(buf: &mut String, n: i64) {
+    if n < 0 {
+        buf.push('-');
+    }
+    let mut digits = [0u8; 20];
+    let (mut at, mut v) = (digits.len(), n.unsigned_abs());
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    buf.push_str(std::str::from_utf8(&digits[at..]).expect("ASCII digits"));
 }
 
 fn write_opt_str(buf: &mut String, s: Option<&str>) {

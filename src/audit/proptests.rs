@@ -136,7 +136,8 @@ fn verify_rows(rows: &[Owned], anchors: &[Anchor]) -> Report {
 fn the_fast_row_form_equals_the_canonical_form() {
     let mut rng = Rng(7);
     let mut buf = String::new();
-    for seq in 1..300 {
+    let edges = [0, -1, -10, 9, 10, 99, 100, 1_000_000, i64::MAX, i64::MIN];
+    for seq in (1..300).chain(edges) {
         let (ts, kind, s, a) = (rng.text(), rng.text(), rng.text(), rng.text());
         let body = json!({"x": rng.text(), "b": [rng.text(), seq], "é": {"q": rng.text()}});
         let session = (seq % 2 == 0).then_some(s.as_str());

@@ -13,7 +13,7 @@ fn sequential(path: &Path, anchors: &[Anchor]) -> Report {
     for (i, text) in file.split(b'\n').enumerate() {
         let text = text.unwrap();
         let mut more = true;
-        if let Err(rest) = line::parse_line(&text, |row| more = v.push(row)) {
+        if let Err(rest) = line::parse_line(&text, |row, _| more = v.push(row)) {
             more = v.push_malformed(format!("line {}{rest}", i + 1));
         }
         if !more {
@@ -28,6 +28,142 @@ fn exported(tag: &str, rows: usize, seed: u64) -> Vec<u8> {
     let mut out = Vec::new();
     crate::audit::export_to(s.conn(), &mut out, Path::new("x")).unwrap();
     out
+}
+
+/// The journal of `conn` in the first export format, as its writer wrote it (kept here so that
+/// files written before the current format are still checked): `{"seq","ts","kind","session",
+/// "action","body","prev","hash"}` in that order, the body as stored, a body that is not JSON as a
+/// string.
+pub(super) fn export_v1(conn: &rusqlite::Connection) -> Vec<u8> {
+    use serde_json::value::RawValue;
+    #[derive(serde::Serialize)]
+    struct Line<'a> {
+        seq: i64,
+        ts: &'a str,
+        kind: &'a str,
+        session: Option<&'a str>,
+        action: Option<&'a str>,
+        body: Body<'a>,
+        prev: String,
+        hash: String,
+    }
+    #[derive(serde::Serialize)]
+    #[serde(untagged)]
+    enum Body<'a> {
+        Json(&'a RawValue),
+        Damaged(&'a str),
+    }
+    let mut out = Vec::new();
+    let mut stmt = conn
+        .prepare(crate::audit::journal_select!("ORDER BY seq"))
+        .unwrap();
+    let mut rows = stmt.query([]).unwrap();
+    while let Some(r) = rows.next().unwrap() {
+        let s = crate::audit::StoredRow::from_sql(r).unwrap();
+        let line = Line {
+            seq: s.seq,
+            ts: &s.ts,
+            kind: &s.kind,
+            session: s.session.as_deref(),
+            action: s.action.as_deref(),
+            body: match serde_json::from_str::<&RawValue>(&s.body) {
+                Ok(raw) => Body::Json(raw),
+                Err(_) => Body::Damaged(&s.body),
+            },
+            prev: hex::encode(&s.prev),
+            hash: hex::encode(&s.hash),
+        };
+        serde_json::to_writer(&mut out, &line).unwrap();
+        out.push(b'\n');
+    }
+    out
+}
+
+/// The lines of an export, without their newlines.
+fn lines_of(text: &[u8]) -> Vec<&[u8]> {
+    text.split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+/// `lines` joined, line `at` (0-based) with one digit of its `ts` changed.
+fn with_changed_ts(lines: &[&[u8]], at: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        let mut l = l.to_vec();
+        if i == at {
+            let key = b"\"ts\":\"";
+            let p = l.windows(key.len()).position(|w| w == key).unwrap() + key.len();
+            // The last digit of the year: still a time, no longer the one hashed.
+            l[p + 3] = if l[p + 3] == b'9' { b'8' } else { l[p + 3] + 1 };
+        }
+        out.extend_from_slice(&l);
+        out.push(b'\n');
+    }
+    out
+}
+
+#[test]
+fn both_export_formats_verify_and_a_changed_byte_is_named_by_its_seq() {
+    let dir = std::env::temp_dir().join(format!("av-file-formats-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let s = chain("file-formats", 40, &mut Rng(23));
+    let mut v2 = Vec::new();
+    crate::audit::export_to(s.conn(), &mut v2, Path::new("x")).unwrap();
+    let v1 = export_v1(s.conn());
+    assert!(v2.starts_with(br#"{"v":2,"prev":""#), "the current format");
+    assert!(v1.starts_with(br#"{"seq":1,"ts":""#), "the first format");
+    let (l1, l2) = (lines_of(&v1), lines_of(&v2));
+    assert_eq!(l1.len(), l2.len());
+    let good = same_everywhere(&dir, "v1", &v1, &[]);
+    assert!(good.ok(), "{good:?}");
+    assert_eq!(same_everywhere(&dir, "v2", &v2, &[]), good);
+    // One line per format, alternating: each line says which it is.
+    let mixed: Vec<u8> = l1
+        .iter()
+        .zip(&l2)
+        .enumerate()
+        .flat_map(|(i, (a, b))| [if i % 2 == 0 { *a } else { *b }, b"\n"].concat())
+        .collect();
+    assert_eq!(same_everywhere(&dir, "mixed", &mixed, &[]), good);
+    for at in [0, 1, 17, l1.len() - 1] {
+        for (name, lines) in [("v1", &l1), ("v2", &l2)] {
+            let text = with_changed_ts(lines, at);
+            let report = same_everywhere(&dir, &format!("{name}-ts-{at}"), &text, &[]);
+            let failure = report.failure.expect("a changed row fails");
+            assert_eq!(
+                (failure.seq, failure.reason),
+                (Some(at as i64 + 1), super::Reason::HashMismatch),
+                "{name}, line {at}: {}",
+                failure.detail
+            );
+        }
+    }
+    // A version this build does not know is named, not guessed at.
+    let v3: Vec<u8> = l2
+        .iter()
+        .enumerate()
+        .flat_map(|(i, l)| {
+            let mut l = l.to_vec();
+            if i == 4 {
+                l[5] = b'3';
+            }
+            l.push(b'\n');
+            l
+        })
+        .collect();
+    let failure = same_everywhere(&dir, "v3", &v3, &[]).failure.unwrap();
+    assert_eq!(
+        (failure.seq, failure.reason),
+        (Some(5), super::Reason::Malformed)
+    );
+    assert!(
+        failure.detail.starts_with("line 5 is in export format 3"),
+        "{}",
+        failure.detail
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Every block size from 1 byte to past the whole file, on one and two workers.
@@ -68,6 +204,8 @@ fn block_edges_and_workers_never_change_the_verdict() {
     std::fs::create_dir_all(&dir).unwrap();
     let good = exported("file-blocks", 12, 7);
     assert!(same_everywhere(&dir, "good", &good, &[]).ok());
+    let first_format = export_v1(chain("file-blocks-v1", 12, &mut Rng(7)).conn());
+    assert!(same_everywhere(&dir, "good-v1", &first_format, &[]).ok());
     let no_newline = &good[..good.len() - 1];
     assert!(same_everywhere(&dir, "no-final-newline", no_newline, &[]).ok());
     assert!(!same_everywhere(&dir, "empty", b"", &[]).ok());

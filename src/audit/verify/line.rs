@@ -1,13 +1,21 @@
-//! Reading one `export-audit` line as a row: a fast path for the exact layout `export` writes and
-//! serde for everything else. The fast path accepts a subset of what serde accepts and yields the
-//! same row (tested against serde on every line shape), so the verdict never depends on which
-//! path read a line.
+//! Reading one `export-audit` line as a row: a fast path for each exact layout `export` writes (the
+//! current one, `{"v":2,"prev","hash",` then the canonical row's members, and the first one,
+//! `{"seq",…,"hash"}`) and serde for everything else. Each fast path accepts a subset of what
+//! serde accepts and yields the same row (tested against serde on every line shape), so the
+//! verdict never depends on which path read a line. The current layout's fast path also hands
+//! over the row's hash, taken over the canonical text as it stands in the line: for every line
+//! it accepts, that text is exactly what re-serialising the row gives (tested), so hashing it in
+//! place changes nothing but the time.
 use super::RowRef;
+use crate::audit::EXPORT_V2_PREFIX as V2_PREFIX;
 use std::borrow::Cow;
 
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ExportLine<'a> {
+    /// 2 in the current format, absent in the first; the fields are the same.
+    #[serde(default)]
+    v: Option<u64>,
     seq: i64,
     #[serde(borrow)]
     ts: Cow<'a, str>,
@@ -28,23 +36,36 @@ fn hex32(s: &str, field: &str) -> Result<[u8; 32], String> {
     crate::audit::hex32(s).ok_or_else(|| format!("{field} is not 64 lowercase hex digits"))
 }
 
-/// One export line as a row, given to `push`; `Err` says why it is not one, in words that follow
-/// `line N` (the caller knows N).
-pub(super) fn parse_line(text: &[u8], push: impl FnOnce(&RowRef<'_>)) -> Result<(), String> {
+/// One export line as a row, given to `push` with the row's hash when the line held its canonical
+/// text (else the caller computes it); `Err` says why it is not one, in words that follow `line N`
+/// (the caller knows N).
+pub(super) fn parse_line(
+    text: &[u8],
+    push: impl FnOnce(&RowRef<'_>, Option<[u8; 32]>),
+) -> Result<(), String> {
     let (mut prev, mut hash) = ([0u8; 32], [0u8; 32]);
-    match fast(text, &mut prev, &mut hash) {
-        Some(row) => {
-            push(&row);
-            Ok(())
+    if text.starts_with(V2_PREFIX.as_bytes()) {
+        if let Some((row, computed)) = fast_v2(text, &mut prev, &mut hash) {
+            push(&row, Some(computed));
+            return Ok(());
         }
-        None => parse_with_serde(text, push),
+    } else if let Some(row) = fast(text, &mut prev, &mut hash) {
+        push(&row, None);
+        return Ok(());
     }
+    parse_with_serde(text, |row| push(row, None))
 }
 
-/// The general reader: any JSON object with exactly the eight fields, in any order and spacing.
+/// The general reader: any JSON object with exactly the eight fields (and `"v":2`, or no `v`), in
+/// any order and spacing.
 pub(super) fn parse_with_serde(text: &[u8], push: impl FnOnce(&RowRef<'_>)) -> Result<(), String> {
     let l = serde_json::from_slice::<ExportLine<'_>>(text)
         .map_err(|e| format!(" is not a journal row: {e}"))?;
+    if let Some(v) = l.v.filter(|v| *v != 2) {
+        return Err(format!(
+            " is in export format {v}, which this build does not read (it reads 2, and the first, with no \"v\")"
+        ));
+    }
     let prev = hex32(l.prev, "prev").map_err(|e| format!(": {e}"))?;
     let hash = hex32(l.hash, "hash").map_err(|e| format!(": {e}"))?;
     push(&RowRef {
@@ -60,11 +81,111 @@ pub(super) fn parse_with_serde(text: &[u8], push: impl FnOnce(&RowRef<'_>)) -> R
     Ok(())
 }
 
-/// What follows the body: `,"prev":"<64 hex>","hash":"<64 hex>"}`.
+/// `{"v":2,"prev":"<64 hex>","hash":"<64 hex>",` then the canonical row after its `{`:
+/// `"action":A,"body":B,"kind":"K","seq":N,"session":S,"ts":"T"}`, with no escape or control
+/// character in a string field and a body `plain_json` accepts; `None` for anything else.
+/// `prev` and `hash` receive the decoded hashes the row borrows; the second value is
+/// blake3(prev ‖ `{` ‖ the rest of the line), the row's hash as the chain defines it.
+pub(super) fn fast_v2<'a>(
+    text: &'a [u8],
+    prev: &'a mut [u8; 32],
+    hash: &'a mut [u8; 32],
+) -> Option<(RowRef<'a>, [u8; 32])> {
+    let s = std::str::from_utf8(text).ok()?;
+    let rest = s.strip_prefix(V2_PREFIX)?;
+    let (prev_hex, rest) = (rest.get(..64)?, rest.get(64..)?);
+    let rest = rest.strip_prefix(r#"","hash":""#)?;
+    let (hash_hex, rest) = (rest.get(..64)?, rest.get(64..)?);
+    // The canonical row's members and its closing brace.
+    let members = rest.strip_prefix(r#"","#)?;
+    *prev = crate::audit::hex32(prev_hex)?;
+    *hash = crate::audit::hex32(hash_hex)?;
+    let mut c = Cursor { s: members, at: 0 };
+    c.eat(r#""action":"#)?;
+    let action = c.opt_str()?;
+    c.eat(r#","body":"#)?;
+    let body_at = c.at;
+    // From the end: ts, session, seq and kind are plain strings and digits, so each one's start
+    // is the nearest quote (or non-digit) before its end.
+    let mut e = Back(members.strip_suffix(r#""}"#)?);
+    let ts = e.plain_str()?;
+    e.eat(r#","ts":""#)?;
+    let session = if e.eat("null").is_some() {
+        None
+    } else {
+        e.eat("\"")?;
+        let s = e.plain_str()?;
+        e.eat("\"")?;
+        Some(s)
+    };
+    e.eat(r#","session":"#)?;
+    let seq = e.seq()?;
+    e.eat(r#","seq":"#)?;
+    e.eat("\"")?;
+    let kind = e.plain_str()?;
+    e.eat(r#","kind":""#)?;
+    let body = e.0.get(body_at..)?;
+    if !plain_json(body) {
+        return None;
+    }
+    let mut h = blake3::Hasher::new();
+    h.update(&prev[..]);
+    h.update(b"{");
+    h.update(members.as_bytes());
+    let computed = *h.finalize().as_bytes();
+    let row = RowRef {
+        seq,
+        ts,
+        kind,
+        session,
+        action,
+        body,
+        prev,
+        hash,
+    };
+    Some((row, computed))
+}
+
+/// A cursor taking a line apart from its end.
+struct Back<'a>(&'a str);
+
+impl<'a> Back<'a> {
+    fn eat(&mut self, lit: &str) -> Option<()> {
+        self.0 = self.0.strip_suffix(lit)?;
+        Some(())
+    }
+
+    /// The contents of a plain string whose closing quote was just eaten: back to the nearest
+    /// quote (not eaten), with no escape and no control character.
+    fn plain_str(&mut self) -> Option<&'a str> {
+        let b = self.0.as_bytes();
+        let from = memchr::memrchr(b'"', b)? + 1;
+        let out = &self.0[from..];
+        let bad = out
+            .bytes()
+            .fold(false, |any, c| any | (c < 0x20) | (c == b'\\'));
+        self.0 = &self.0[..from];
+        (!bad).then_some(out)
+    }
+
+    /// A seq as `Cursor::seq` reads it, from its end.
+    fn seq(&mut self) -> Option<i64> {
+        let b = self.0.as_bytes();
+        let len = b.iter().rev().take_while(|c| c.is_ascii_digit()).count();
+        let digits = &self.0[b.len() - len..];
+        if len == 0 || len > 18 || (len > 1 && digits.starts_with('0')) {
+            return None;
+        }
+        self.0 = &self.0[..b.len() - len];
+        digits.parse().ok()
+    }
+}
+
+/// What follows the body in the first format: `,"prev":"<64 hex>","hash":"<64 hex>"}`.
 const TAIL: usize = r#","prev":""#.len() + 64 + r#"","hash":""#.len() + 64 + r#""}"#.len();
 
 /// `{"seq":N,"ts":"…","kind":"…","session":"…"|null,"action":"…"|null,"body":…,"prev":"<64
-/// hex>","hash":"<64 hex>"}` exactly as `export` writes it, with no escape or control character
+/// hex>","hash":"<64 hex>"}` exactly as the first format's `export` wrote it, with no escape or control character
 /// in a string field and a body `plain_json` accepts; `None` for anything else (serde reads
 /// those, and says what is wrong with a line that is not a row).
 /// `prev` and `hash` receive the decoded hashes the row borrows.

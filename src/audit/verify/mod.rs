@@ -188,9 +188,14 @@ pub struct Facts {
 impl Facts {
     /// The facts of `row` (`buf` is scratch space for its canonical form).
     pub fn of(buf: &mut String, row: &RowRef<'_>) -> Self {
+        Self::hashed(computed_hash(buf, row), row)
+    }
+
+    /// The facts of `row` whose hash, blake3(prev ‖ canonical row), was taken already.
+    pub(crate) fn hashed(hash: [u8; 32], row: &RowRef<'_>) -> Self {
         let kind = Kind::parse(row.kind);
         Self {
-            hash: computed_hash(buf, row),
+            hash,
             kind,
             detail: Detail::of(kind, row.seq, row.body),
         }

@@ -235,7 +235,10 @@ pub(super) fn verify_file_blocks(
             move |(from, to): (u64, u64), chunk: &mut parallel::Chunk| {
                 let lines = lines_starting_in(file, from, to, len, &mut buf).map_err(read_err)?;
                 for text in lines {
-                    let pushed = super::line::parse_line(text, |row| chunk.push(row, &mut scratch));
+                    let pushed = super::line::parse_line(text, |row, hash| match hash {
+                        Some(hash) => chunk.push_with(row, super::Facts::hashed(hash, row)),
+                        None => chunk.push(row, &mut scratch),
+                    });
                     if let Err(detail) = pushed {
                         chunk.malformed_line(detail);
                         break;
