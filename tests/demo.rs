@@ -57,15 +57,7 @@ fn the_demo_shows_the_real_card_on_a_terminal() {
         ("No action waits", "q", 0.3),
     ])
     .unwrap();
-    let out = std::process::Command::new(python())
-        .arg(support_file("pty_drive.py"))
-        .arg(script)
-        .args(["--", bin(), "demo"])
-        .env("VAULT_KEYRING", "kernel")
-        .env_remove("VAULT_DIR")
-        .env_remove("VAULT_PASSPHRASE_FILE")
-        .output()
-        .unwrap();
+    let out = drive_demo(&script);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
     assert!(
@@ -94,15 +86,7 @@ fn a_denial_in_the_demo_is_shown_working_and_the_demo_exits_1() {
         ("No action waits", "q", 0.3),
     ])
     .unwrap();
-    let out = std::process::Command::new(python())
-        .arg(support_file("pty_drive.py"))
-        .arg(script)
-        .args(["--", bin(), "demo"])
-        .env("VAULT_KEYRING", "kernel")
-        .env_remove("VAULT_DIR")
-        .env_remove("VAULT_PASSPHRASE_FILE")
-        .output()
-        .unwrap();
+    let out = drive_demo(&script);
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(
@@ -160,4 +144,18 @@ fn ctrl_c_on_the_demo_leaves_no_agent_and_no_vault() {
             String::from_utf8_lossy(&agents.stdout)
         );
     }
+}
+
+/// `vault demo` on a real pty, driven by `script` (tests/support/pty_drive.py's steps), with no
+/// vault of the person's in its environment.
+fn drive_demo(script: &str) -> std::process::Output {
+    std::process::Command::new(python())
+        .arg(support_file("pty_drive.py"))
+        .arg(script)
+        .args(["--", bin(), "demo"])
+        .env("VAULT_KEYRING", "kernel")
+        .env_remove("VAULT_DIR")
+        .env_remove("VAULT_PASSPHRASE_FILE")
+        .output()
+        .unwrap()
 }

@@ -8,22 +8,8 @@ mod support;
 use serde_json::{json, Value};
 use std::process::Command;
 use support::ssh::{add_ssh, exec, keygen, mcp, text_of, token, LocalUser};
-use support::sshd::Sshd;
+use support::sshd::{fingerprint, Sshd};
 use support::*;
-
-fn fingerprint(public_file: &std::path::Path) -> String {
-    let out = Command::new("ssh-keygen")
-        .arg("-lf")
-        .arg(public_file)
-        .output()
-        .unwrap();
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .split_whitespace()
-        .nth(1)
-        .unwrap()
-        .to_owned()
-}
 
 fn version_of(v: &mut TestVault, name: &str) -> i64 {
     let list = v.run(&["list", "--json"], None).ok();

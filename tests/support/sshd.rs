@@ -42,13 +42,7 @@ impl Sshd {
             .unwrap();
         assert!(st.success());
         std::fs::write(d.join("authorized_keys"), authorized_keys).unwrap();
-        let fp = Command::new(find("ssh-keygen"))
-            .arg("-lf")
-            .arg(d.join("host_ed25519.pub"))
-            .output()
-            .unwrap();
-        let fp = String::from_utf8(fp.stdout).unwrap();
-        let host_key_fingerprint = fp.split_whitespace().nth(1).unwrap().to_owned();
+        let host_key_fingerprint = fingerprint(&d.join("host_ed25519.pub"));
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -102,18 +96,23 @@ impl Sshd {
             .status()
             .unwrap();
         assert!(st.success());
-        let out = Command::new(find("ssh-keygen"))
-            .arg("-lf")
-            .arg(key.with_extension("pub"))
-            .output()
-            .unwrap();
-        String::from_utf8(out.stdout)
-            .unwrap()
-            .split_whitespace()
-            .nth(1)
-            .unwrap()
-            .to_owned()
+        fingerprint(&key.with_extension("pub"))
     }
+}
+
+/// `SHA256:…` of a public key file, as `ssh-keygen -l` prints it.
+pub fn fingerprint(public_file: &std::path::Path) -> String {
+    let out = Command::new(find("ssh-keygen"))
+        .arg("-lf")
+        .arg(public_file)
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .to_owned()
 }
 
 impl Drop for Sshd {

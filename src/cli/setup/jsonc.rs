@@ -3,7 +3,7 @@
 //! set through `jsonc-parser`'s concrete syntax tree, so every comment, blank line and trailing
 //! comma stays where the person put it, and the result is read back and must mean the old
 //! document with only that entry set.
-use super::merge::{check_shape, set_path, Node};
+use super::merge::{check_shape, refusal, set_path, Node};
 use jsonc_parser::cst::{CstInputValue, CstRootNode};
 use jsonc_parser::ParseOptions;
 use serde_json::Value;
@@ -58,12 +58,7 @@ pub(super) fn set_jsonc(
     path: &[&str],
     value: Node<'_>,
 ) -> anyhow::Result<String> {
-    let refuse = |what: String| {
-        anyhow::anyhow!(
-            "{} {what}; vault setup leaves it as it is. Fix it (or move it away), or add the entry by hand: `vault setup … --print` shows it",
-            file.display()
-        )
-    };
+    let refuse = refusal(file);
     let mut old = dialect.parse(text).map_err(|e| {
         refuse(format!(
             "is not valid JSON, nor {} as its client reads it ({e})",

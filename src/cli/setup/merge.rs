@@ -108,12 +108,7 @@ pub(super) fn set_json(
     value: Node<'_>,
 ) -> anyhow::Result<String> {
     let text = existing.filter(|t| !t.trim().is_empty()).unwrap_or("{}");
-    let refuse = |what: String| {
-        anyhow::anyhow!(
-            "{} {what}; vault setup leaves it as it is. Fix it (or move it away), or add the entry by hand: `vault setup … --print` shows it",
-            file.display()
-        )
-    };
+    let refuse = refusal(file);
     let mut old: Value = serde_json::from_str(text).map_err(|e| {
         refuse(format!(
             "is not valid JSON ({e}; comments and trailing commas are not JSON either)"
@@ -136,6 +131,16 @@ pub(super) fn set_json(
     let new: Value = serde_json::from_str(&out)?;
     anyhow::ensure!(new == old, "the merged {} would change more than the entry; nothing was written (a bug: please report it)", file.display());
     Ok(out)
+}
+
+/// How a config file that cannot be edited is refused: `what` is wrong with it, and what to do.
+pub(super) fn refusal(file: &Path) -> impl Fn(String) -> anyhow::Error + '_ {
+    move |what| {
+        anyhow::anyhow!(
+            "{} {what}; vault setup leaves it as it is. Fix it (or move it away), or add the entry by hand: `vault setup … --print` shows it",
+            file.display()
+        )
+    }
 }
 
 /// `doc` with the member at `path` set to `value` (the objects on the way made when missing;
