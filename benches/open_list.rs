@@ -33,6 +33,7 @@ fn cred(i: usize) -> NewCredential {
             auth: HttpAuth::Bearer,
             ca_file: None,
             allow_headers: Vec::new(),
+            secret_from: None,
         }),
         secret: Secret::new(format!("token-{i}").into_bytes()),
     }

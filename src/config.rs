@@ -60,6 +60,14 @@ pub const BOUNDS: &[(&str, &str, u64, u64, &str)] = &[
     ("approvals", "replay_window_seconds", 0, 86400, "seconds"),
     ("agent", "idle_seconds", 0, 30 * 86400, "seconds; 0: never"),
     ("agent", "answer_seconds", 1, 600, "seconds"),
+    (
+        "openbao",
+        "secret_cache_seconds",
+        0,
+        3600,
+        "seconds; 0: read on every call",
+    ),
+    ("openbao", "timeout_seconds", 1, 120, "seconds"),
 ];
 
 /// Errors reading the configuration.
@@ -106,6 +114,16 @@ pub struct Agent {
     pub answer_seconds: u64,
 }
 
+/// Team mode (`vault openbao login`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpenBao {
+    /// How long the agent keeps a secret read from OpenBao in memory (0: read on every call).
+    pub secret_cache_seconds: u64,
+    /// The deadline of one request to OpenBao.
+    pub timeout_seconds: u64,
+}
+
 /// Every field is required here: the user's keys are laid over the shipped file's table first,
 /// so the defaults live in one place (`assets/config.default.toml`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -114,6 +132,7 @@ pub struct Config {
     pub limits: Limits,
     pub approvals: Approvals,
     pub agent: Agent,
+    pub openbao: OpenBao,
 }
 
 impl Default for Config {
@@ -191,7 +210,7 @@ impl Config {
         for (section, table) in &user {
             let Some(table) = table.as_table() else {
                 return Err(format!(
-                    "[{section}] must be a section; the sections are [limits], [approvals] and [agent]"
+                    "[{section}] must be a section; the sections are [limits], [approvals], [agent] and [openbao]"
                 ));
             };
             for (key, value) in table {

@@ -227,6 +227,7 @@ impl BenchVault {
                 auth: HttpAuth::Bearer,
                 ca_file: None,
                 allow_headers: Vec::new(),
+                secret_from: None,
             }),
             secret: Secret::new(SECRET.as_bytes().to_vec()),
         };

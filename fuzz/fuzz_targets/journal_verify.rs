@@ -384,6 +384,7 @@ fn build(vault: &mut Vault, keys: &agent_vault::keys::KeyMaterial) {
             auth: HttpAuth::Bearer,
             ca_file: None,
             allow_headers: Vec::new(),
+            secret_from: None,
         }),
         secret: credentials::Secret::new(b"fuzz-token-not-a-secret".to_vec()),
     };

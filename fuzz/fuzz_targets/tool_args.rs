@@ -53,6 +53,7 @@ fn http(
             auth,
             ca_file: None,
             allow_headers: allow.iter().map(|s| s.to_string()).collect(),
+            secret_from: None,
         }),
         created_at: String::new(),
         updated_at: String::new(),

@@ -47,6 +47,13 @@ pub(super) fn serve(
         }
     };
     let hub = Arc::new(Hub::default());
+    // Team mode: the stored OpenBao login (an unreadable one is reported by `vault openbao
+    // status` and at the first call that needs it).
+    let openbao = Arc::new(crate::services::openbao::Remote::new(
+        config.openbao.clone(),
+        None,
+    ));
+    openbao.reload(store.conn());
     let (db, db_thread) = Db::start(store, hub.clone(), start.paths.clone());
     let mut channel_key = super::channel::channel_key(&start.master);
     let key_locked = crate::sys::lock_in_memory(&channel_key[..])
@@ -61,6 +68,7 @@ pub(super) fn serve(
         paths: start.paths.clone(),
         http: Arc::new(crate::exec::HttpExecutor::new(&config.limits)),
         ssh: Arc::new(crate::exec::SshExecutor::new(&config.limits)),
+        openbao,
         config,
         stopping,
     });

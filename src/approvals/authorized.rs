@@ -3,6 +3,7 @@
 //! approval) can make one; raw JSON or a half-validated request can never reach an executor.
 use crate::credentials::{Credential, Secret};
 use crate::policy::ValidatedRequest;
+use crate::wire::OpenBaoRef;
 
 pub struct AuthorizedAction {
     action_id: String,
@@ -10,6 +11,9 @@ pub struct AuthorizedAction {
     credential: Credential,
     request: ValidatedRequest,
     secret: Secret,
+    /// Team mode: the secret is read from OpenBao (this field at this KV version, what the
+    /// action's hash covers) just before the executor runs; `secret` is empty until then.
+    remote: Option<(OpenBaoRef, u64)>,
 }
 
 impl AuthorizedAction {
@@ -22,13 +26,29 @@ impl AuthorizedAction {
         request: ValidatedRequest,
         secret: Secret,
     ) -> Self {
+        let remote = match (&credential.target, &request) {
+            (crate::wire::Target::Http(t), ValidatedRequest::Http(h)) => {
+                t.secret_from.clone().zip(h.secret_version)
+            }
+            _ => None,
+        };
         Self {
             action_id,
             action_hash,
             credential,
             request,
             secret,
+            remote,
         }
+    }
+    /// Team mode: the OpenBao secret (reference and KV version) to read before running.
+    pub fn remote_secret(&self) -> Option<&(OpenBaoRef, u64)> {
+        self.remote.as_ref()
+    }
+    /// Team mode: the secret read from OpenBao at the version the hash covers.
+    pub fn supply_secret(&mut self, secret: Secret) {
+        debug_assert!(self.remote.is_some());
+        self.secret = secret;
     }
     pub fn action_id(&self) -> &str {
         &self.action_id

@@ -154,8 +154,20 @@ fn check(
     if hash != action.action_hash {
         return Err("the stored action does not match its hash (changed after approval)".into());
     }
-    let request = rebuild(&cred, &stored, body)
+    let mut request = rebuild(&cred, &stored, body)
         .map_err(|e| format!("the stored action no longer passes policy: {e}"))?;
+    // Team mode: the KV version resolved when it was asked for is part of what was hashed.
+    if let NormalizedAction::Http(h) = &stored {
+        let remote =
+            matches!(&cred.target, crate::wire::Target::Http(t) if t.secret_from.is_some());
+        if remote != h.secret_version.is_some() {
+            return Err(
+                "the stored action does not name the OpenBao secret version its credential needs"
+                    .into(),
+            );
+        }
+        request.set_secret_version(h.secret_version);
+    }
     if request.normalized(&cred) != stored {
         return Err("the stored action re-derives to a different request".into());
     }

@@ -102,6 +102,9 @@ pub struct Submission<'a> {
     pub idempotency_key: Option<&'a str>,
     pub expiry: Duration,
     pub replay_window: Duration,
+    /// Team mode: why the credential's secret could not be had from OpenBao. The action is
+    /// recorded, then ends `failed_before_send` with this reason at once (nothing is sent).
+    pub unresolved: Option<&'a str>,
 }
 
 /// What `submit` did.
@@ -171,15 +174,19 @@ pub fn submit(
         }
     }
     let sig = crate::store::CredentialRow::policy_sig(&tx, &s.credential.id)?;
-    let initial = gate(
-        &tx,
-        trust,
-        s.credential,
-        sig.as_deref(),
-        s.request,
-        &normalized,
-        s.session_id,
-    )?;
+    let initial = match s.unresolved {
+        // It cannot run, so no card: recorded as received, then failed before sending.
+        Some(_) => State::Received,
+        None => gate(
+            &tx,
+            trust,
+            s.credential,
+            sig.as_deref(),
+            s.request,
+            &normalized,
+            s.session_id,
+        )?,
+    };
     let id = crate::credentials::new_id("act");
     let created = crate::time::format_utc(now);
     let expires = crate::time::format_utc(now + s.expiry);
@@ -192,8 +199,19 @@ pub fn submit(
             fingerprint, s.idempotency_key, std::process::id(), created, expires, initial.as_str()
         ],
     )?;
-    let action = load(&tx, &id)?;
+    let mut action = load(&tx, &id)?;
     journal(&tx, &action, None, None, None)?;
+    if let Some(why) = s.unresolved {
+        action = transition(
+            &tx,
+            &id,
+            State::FailedBeforeSend,
+            Change {
+                reason: Some(why),
+                ..Change::default()
+            },
+        )?;
+    }
     tx.commit()?;
     Ok(Submitted::Created(action))
 }

@@ -227,7 +227,12 @@ fn http(
         auth,
         ca_file,
         allow_headers: super::credential_args::allow_headers(&a.allow_headers)?,
+        secret_from: from.reference()?,
     });
+    if from.reference()?.is_some() {
+        // Team mode: the agent reads the secret from OpenBao at every call; none is stored.
+        return Ok((a.common, target, Secret::new(Vec::new()), a.name));
+    }
     if let Some(secret) = from.read()? {
         return Ok((a.common, target, secret, a.name));
     }

@@ -170,6 +170,7 @@ fn edit_of(a: &mut Args) -> anyhow::Result<Edit> {
         check_host_key(k)?;
     }
     Ok(Edit {
+        secret_from: a.from.reference()?,
         approval: a.approval,
         host: a.host.take(),
         path_prefix: a

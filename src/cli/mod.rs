@@ -33,6 +33,7 @@ mod log;
 mod man;
 mod mcp;
 mod mirror;
+mod openbao;
 mod out;
 mod pause;
 mod pending;
@@ -109,6 +110,9 @@ enum Command {
     Resume(resume::Args),
     /// Session grants in force (what `[s]` on a card granted); `revoke ID|--all` ends them.
     Grants(grants::Args),
+    /// Team mode: log the vault in to the team's OpenBao, see how that stands, or log out.
+    #[command(subcommand)]
+    Openbao(openbao::Sub),
     /// Serve MCP on stdio for an agent's client (stdout carries JSON-RPC only).
     Mcp(mcp::Args),
     /// Start an AI client in a sandbox: it cannot reach your terminal, desktop, other processes or secrets.
@@ -212,6 +216,7 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Pause(a) => pause::run(paths, a),
         Command::Resume(a) => resume::run(paths, a),
         Command::Grants(a) => grants::run(paths, a),
+        Command::Openbao(s) => openbao::run(paths, s),
         Command::Demo(a) => demo::run(a),
         Command::Verify(a) => verify::run(paths, a),
         Command::ExportAudit(a) => export_audit::run(paths, a),

@@ -8,7 +8,9 @@ use crate::import::{Fingerprint, Source};
 pub(super) struct SecretFrom {
     /// Read the secret once from where it is kept: env:FILE#KEY (a dotenv file), pass:ENTRY
     /// (its first line), bitwarden:FILE#ITEM[/FIELD] (an unencrypted JSON export) or
-    /// keepassxc:FILE#ENTRY (through keepassxc-cli, which asks for the database password).
+    /// keepassxc:FILE#ENTRY (through keepassxc-cli, which asks for the database password). Or,
+    /// in team mode, openbao:MOUNT/PATH#FIELD: not read now but at every call, from the KV v2
+    /// secret in the team's OpenBao (`vault openbao login`); no copy is stored.
     #[arg(
         long,
         value_name = "SOURCE",
@@ -31,6 +33,16 @@ impl SecretFrom {
         let Some(s) = &self.secret_from else {
             return Ok(());
         };
+        if s.starts_with(crate::credentials::openbao_ref::SCHEME) {
+            crate::credentials::openbao_ref::parse(s)?;
+            if self.remove_from_source {
+                anyhow::bail!(crate::credentials::CredentialError::Invalid {
+                    field: "--remove-from-source",
+                    reason: "it rewrites a dotenv file, so it goes only with --secret-from env:FILE#KEY (not openbao:)".into(),
+                });
+            }
+            return Ok(());
+        }
         let source = Source::parse(s)?;
         if source.reads_stdin() && passphrase.is_stdin() {
             anyhow::bail!(crate::credentials::CredentialError::Invalid {
@@ -52,11 +64,25 @@ impl SecretFrom {
         self.secret_from.is_some()
     }
 
-    /// The secret, read once from the source, if `--secret-from` was given.
+    /// Team mode: the OpenBao reference, if `--secret-from openbao:…` was given.
+    pub(super) fn reference(&self) -> anyhow::Result<Option<crate::wire::OpenBaoRef>> {
+        match &self.secret_from {
+            Some(s) if s.starts_with(crate::credentials::openbao_ref::SCHEME) => {
+                Ok(Some(crate::credentials::openbao_ref::parse(s)?))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// The secret, read once from the source, if `--secret-from` was given (and is not an
+    /// `openbao:` reference, which is never read here).
     pub(super) fn read(&mut self) -> anyhow::Result<Option<Secret>> {
         let Some(s) = &self.secret_from else {
             return Ok(None);
         };
+        if s.starts_with(crate::credentials::openbao_ref::SCHEME) {
+            return Ok(None);
+        }
         let source = Source::parse(s)?;
         let mut value = source.read()?;
         if self.remove_from_source {

@@ -155,13 +155,18 @@ impl HttpTarget {
         } else {
             format!(" allows {}", self.allow_headers.join(","))
         };
+        let from = match &self.secret_from {
+            Some(r) => format!(", secret from {r}"),
+            None => String::new(),
+        };
         format!(
-            "{}://{}:{}{} ({}){}{}",
+            "{}://{}:{}{} ({}{}){}{}",
             self.scheme,
             host,
             self.port,
             self.path_prefix,
             self.auth.summary(),
+            from,
             methods,
             allows
         )

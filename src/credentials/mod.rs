@@ -2,6 +2,7 @@
 //! anything printable), their validation, and the add / edit / rm / list service that both the CLI
 //! and `vault mcp` use. Every change is one audit row in the same transaction.
 pub(crate) mod http;
+pub mod openbao_ref;
 mod service;
 mod signed;
 mod ssh;
@@ -174,6 +175,7 @@ pub(crate) fn test_bearer(name: &str, secret: &str) -> NewCredential {
             auth: HttpAuth::Bearer,
             ca_file: None,
             allow_headers: Vec::new(),
+            secret_from: None,
         }),
         secret: Secret::new(secret.as_bytes().to_vec()),
     }

@@ -17,8 +17,18 @@ fn check_target(target: &Target, secret: Option<&Secret>) -> Result<(), Credenti
     match target {
         Target::Http(h) => {
             h.auth.check()?;
-            if let Some(s) = secret {
-                s.check(true)?;
+            match (&h.secret_from, secret) {
+                (Some(r), s) => {
+                    super::openbao_ref::check(r)?;
+                    if s.is_some_and(|s| !s.expose().is_empty()) {
+                        return Err(invalid(
+                            "secret",
+                            "a credential whose secret is read from OpenBao stores none; give --secret-from openbao:… alone",
+                        ));
+                    }
+                }
+                (None, Some(s)) => s.check(true)?,
+                (None, None) => {}
             }
         }
         Target::Ssh(s) => {
@@ -265,13 +275,33 @@ pub fn apply(cred: &mut Credential, edit: &Edit) -> Result<Vec<&'static str>, Cr
                 "allow_headers",
                 &mut changed,
             );
+            // A reference to OpenBao replaces a stored secret, and a new secret ends one.
+            match (&edit.secret_from, &edit.secret) {
+                (Some(_), Some(_)) => {
+                    return Err(invalid(
+                        "option",
+                        "give the secret or a reference to it in OpenBao, not both",
+                    ))
+                }
+                (Some(r), None) => set_new(
+                    &mut h.secret_from,
+                    Some(r.clone()),
+                    "secret_from",
+                    &mut changed,
+                ),
+                (None, Some(_)) => set_new(&mut h.secret_from, None, "secret_from", &mut changed),
+                (None, None) => {}
+            }
         }
         Target::Ssh(s) => {
-            if edit.path_prefix.is_some() || edit.methods.is_some() || edit.allow_headers.is_some()
+            if edit.path_prefix.is_some()
+                || edit.methods.is_some()
+                || edit.allow_headers.is_some()
+                || edit.secret_from.is_some()
             {
                 return Err(invalid(
                     "option",
-                    "--path-prefix, --methods and --allow-header apply to http credentials only",
+                    "--path-prefix, --methods, --allow-header and --secret-from apply to http credentials only",
                 ));
             }
             if let Some(text) = &edit.host {
@@ -346,7 +376,12 @@ pub fn edit(
         return Err(CredentialError::Unsigned("changing a credential"));
     }
     cred.updated_at = crate::time::now_utc();
-    to_row(&cred).update(&tx, edit.secret.as_ref().map(Secret::expose))?;
+    // A credential that now reads its secret from OpenBao keeps no copy of the old one.
+    let stored = match &edit.secret_from {
+        Some(_) => Some(&[][..]),
+        None => edit.secret.as_ref().map(Secret::expose),
+    };
+    to_row(&cred).update(&tx, stored)?;
     CredentialRow::set_policy_sig(&tx, &cred.id, Some(signature))?;
     let body = CredentialBody {
         changed: Some(changed.iter().map(|c| c.to_string()).collect()),

@@ -213,6 +213,7 @@ fn flow(
                 auth: HttpAuth::Bearer,
                 ca_file: None,
                 allow_headers: Vec::new(),
+                secret_from: None,
             }),
             secret: Secret::new(secret.clone().into_bytes()),
         },

@@ -40,6 +40,9 @@ pub struct HttpRequest {
     pub body: Option<Vec<u8>>,
     pub timeout_s: u64,
     pub max_output_bytes: u64,
+    /// Team mode: the KV version of the credential's OpenBao secret this request sends. Set by
+    /// the caller that resolved it (`None` from `validate`), and hashed with the request.
+    pub secret_version: Option<u64>,
 }
 
 impl HttpRequest {
@@ -68,6 +71,7 @@ pub(super) fn validate(t: &HttpTarget, a: HttpArgs) -> Result<HttpRequest, Polic
         body,
         timeout_s,
         max_output_bytes,
+        secret_version: None,
     })
 }
 

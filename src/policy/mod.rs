@@ -73,6 +73,14 @@ pub enum ValidatedRequest {
 }
 
 impl ValidatedRequest {
+    /// Team mode: the KV version of the OpenBao secret an HTTP request sends (covered by its
+    /// hash). No effect on SSH.
+    pub fn set_secret_version(&mut self, version: Option<u64>) {
+        if let ValidatedRequest::Http(h) = self {
+            h.secret_version = version;
+        }
+    }
+
     pub fn tool(&self) -> &'static str {
         match self {
             ValidatedRequest::Http(_) => "http_request",
@@ -82,9 +90,14 @@ impl ValidatedRequest {
     /// What the approver reads: `POST https://api.example.com/v1/items (credential example)`.
     pub fn summary(&self, credential: &str) -> String {
         match self {
-            ValidatedRequest::Http(h) => {
-                format!("{} {} (credential {credential})", h.method, h.url)
-            }
+            ValidatedRequest::Http(h) => match h.secret_version {
+                None => format!("{} {} (credential {credential})", h.method, h.url),
+                // Team mode: the journal names the KV version the action sends.
+                Some(v) => format!(
+                    "{} {} (credential {credential}, OpenBao secret version {v})",
+                    h.method, h.url
+                ),
+            },
             ValidatedRequest::Ssh(s) => {
                 let host = if s.host.contains(':') {
                     format!("[{}]", s.host)
@@ -119,6 +132,7 @@ impl ValidatedRequest {
                     .map(|b| blake3::hash(b).to_hex().to_string()),
                 timeout_s: h.timeout_s,
                 max_output_bytes: h.max_output_bytes,
+                secret_version: h.secret_version,
             }),
             ValidatedRequest::Ssh(s) => NormalizedAction::Ssh(NormalizedSsh {
                 credential,

@@ -22,6 +22,7 @@ fn http_cred(host: &str, port: u16, prefix: &str, auth: HttpAuth) -> Credential 
             auth,
             ca_file: None,
             allow_headers: Vec::new(),
+            secret_from: None,
         }),
         created_at: String::new(),
         updated_at: String::new(),

@@ -4,6 +4,7 @@
 mod changes;
 pub(crate) mod db;
 pub(crate) mod hub;
+pub(crate) mod openbao;
 pub(crate) mod ops;
 pub(crate) mod tools;
 

@@ -52,6 +52,21 @@ pub(crate) fn handle(store: &mut Store, trust: &Trust, paths: &VaultPaths, req: 
         Request::Resume { resume } => {
             approval(approvals::resume(store, trust, &resume).map(Reply::Flag))
         }
+        Request::OpenBaoLogin { request, secret } => {
+            openbao(super::openbao::login::set(store, trust, &request, &secret))
+        }
+        Request::OpenBaoLogout { request } => {
+            openbao(super::openbao::login::clear(store, trust, &request))
+        }
+        // Locked: what is stored (a running agent answers with its token too).
+        Request::OpenBaoStatus => match super::openbao::login::load(store.conn()) {
+            Ok(stored) => Reply::OpenBao(crate::wire::protocol::OpenBaoView {
+                login: stored.map(|s| s.login),
+                token: None,
+                last_error: None,
+            }),
+            Err(e) => internal(e),
+        },
         Request::Grants => approval(
             approvals::list_grants(store, trust).map(|g| Reply::Grants(with_clients(store, g))),
         ),
@@ -101,6 +116,22 @@ fn credential(r: Result<Reply, CredentialError>) -> Reply {
         };
         error(code, e.to_string())
     })
+}
+
+fn openbao(r: Result<(), super::openbao::login::LoginError>) -> Reply {
+    use super::openbao::login::LoginError;
+    match r {
+        Ok(()) => Reply::Ok,
+        Err(e) => {
+            let code = match &e {
+                LoginError::WrongApprover => ErrorCode::WrongApprover,
+                LoginError::Refused(_) => ErrorCode::Invalid,
+                LoginError::NotLoggedIn => ErrorCode::NotFound,
+                LoginError::Store(_) | LoginError::Audit(_) => ErrorCode::Internal,
+            };
+            error(code, e.to_string())
+        }
+    }
 }
 
 fn approval(r: Result<Reply, ApprovalError>) -> Reply {

@@ -62,6 +62,26 @@ pub struct HttpTarget {
     /// have none; an empty list is not serialized, so their policy signatures still verify.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allow_headers: Vec<String>,
+    /// Team mode: the secret is not stored here but read at dispatch from the team's OpenBao
+    /// (`--secret-from openbao:MOUNT/PATH#FIELD`). Absent (not `null`) on every other
+    /// credential, so the policy signatures of older rows still verify.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_from: Option<OpenBaoRef>,
+}
+
+/// A field of a KV v2 secret in the team's OpenBao: `openbao:MOUNT/PATH#FIELD`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpenBaoRef {
+    pub mount: String,
+    pub path: String,
+    pub field: String,
+}
+
+impl fmt::Display for OpenBaoRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "openbao:{}/{}#{}", self.mount, self.path, self.field)
+    }
 }
 
 /// How the secret goes into the request.
@@ -139,6 +159,10 @@ pub struct Edit {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ssh_auth: Option<SshAuth>,
     pub secret: Option<Secret>,
+    /// HTTP: read the secret from the team's OpenBao from now on (no secret is stored); a new
+    /// `secret` instead ends such a reference.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret_from: Option<OpenBaoRef>,
 }
 
 /// A credential as a listing shows it: the policy that applies (the stored one only if the

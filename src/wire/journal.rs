@@ -29,13 +29,17 @@ pub enum Kind {
     GrantAdd,
     /// A session grant was revoked (`vault grants revoke`).
     GrantRevoke,
+    /// The vault was logged in to a team's OpenBao (`vault openbao login`, signed).
+    OpenBaoLogin,
+    /// The vault's OpenBao login was removed (`vault openbao logout`, signed).
+    OpenBaoLogout,
     /// An action moved to this state (`action.<state>`).
     Action(State),
 }
 
 impl Kind {
     /// Every kind that is not an action's.
-    const PLAIN: [Kind; 16] = [
+    const PLAIN: [Kind; 18] = [
         Kind::VaultInit,
         Kind::VaultUnlock,
         Kind::VaultLock,
@@ -52,6 +56,8 @@ impl Kind {
         Kind::PinWrong,
         Kind::GrantAdd,
         Kind::GrantRevoke,
+        Kind::OpenBaoLogin,
+        Kind::OpenBaoLogout,
     ];
 
     /// Every kind, for tests and documentation.
@@ -79,6 +85,8 @@ impl Kind {
             Kind::PinWrong => "approval.pin_wrong",
             Kind::GrantAdd => "grant.add",
             Kind::GrantRevoke => "grant.revoke",
+            Kind::OpenBaoLogin => "openbao.login",
+            Kind::OpenBaoLogout => "openbao.logout",
             Kind::Action(s) => match s {
                 State::Received => "action.received",
                 State::Pending => "action.pending",
@@ -275,6 +283,25 @@ pub struct PinWrong {
     pub paused: bool,
 }
 body!(PinWrong, Kind::PinWrong);
+
+/// The vault logged in to a team's OpenBao: by the signed request with this nonce, at this
+/// address, with this method (`approle` and its role_id, or `token`); never the secret.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenBaoLoggedIn {
+    pub nonce: String,
+    pub address: String,
+    pub method: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role_id: Option<String>,
+}
+body!(OpenBaoLoggedIn, Kind::OpenBaoLogin);
+
+/// The OpenBao login was removed, by the signed request with this nonce.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenBaoLoggedOut {
+    pub nonce: String,
+}
+body!(OpenBaoLoggedOut, Kind::OpenBaoLogout);
 /// A session grant as recorded: which grant, the session it covers (also the row's session),
 /// the action whose card it was given on, the credential version, what it covers and until when
 /// (the journal's timestamp form, so it compares with a row's `ts` as text). Enough for a
@@ -366,7 +393,7 @@ mod tests {
     #[test]
     fn every_kind_reads_back_and_nothing_else_does() {
         let all: Vec<Kind> = Kind::all().collect();
-        assert_eq!(all.len(), 26);
+        assert_eq!(all.len(), 28);
         for k in &all {
             assert_eq!(Kind::parse(k.as_str()), Some(*k), "{k}");
         }

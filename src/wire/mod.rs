@@ -21,14 +21,15 @@ pub use action::{Action, Signed, SignedDecision};
 pub use client::ClientInfo;
 pub use code::ToolErrorCode;
 pub use credential::{
-    Approval, Credential, Edit, HttpAuth, HttpTarget, Listed, NewCredential, Secret, SshAuth,
-    SshTarget, Target,
+    Approval, Credential, Edit, HttpAuth, HttpTarget, Listed, NewCredential, OpenBaoRef, Secret,
+    SshAuth, SshTarget, Target,
 };
 pub use normalized::{CredentialRef, NormalizedAction, NormalizedHttp, NormalizedSsh};
 pub use outcome::Outcome;
 pub use payload::{
-    ApprovalMethod, Decision, DecisionPayload, GrantPayload, GrantScope, Op, Payload, PinPayload,
-    PolicyPayload, RemovalPayload, ResumePayload, RevocationPayload,
+    ApprovalMethod, Decision, DecisionPayload, GrantPayload, GrantScope, Op, OpenBaoAuth,
+    OpenBaoLogin, OpenBaoPayload, Payload, PinPayload, PolicyPayload, RemovalPayload,
+    ResumePayload, RevocationPayload,
 };
 pub use result::{internal, locked, ToolResult};
 pub use state::State;

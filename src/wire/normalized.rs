@@ -24,6 +24,10 @@ pub struct NormalizedHttp {
     pub body_blake3: Option<String>,
     pub timeout_s: u64,
     pub max_output_bytes: u64,
+    /// Team mode: the KV version of the OpenBao secret this action sends (resolved when it was
+    /// asked for), so an approval of version 3 never sends version 4. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_version: Option<u64>,
 }
 
 /// A normalized `ssh_exec`: where it runs (user, host, port, pinned key) and what is sent.

@@ -174,6 +174,10 @@ pub enum Op {
     Resume,
     #[serde(rename = "set_pin")]
     SetPin,
+    #[serde(rename = "openbao_login")]
+    OpenBaoLogin,
+    #[serde(rename = "openbao_logout")]
+    OpenBaoLogout,
 }
 
 /// Removing one credential at one version.
@@ -219,3 +223,42 @@ pub struct PinPayload {
     pub issued_at: Timestamp,
 }
 payload!(PinPayload, b"agent-vault approval pin v1\n", 1);
+
+/// Where the team's OpenBao is and how the vault logs in to it (never the secret_id or token).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpenBaoLogin {
+    /// `https://host[:port]` (plain `http://` only on loopback).
+    pub address: String,
+    /// A PEM file of the CA that signed the server's certificate (a private CA).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<String>,
+    pub auth: OpenBaoAuth,
+}
+
+/// How the vault logs in: AppRole (the agent logs in, renews, and logs in again), or a token
+/// given as it is (used until it expires).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "method", rename_all = "lowercase", deny_unknown_fields)]
+pub enum OpenBaoAuth {
+    Approle { mount: String, role_id: String },
+    Token,
+}
+
+/// Logging the vault in to OpenBao (`login`, with `commitment` over the secret_id or token that
+/// travels beside it, as `PinPayload` does) or out (`login: None`), once, soon after it was issued.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpenBaoPayload {
+    pub v: u32,
+    pub vault_id: String,
+    pub op: Op,
+    pub nonce: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub login: Option<OpenBaoLogin>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub commitment: String,
+    #[serde(with = "millis")]
+    pub issued_at: Timestamp,
+}
+payload!(OpenBaoPayload, b"agent-vault openbao login v1\n", 1);

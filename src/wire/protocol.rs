@@ -9,13 +9,25 @@ use super::{
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+/// The vault's OpenBao login as `vault openbao status` shows it: none, or where and how, and
+/// (from a running agent) how its token stands, in a line for people.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpenBaoView {
+    pub login: Option<super::OpenBaoLogin>,
+    /// `None` on a locked vault (no agent, so no token).
+    pub token: Option<String>,
+    /// The last fault talking to OpenBao, if the last call failed.
+    pub last_error: Option<String>,
+}
+
 /// The protocol version both ends must speak (`Hello.v`). 2: the encrypted channel
 /// (`agent::channel`) replaced the key-possession challenge. 3: an `ApprovalView` carries the
 /// session's typed start row instead of loose client and peer JSON. 4: session grants carry a
 /// scope (`GrantPayload` v3), and `grants` / `revoke_grants`. 5: `ping`, and the events that
 /// tell a person's command the agent stops, the vault was paused or resumed, or an action left
-/// the approval queue undecided.
-pub const VERSION: u32 = 5;
+/// the approval queue undecided. 6: `openbao_login`, `openbao_logout` and `openbao_status`.
+pub const VERSION: u32 = 6;
 
 /// The longest frame either end accepts (an MCP line is at most 4 MiB; its wrapping is small).
 pub const MAX_FRAME: usize = 8 * 1024 * 1024;
@@ -131,6 +143,18 @@ pub enum Request {
     Resume {
         resume: Signed,
     },
+    /// Logs the vault in to a team's OpenBao: the approver's signed `OpenBaoPayload` and the
+    /// secret_id or token it commits to (hex, zeroized).
+    OpenBaoLogin {
+        request: Signed,
+        secret: Secret,
+    },
+    /// Removes the OpenBao login, by the approver's signed `OpenBaoPayload` (no login).
+    OpenBaoLogout {
+        request: Signed,
+    },
+    /// Where the vault logs in to OpenBao and how that goes.
+    OpenBaoStatus,
     /// The active session grants.
     Grants,
     /// End one session grant or all of them, by the approver's signed `RevocationPayload`.
@@ -333,6 +357,7 @@ pub enum Reply {
         rows: u64,
         head: Option<(i64, String)>,
     },
+    OpenBao(OpenBaoView),
     Error {
         code: ErrorCode,
         message: String,

@@ -432,6 +432,20 @@ impl Conn {
                 writer.reply(id, Reply::Ok).await;
             }
             Request::Status => writer.reply(id, Reply::Status(status(&agent).await)).await,
+            Request::OpenBaoStatus => {
+                // Logging in is a network call: off the connection's thread.
+                self.tasks.spawn(async move {
+                    let remote = agent.env.openbao.clone();
+                    let view = tokio::task::spawn_blocking(move || {
+                        let _ = remote.check();
+                        remote.view()
+                    })
+                    .await
+                    .map(Reply::OpenBao)
+                    .unwrap_or_else(|e| ops::error(ErrorCode::Internal, e.to_string()));
+                    writer.reply(id, view).await;
+                });
+            }
             Request::Ping => writer.reply(id, Reply::Ok).await,
             Request::Lock => {
                 writer.reply(id, Reply::Ok).await;
@@ -457,9 +471,20 @@ impl Conn {
                 // A decision needs no fsync of its own: nothing runs on it before the claim's
                 // intent row, whose synced commit puts the decision on disk first (services/db.rs).
                 let synced = !matches!(other, Request::Decide { .. });
+                // A new (or removed) OpenBao login replaces the agent's session at once.
+                let relogin = matches!(
+                    other,
+                    Request::OpenBaoLogin { .. } | Request::OpenBaoLogout { .. }
+                )
+                .then(|| agent.env.openbao.clone());
                 self.tasks.spawn(async move {
-                    let job =
-                        move |s: &mut crate::store::Store| ops::handle(s, &trust, &paths, other);
+                    let job = move |s: &mut crate::store::Store| {
+                        let reply = ops::handle(s, &trust, &paths, other);
+                        if let (Some(remote), Reply::Ok) = (&relogin, &reply) {
+                            remote.reload(s.conn());
+                        }
+                        reply
+                    };
                     let db = &agent.env.db;
                     let done = if synced {
                         db.run(job).await

@@ -40,6 +40,7 @@ fn submit_http(
             idempotency_key: None,
             expiry: HOUR,
             replay_window: HOUR,
+            unresolved: None,
         },
     )
     .unwrap()

@@ -158,6 +158,7 @@ fn submit_get<'a>(
             idempotency_key: key,
             expiry,
             replay_window: Duration::from_secs(600),
+            unresolved: None,
         },
     )
     .unwrap()

@@ -306,6 +306,7 @@ fn a_session_grant_covers_only_its_session_and_credential_version() {
             idempotency_key: None,
             expiry: HOUR,
             replay_window: HOUR,
+            unresolved: None,
         },
     )
     .unwrap();

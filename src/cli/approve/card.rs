@@ -109,9 +109,18 @@ impl CardData {
 
     /// The credential as the hash covers it: `api (profile default, version 3)`.
     fn credential(&self) -> String {
+        // Team mode: the KV version of the OpenBao secret the hash covers, so the person sees
+        // which one an approval sends.
+        let secret = match &self.normalized {
+            Some(NormalizedAction::Http(h)) => h
+                .secret_version
+                .map(|v| format!(", OpenBao secret version {v}"))
+                .unwrap_or_default(),
+            _ => String::new(),
+        };
         match self.credential_ref() {
             Some(c) => format!(
-                "{} (profile {}, version {})",
+                "{} (profile {}, version {}{secret})",
                 escape(&c.name),
                 escape(&c.profile),
                 c.version

@@ -389,6 +389,7 @@ fn authorized(t: &SshTarget, command: &str) -> crate::approvals::AuthorizedActio
             idempotency_key: None,
             expiry: Duration::from_secs(60),
             replay_window: Duration::from_secs(60),
+            unresolved: None,
         },
     )
     .unwrap();

@@ -9,8 +9,8 @@ use crate::approvals::{self, Submission, Submitted};
 use crate::credentials::{self, Target};
 use crate::policy::{self, HttpArgs, SshArgs, ValidatedRequest};
 use crate::store::Store;
-use crate::wire::ToolResult;
 use crate::wire::{internal, ToolErrorCode};
+use crate::wire::{OpenBaoRef, ToolResult};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use std::sync::atomic::Ordering;
@@ -450,6 +450,10 @@ async fn submit(
             Map::new(),
         ));
     }
+    let remote = match &req {
+        Request::Http(_) => openbao_version(env, ses, &cred_name).await,
+        Request::Ssh(_) => Remote::NotAsked,
+    };
     let (trust, ses2) = (env.trust.clone(), ses.clone());
     let (expiry, replay) = (env.config.expiry(), env.config.replay_window());
     env.db
@@ -459,11 +463,12 @@ async fn submit(
             }
             let cred =
                 credentials::get(s, &ses2.profile, &cred_name).map_err(|e| credential_error(&e))?;
-            let validated: ValidatedRequest = match req {
+            let mut validated: ValidatedRequest = match req {
                 Request::Http(a) => policy::validate_http(&cred, a),
                 Request::Ssh(a) => policy::validate_ssh(&cred, a),
             }
             .map_err(|e| policy_error(&e))?;
+            let unresolved = remote.apply(&cred, &mut validated);
             let submitted = approvals::submit(
                 s,
                 &trust,
@@ -476,6 +481,7 @@ async fn submit(
                     idempotency_key: key.as_deref(),
                     expiry,
                     replay_window: replay,
+                    unresolved: unresolved.as_deref(),
                 },
             )
             .map_err(|e| approval_error(&e))?;
@@ -489,6 +495,84 @@ async fn submit(
         })
         .await
         .unwrap_or_else(|_| Err(internal("the vault agent is stopping")))
+}
+
+/// Team mode: what was learnt from OpenBao before the submission's job.
+enum Remote {
+    /// Not looked up: an SSH call, or the vault has no OpenBao login.
+    NotAsked,
+    /// The credential's secret is kept here in OpenBao at this KV version.
+    Resolved(OpenBaoRef, u64),
+    /// The credential's secret is kept here, and OpenBao could not say which version: why.
+    Failed(OpenBaoRef, String),
+    /// The credential keeps its own secret.
+    Local,
+}
+
+impl Remote {
+    /// Sets the version an HTTP request sends, or says why it cannot run (the action is then
+    /// recorded as failed before sending): not logged in, OpenBao's fault, or the credential's
+    /// reference changed between the lookup and now.
+    fn apply(
+        self,
+        cred: &credentials::Credential,
+        request: &mut ValidatedRequest,
+    ) -> Option<String> {
+        let Target::Http(t) = &cred.target else {
+            return None;
+        };
+        let wanted = t.secret_from.as_ref()?;
+        match self {
+            Remote::Resolved(r, v) if &r == wanted => {
+                request.set_secret_version(Some(v));
+                None
+            }
+            Remote::Failed(r, why) if &r == wanted => Some(why),
+            Remote::NotAsked => {
+                Some(crate::services::openbao::RemoteError::NotLoggedIn.to_string())
+            }
+            _ => Some(
+                "the credential's OpenBao reference changed while the call was made; ask again"
+                    .into(),
+            ),
+        }
+    }
+}
+
+/// Team mode: for a credential whose secret is kept in OpenBao, the KV version a call now sends
+/// (cached, or read now off the agent's thread). One extra lookup, and only with a login.
+async fn openbao_version(env: &Arc<Env>, ses: &Arc<Session>, name: &str) -> Remote {
+    if !env.openbao.is_logged_in() {
+        return Remote::NotAsked;
+    }
+    let (profile, name) = (ses.profile.clone(), name.to_owned());
+    let reference = env
+        .db
+        .run(move |s| {
+            credentials::get(s, &profile, &name)
+                .ok()
+                .and_then(|c| match c.target {
+                    Target::Http(h) => h.secret_from,
+                    Target::Ssh(_) => None,
+                })
+        })
+        .await
+        .ok()
+        .flatten();
+    let Some(r) = reference else {
+        return Remote::Local;
+    };
+    let remote = env.openbao.clone();
+    tokio::task::spawn_blocking(move || match remote.current_version(&r) {
+        Ok(v) => Remote::Resolved(r, v),
+        Err(e) => {
+            tracing::warn!(reference = %r, error = %e, "the OpenBao secret's version could not be read");
+            let why = format!("{}: {e}", e.kind());
+            Remote::Failed(r, why)
+        }
+    })
+    .await
+    .unwrap_or(Remote::NotAsked)
 }
 
 #[cfg(test)]

@@ -34,6 +34,8 @@ pub(crate) struct Env {
     pub config: Config,
     pub http: Arc<dyn Executor>,
     pub ssh: Arc<dyn Executor>,
+    /// Team mode: the OpenBao session secrets are read through (no login: none is used).
+    pub openbao: Arc<crate::services::openbao::Remote>,
     /// Why the agent is stopping, once it is: a waiting call it cancels is answered, not dropped.
     pub stopping: tokio::sync::watch::Receiver<Option<&'static str>>,
 }

@@ -64,7 +64,26 @@ pub(super) async fn run_claimed(
             ValidatedRequest::Http(_) => env2.http.clone(),
             ValidatedRequest::Ssh(_) => env2.ssh.clone(),
         };
-        let outcome = tokio::task::spawn_blocking(move || exec.execute(&authorized, &cancel))
+        let remote = env2.openbao.clone();
+        let outcome = tokio::task::spawn_blocking(move || {
+            let mut authorized = authorized;
+            // Team mode: the secret, at the version the hash covers, read (or taken from the
+            // cache) only now, with the intent row committed and before the first byte.
+            if let Some((r, v)) = authorized.remote_secret().cloned() {
+                match remote.secret(&r, v) {
+                    Ok(secret) => authorized.supply_secret(secret),
+                    Err(e) => {
+                        tracing::warn!(reference = %r, version = v, error = %e, "the OpenBao secret could not be read; nothing was sent");
+                        return Outcome {
+                            state: State::FailedBeforeSend,
+                            result: json!({}),
+                            reason: Some(format!("{}: {e}", e.kind())),
+                        };
+                    }
+                }
+            }
+            exec.execute(&authorized, &cancel)
+        })
             .await
             .unwrap_or_else(|_| Outcome {
                 state: State::Indeterminate,

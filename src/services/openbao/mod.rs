@@ -1,0 +1,325 @@
+//! Team mode inside the custody agent: the vault's OpenBao session (the stored login, the token
+//! it yields, renewed before it expires and replaced by a fresh AppRole login when it is refused)
+//! and the secrets read through it. A secret read from OpenBao lives only in this process's
+//! memory, and only for `[openbao] secret_cache_seconds`; it is never written to disk. Calls are
+//! blocking (ureq) and serialized by one lock, so concurrent calls for one secret make one
+//! request, and a fault makes one failed request per call, never a retry storm.
+pub(crate) mod login;
+
+use crate::config::OpenBao as Settings;
+use crate::openbao::{self, Client, Refusal, Token};
+use crate::store::StoreError;
+use crate::wire::{OpenBaoAuth, OpenBaoLogin, OpenBaoRef, Secret};
+use login::Stored;
+use secrecy::{ExposeSecret, SecretString};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Why a secret could not be had from OpenBao. Never holds a secret.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RemoteError {
+    #[error("the vault is not logged in to OpenBao, and credential secrets come from it; the person logs in with `vault openbao login --address URL …`")]
+    NotLoggedIn,
+    #[error("{0}")]
+    Bao(#[from] openbao::Error),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl RemoteError {
+    /// A short word for the journal and the model: what kind of fault it was.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            RemoteError::NotLoggedIn => "openbao_not_logged_in",
+            RemoteError::Bao(e) => match e {
+                openbao::Error::Unreachable { .. } | openbao::Error::Tls { .. } => {
+                    "openbao_unreachable"
+                }
+                openbao::Error::Sealed { .. } => "openbao_sealed",
+                openbao::Error::Forbidden { .. } => "openbao_forbidden",
+                openbao::Error::NotFound { .. } | openbao::Error::MissingField { .. } => {
+                    "openbao_missing"
+                }
+                _ => "openbao_error",
+            },
+            RemoteError::Store(_) => "openbao_error",
+        }
+    }
+}
+
+struct Cached {
+    version: u64,
+    value: Secret,
+    read_at: Instant,
+}
+
+struct Session {
+    client: Client,
+    stored: Stored,
+    token: Option<Held>,
+}
+
+struct Held {
+    token: Token,
+    /// When the lease ends (`None`: a token that does not expire, or one given as it is).
+    expires: Option<Instant>,
+    renewable: bool,
+    lease: Duration,
+}
+
+#[derive(Default)]
+struct Inner {
+    session: Option<Session>,
+    cache: HashMap<OpenBaoRef, Cached>,
+    last_error: Option<String>,
+}
+
+/// The agent's OpenBao side. One per agent.
+pub(crate) struct Remote {
+    settings: Settings,
+    inner: Mutex<Inner>,
+}
+
+impl Remote {
+    pub(crate) fn new(settings: Settings, stored: Option<Stored>) -> Self {
+        let remote = Self {
+            settings,
+            inner: Mutex::default(),
+        };
+        remote.replace(stored);
+        remote
+    }
+
+    /// A new login (or none): the old token and every cached secret are dropped.
+    pub(crate) fn replace(&self, stored: Option<Stored>) {
+        let mut inner = self.lock();
+        inner.cache.clear();
+        inner.last_error = None;
+        inner.session = stored.and_then(|stored| match self.client(&stored.login) {
+            Ok(client) => Some(Session {
+                client,
+                stored,
+                token: None,
+            }),
+            Err(e) => {
+                inner.last_error = Some(e.to_string());
+                None
+            }
+        });
+    }
+
+    /// Reloads the login from the store (after `vault openbao login` or `logout`).
+    pub(crate) fn reload(&self, conn: &rusqlite::Connection) {
+        match login::load(conn) {
+            Ok(stored) => self.replace(stored),
+            Err(e) => {
+                self.replace(None);
+                self.lock().last_error = Some(e.to_string());
+            }
+        }
+    }
+
+    /// Whether the vault has an OpenBao login.
+    pub(crate) fn is_logged_in(&self) -> bool {
+        self.lock().session.is_some()
+    }
+
+    fn client(&self, login: &OpenBaoLogin) -> Result<Client, openbao::Error> {
+        let mut config = openbao::Config::new(&login.address);
+        config.ca_file = login.ca_file.as_ref().map(Into::into);
+        config.timeout = Duration::from_secs(self.settings.timeout_seconds);
+        config.connect_timeout = config.timeout.min(Duration::from_secs(3));
+        Client::new(&config)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn window(&self) -> Duration {
+        Duration::from_secs(self.settings.secret_cache_seconds)
+    }
+
+    /// The KV version a call made now would send: the cached one inside the window, else the
+    /// latest, read now (and cached with its value).
+    pub(crate) fn current_version(&self, r: &OpenBaoRef) -> Result<u64, RemoteError> {
+        let mut inner = self.lock();
+        let window = self.window();
+        inner.cache.retain(|_, c| c.read_at.elapsed() < window);
+        if let Some(c) = inner.cache.get(r) {
+            return Ok(c.version);
+        }
+        let read = self.read(&mut inner, r, None)?;
+        let version = read.version;
+        if !window.is_zero() {
+            inner.cache.insert(r.clone(), read);
+        }
+        Ok(version)
+    }
+
+    /// The secret at exactly `version` (what the action's hash covers): the cached value if it
+    /// is that version and inside the window, else read now.
+    pub(crate) fn secret(&self, r: &OpenBaoRef, version: u64) -> Result<Secret, RemoteError> {
+        let mut inner = self.lock();
+        let window = self.window();
+        inner.cache.retain(|_, c| c.read_at.elapsed() < window);
+        if let Some(c) = inner.cache.get(r).filter(|c| c.version == version) {
+            return Ok(Secret::new(c.value.expose().to_vec()));
+        }
+        Ok(self.read(&mut inner, r, Some(version))?.value)
+    }
+
+    /// Reads `r` (at `version`, or the latest) with a valid token; a token OpenBao refuses is
+    /// replaced by a fresh AppRole login and the read made once more.
+    fn read(
+        &self,
+        inner: &mut Inner,
+        r: &OpenBaoRef,
+        version: Option<u64>,
+    ) -> Result<Cached, RemoteError> {
+        let result = self.read_once(inner, r, version);
+        let result = match result {
+            Err(RemoteError::Bao(openbao::Error::Forbidden {
+                refusal: Refusal::Permission,
+                ..
+            })) if inner
+                .session
+                .as_ref()
+                .is_some_and(|s| matches!(s.stored.login.auth, OpenBaoAuth::Approle { .. })) =>
+            {
+                if let Some(s) = inner.session.as_mut() {
+                    s.token = None;
+                }
+                self.read_once(inner, r, version)
+            }
+            other => other,
+        };
+        inner.last_error = result.as_ref().err().map(ToString::to_string);
+        result
+    }
+
+    fn read_once(
+        &self,
+        inner: &mut Inner,
+        r: &OpenBaoRef,
+        version: Option<u64>,
+    ) -> Result<Cached, RemoteError> {
+        let session = inner.session.as_mut().ok_or(RemoteError::NotLoggedIn)?;
+        token(session)?;
+        let held = &session.token.as_ref().expect("a token was just had").token;
+        let kv = session
+            .client
+            .kv_read(held, &r.mount, &r.path, &r.field, version)?;
+        Ok(Cached {
+            version: kv.version,
+            value: Secret::new(kv.value.expose_secret().as_bytes().to_vec()),
+            read_at: Instant::now(),
+        })
+    }
+
+    /// `vault openbao status` from a running agent: the login, and how its token stands.
+    pub(crate) fn view(&self) -> crate::wire::protocol::OpenBaoView {
+        let inner = self.lock();
+        let token = inner.session.as_ref().map(|s| match &s.token {
+            None => {
+                "no token yet: the agent logs in at the first call that needs a secret".to_owned()
+            }
+            Some(h) => match h.expires {
+                Some(at) => {
+                    let left = at.saturating_duration_since(Instant::now()).as_secs();
+                    format!(
+                        "token valid for {left} s more{}",
+                        if h.renewable {
+                            ", renewed before it ends"
+                        } else {
+                            ", not renewable"
+                        }
+                    )
+                }
+                None => "token without expiry".to_owned(),
+            },
+        });
+        crate::wire::protocol::OpenBaoView {
+            login: inner.session.as_ref().map(|s| s.stored.login.clone()),
+            token,
+            last_error: inner.last_error.clone(),
+        }
+    }
+
+    /// Checks the login now (a status request asks for it): logs in if there is no token yet.
+    pub(crate) fn check(&self) -> Result<(), RemoteError> {
+        let mut inner = self.lock();
+        let Some(s) = inner.session.as_mut() else {
+            return Err(RemoteError::NotLoggedIn);
+        };
+        let result = token(s);
+        inner.last_error = result.as_ref().err().map(ToString::to_string);
+        result
+    }
+}
+
+/// A token good for the next request: the held one (renewed once past half its lease), or a new
+/// one from an AppRole login (or the token the person gave).
+fn token(s: &mut Session) -> Result<(), RemoteError> {
+    let now = Instant::now();
+    let usable = s
+        .token
+        .as_ref()
+        .is_some_and(|h| h.expires.is_none_or(|at| at > now + Duration::from_secs(5)));
+    if !usable {
+        s.token = None;
+    }
+    if let Some(h) = s.token.as_mut() {
+        let half_gone = h
+            .expires
+            .is_some_and(|at| at.saturating_duration_since(now) < h.lease / 2);
+        if h.renewable && half_gone {
+            match s.client.renew_self(&h.token, Some(h.lease)) {
+                Ok(renewed) => {
+                    h.expires = Some(now + renewed.lease);
+                    h.lease = renewed.lease;
+                    h.renewable = renewed.renewable;
+                    h.token = renewed.token;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "the OpenBao token could not be renewed; it is used until it ends")
+                }
+            }
+        }
+    } else {
+        s.token = Some(login(s)?);
+    }
+    Ok(())
+}
+
+fn login(s: &Session) -> Result<Held, RemoteError> {
+    let secret = std::str::from_utf8(s.stored.secret.expose()).map_err(|_| {
+        RemoteError::Store(StoreError::Damaged(
+            "the stored OpenBao secret is not text; log in again with `vault openbao login`",
+        ))
+    })?;
+    match &s.stored.login.auth {
+        OpenBaoAuth::Approle { mount, role_id } => {
+            let l = s
+                .client
+                .login_approle(mount, role_id, &SecretString::from(secret))?;
+            tracing::info!(
+                lease_s = l.lease.as_secs(),
+                "logged in to OpenBao with AppRole"
+            );
+            Ok(Held {
+                expires: (!l.lease.is_zero()).then(|| Instant::now() + l.lease),
+                renewable: l.renewable,
+                lease: l.lease,
+                token: l.token,
+            })
+        }
+        OpenBaoAuth::Token => Ok(Held {
+            token: Token::new(SecretString::from(secret)),
+            expires: None,
+            renewable: false,
+            lease: Duration::ZERO,
+        }),
+    }
+}

@@ -1,0 +1,373 @@
+//! Team mode through the real binary against a real `bao server -dev`: `vault openbao login`
+//! (checked at once, signed, stored encrypted), credentials whose secret is a live reference
+//! (`--secret-from openbao:MOUNT/PATH#FIELD`) read at dispatch and kept only in the agent's memory
+//! for `[openbao] secret_cache_seconds`, an approval bound to the KV version it showed, and the
+//! faults (sealed, refused login, missing field) ending `failed_before_send` with zero bytes at
+//! the target.
+mod support;
+
+use serde_json::{json, Value};
+use std::time::Duration;
+use support::bao::Bao;
+use support::mcp::McpProc;
+use support::target::HttpTarget;
+use support::*;
+
+const V1: &str = "DECOY_bao_v1/tok+77aa=1e";
+const V2: &str = "DECOY_bao_v2/tok+88bb=2f";
+const POLICY: &str = r#"path "secret/data/team/*" { capabilities = ["read"] }"#;
+
+/// A vault logged in to `bao` with AppRole, the agent keeping secrets `cache_s` seconds.
+fn team_vault(tag: &str, bao: &Bao, cache_s: u64) -> TestVault {
+    let (role_id, secret_id) = bao.approle("agent", POLICY, "5m");
+    let mut v = TestVault::init(tag);
+    v.configure(&format!("[openbao]\nsecret_cache_seconds = {cache_s}\n"));
+    let out = v
+        .run(
+            &[
+                "openbao",
+                "login",
+                "--address",
+                &bao.address,
+                "--role-id",
+                &role_id,
+                "--secret-id-stdin",
+                "--passphrase-stdin",
+            ],
+            Some(&format!("{PASSPHRASE}\n{secret_id}\n")),
+        )
+        .ok();
+    assert!(
+        out.stdout.contains("Logged in to OpenBao"),
+        "{}",
+        out.stdout
+    );
+    assert_no_leak("openbao login output", out.stdout.as_bytes(), &secret_id);
+    v
+}
+
+fn add_from_bao(
+    v: &mut TestVault,
+    name: &str,
+    target: &HttpTarget,
+    reference: &str,
+    approval: &str,
+) {
+    v.run_pp(
+        &[
+            "add",
+            "http",
+            name,
+            "--host",
+            &target.base(),
+            "--bearer",
+            "--secret-from",
+            reference,
+            "--approval",
+            approval,
+        ],
+        None,
+    )
+    .ok();
+}
+
+fn get(p: &mut McpProc, id: i64, credential: &str, url: &str, wait_s: u64) -> Value {
+    let r = p.call(
+        id,
+        "http_request",
+        json!({"credential": credential, "method": "GET", "url": url, "wait_s": wait_s}),
+    );
+    assert!(r.get("error").is_none(), "JSON-RPC error: {r}");
+    r["result"].clone()
+}
+
+fn bearer_of(target: &HttpTarget, n: usize) -> String {
+    target.requests()[n]["headers"]["authorization"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Every file of the vault directory, and the journal's rows, are free of both versions.
+fn assert_nowhere_on_disk(v: &TestVault) {
+    for f in files_under(&v.vault_dir()) {
+        let bytes = std::fs::read(&f).unwrap_or_default();
+        assert_no_leak(&f.display().to_string(), &bytes, V1);
+        assert_no_leak(&f.display().to_string(), &bytes, V2);
+    }
+}
+
+#[test]
+fn a_get_carries_the_kv_secret_and_a_new_version_after_the_window() {
+    let bao = Bao::start();
+    bao.kv_put("team/api", json!({"token": V1}));
+    let target = HttpTarget::start(V1);
+    let mut v = team_vault("team-get", &bao, 2);
+    add_from_bao(
+        &mut v,
+        "api",
+        &target,
+        "openbao:secret/team/api#token",
+        "never",
+    );
+    let listed = v.run(&["list"], None).ok();
+    assert!(
+        listed
+            .stdout
+            .contains("secret from openbao:secret/team/api#token"),
+        "{}",
+        listed.stdout
+    );
+
+    let mut p = McpProc::spawn(v.command(&["mcp"]));
+    p.initialize();
+    let url = format!("{}/echo", target.base());
+    let r = get(&mut p, 1, "api", &url, 20);
+    assert_eq!(r["structuredContent"]["state"], "completed", "{r}");
+    assert_eq!(bearer_of(&target, 0), format!("Bearer {V1}"));
+
+    // A new version in OpenBao: inside the window the cached one is still sent, after it the new.
+    assert_eq!(bao.kv_put("team/api", json!({"token": V2})), 2);
+    let r = get(&mut p, 2, "api", &format!("{url}?n=2"), 20);
+    assert_eq!(r["structuredContent"]["state"], "completed", "{r}");
+    assert_eq!(
+        bearer_of(&target, 1),
+        format!("Bearer {V1}"),
+        "inside the cache window"
+    );
+    std::thread::sleep(Duration::from_millis(2300));
+    let r = get(&mut p, 3, "api", &format!("{url}?n=3"), 20);
+    assert_eq!(r["structuredContent"]["state"], "completed", "{r}");
+    assert_eq!(
+        bearer_of(&target, 2),
+        format!("Bearer {V2}"),
+        "after the window"
+    );
+    let text = r.to_string();
+    assert_no_leak("tool result", text.as_bytes(), V2);
+
+    // The journal names the version each action sent.
+    let log = v.run(&["log", "--json"], None).ok();
+    assert!(
+        log.stdout.contains("OpenBao secret version 1"),
+        "{}",
+        log.stdout
+    );
+    assert!(
+        log.stdout.contains("OpenBao secret version 2"),
+        "{}",
+        log.stdout
+    );
+    let status = v.run(&["openbao", "status"], None).ok();
+    assert!(status.stdout.contains(&bao.address), "{}", status.stdout);
+    assert!(
+        status.stdout.contains("token valid for"),
+        "{}",
+        status.stdout
+    );
+    drop(p);
+    assert_nowhere_on_disk(&v);
+    let _ = v.run(&["lock"], None);
+    assert_nowhere_on_disk(&v);
+}
+
+#[test]
+fn an_approval_sends_the_version_its_card_showed() {
+    let bao = Bao::start();
+    bao.kv_put("team/api", json!({"token": V1}));
+    let target = HttpTarget::start(V1);
+    let mut v = team_vault("team-approve", &bao, 0);
+    add_from_bao(
+        &mut v,
+        "api",
+        &target,
+        "openbao:secret/team/api#token",
+        "each",
+    );
+    let mut p = McpProc::spawn(v.command(&["mcp"]));
+    p.initialize();
+    let r = get(&mut p, 1, "api", &format!("{}/echo", target.base()), 0);
+    assert_eq!(r["structuredContent"]["state"], "pending", "{r}");
+    let act = r["structuredContent"]["action_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let shown = v.run(&["pending", "--json"], None).ok();
+    assert!(
+        shown.stdout.contains("OpenBao secret version 1"),
+        "the queue names the version: {}",
+        shown.stdout
+    );
+    // The secret moves on while the card waits; the approval still sends what it showed.
+    bao.kv_put("team/api", json!({"token": V2}));
+    v.run(
+        &["approve", "--id", &act, "--approve", "--passphrase-stdin"],
+        Some(&format!("{PASSPHRASE}\n")),
+    )
+    .ok();
+    let done = p.call(2, "get_action", json!({"action_id": act, "wait_s": 20}));
+    assert_eq!(
+        done["result"]["structuredContent"]["state"], "completed",
+        "{done}"
+    );
+    assert_eq!(target.requests().len(), 1);
+    assert_eq!(bearer_of(&target, 0), format!("Bearer {V1}"));
+    drop(p);
+    assert_nowhere_on_disk(&v);
+}
+
+/// The reason a failed call gives, with zero requests at the target.
+fn failed(p: &mut McpProc, id: i64, credential: &str, target: &HttpTarget) -> String {
+    let before = target.requests().len();
+    let r = get(p, id, credential, &format!("{}/echo", target.base()), 20);
+    assert_eq!(r["isError"], true, "{r}");
+    assert_eq!(r["structuredContent"]["state"], "failed_before_send", "{r}");
+    assert_eq!(
+        target.requests().len(),
+        before,
+        "nothing reached the target: {r}"
+    );
+    r.to_string()
+}
+
+#[test]
+fn faults_fail_before_send_and_say_what_to_do() {
+    let bao = Bao::start();
+    bao.kv_put("team/api", json!({"token": V1}));
+    let target = HttpTarget::start(V1);
+    let mut v = team_vault("team-faults", &bao, 0);
+    add_from_bao(
+        &mut v,
+        "nofield",
+        &target,
+        "openbao:secret/team/api#nope",
+        "never",
+    );
+    add_from_bao(
+        &mut v,
+        "nopath",
+        &target,
+        "openbao:secret/team/absent#token",
+        "never",
+    );
+    add_from_bao(
+        &mut v,
+        "api",
+        &target,
+        "openbao:secret/team/api#token",
+        "never",
+    );
+    let mut p = McpProc::spawn(v.command(&["mcp"]));
+    p.initialize();
+
+    let why = failed(&mut p, 1, "nofield", &target);
+    assert!(
+        why.contains("openbao_missing") && why.contains("`nope`") && why.contains("token"),
+        "{why}"
+    );
+    let why = failed(&mut p, 2, "nopath", &target);
+    assert!(why.contains("openbao_missing"), "{why}");
+    let ok = get(&mut p, 3, "api", &format!("{}/echo", target.base()), 20);
+    assert_eq!(ok["structuredContent"]["state"], "completed", "{ok}");
+
+    // A path the token's policy does not allow: 403, said as such.
+    add_from_bao(
+        &mut v,
+        "other",
+        &target,
+        "openbao:secret/other/api#token",
+        "never",
+    );
+    let why = failed(&mut p, 4, "other", &target);
+    assert!(
+        why.contains("openbao_forbidden") && why.contains("policies"),
+        "{why}"
+    );
+
+    bao.seal();
+    let why = failed(&mut p, 5, "api", &target);
+    assert!(
+        why.contains("openbao_sealed") && why.contains("unseal"),
+        "{why}"
+    );
+    drop(p);
+    assert_eq!(
+        target.requests().len(),
+        1,
+        "only the one good call reached the target"
+    );
+    assert_nowhere_on_disk(&v);
+}
+
+#[test]
+fn a_login_that_does_not_work_is_not_stored() {
+    let bao = Bao::start();
+    let (role_id, _) = bao.approle("agent", POLICY, "5m");
+    let mut v = TestVault::init("team-badlogin");
+    let out = v
+        .run(
+            &[
+                "openbao",
+                "login",
+                "--address",
+                &bao.address,
+                "--role-id",
+                &role_id,
+                "--secret-id-stdin",
+                "--passphrase-stdin",
+            ],
+            Some(&format!("{PASSPHRASE}\nnot-the-secret-id\n")),
+        )
+        .code(1);
+    assert!(
+        out.stderr.contains("refused the AppRole login")
+            && out.stderr.contains("nothing was stored"),
+        "{}",
+        out.stderr
+    );
+    let status = v.run(&["openbao", "status"], None).ok();
+    assert!(status.stdout.contains("Not logged in"), "{}", status.stdout);
+    // Without a login a reference cannot be used: the call fails before sending.
+    let target = HttpTarget::start(V1);
+    add_from_bao(
+        &mut v,
+        "api",
+        &target,
+        "openbao:secret/team/api#token",
+        "never",
+    );
+    let mut p = McpProc::spawn(v.command(&["mcp"]));
+    p.initialize();
+    let why = failed(&mut p, 1, "api", &target);
+    assert!(why.contains("vault openbao login"), "{why}");
+
+    // A secret_id that works when given but expires before the agent logs in: refused, said so.
+    bao.kv_put("team/api", json!({"token": V1}));
+    let short = bao.secret_id("agent", Some("3s"));
+    v.run(
+        &[
+            "openbao",
+            "login",
+            "--address",
+            &bao.address,
+            "--role-id",
+            &role_id,
+            "--secret-id-stdin",
+            "--passphrase-stdin",
+        ],
+        Some(&format!("{PASSPHRASE}\n{short}\n")),
+    )
+    .ok();
+    std::thread::sleep(Duration::from_millis(3500));
+    let why = failed(&mut p, 2, "api", &target);
+    assert!(
+        why.contains("openbao_forbidden") && why.contains("secret_id"),
+        "{why}"
+    );
+    let status = v.run(&["openbao", "status"], None).code(1);
+    assert!(status.stdout.contains("last error"), "{}", status.stdout);
+    drop(p);
+    assert_eq!(target.requests().len(), 0);
+    let log = v.run(&["log", "--json"], None).ok();
+    assert_no_leak("journal", log.stdout.as_bytes(), &short);
+}
