@@ -450,7 +450,7 @@ fn errors_name_the_source_and_what_is_missing_never_a_value() {
         (format!("keepassxc:{kdbxf}#api-token"), vec![], "wrong\n".into(), vec!["database password was not accepted".into()]),
         (format!("keepassxc:{kdbxf}#api-token"), vec!["--passphrase-stdin"], format!("{PASSPHRASE}\n"), vec!["--passphrase-stdin also reads".into()]),
         (format!("bitwarden:{bwf}#GitHub"), vec!["--remove-from-source"], none(), vec!["goes only with --secret-from env:FILE#KEY".into()]),
-        ("openbao:kv/app#token".into(), vec![], none(), vec!["come with team mode".into()]),
+        ("openbao:kv/app#token".into(), vec![], none(), vec!["not logged in to OpenBao".into(), "vault openbao login".into()]),
         (ENV_OTHER.into(), vec![], none(), vec!["give one of env:FILE#KEY".into()]),
     ];
     for (source, more, stdin, says) in &cases {

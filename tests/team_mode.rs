@@ -166,6 +166,7 @@ fn a_get_carries_the_kv_secret_and_a_new_version_after_the_window() {
         status.stdout
     );
     drop(p);
+    v.run(&["verify"], None).ok();
     assert_nowhere_on_disk(&v);
     let _ = v.run(&["lock"], None);
     assert_nowhere_on_disk(&v);
@@ -370,4 +371,121 @@ fn a_login_that_does_not_work_is_not_stored() {
     assert_eq!(target.requests().len(), 0);
     let log = v.run(&["log", "--json"], None).ok();
     assert_no_leak("journal", log.stdout.as_bytes(), &short);
+}
+
+/// `ssh_exec` with a credential that holds no key: sshd trusts only OpenBao's CA (no authorized
+/// key at all), the agent logs in with a certificate signed for this action, sshd's log shows
+/// the certificate accepted, and the journal names its serial and validity.
+#[test]
+fn ssh_logs_in_with_a_certificate_from_the_team_ca() {
+    let bao = Bao::start();
+    let ca = bao.ssh_ca("deploy", "root");
+    let (role_id, secret_id) = bao.approle(
+        "agent",
+        r#"path "ssh/sign/deploy" { capabilities = ["update"] }"#,
+        "5m",
+    );
+    let ca_file = TempDir::new("ca");
+    let ca_path = ca_file.path().join("ca.pub");
+    std::fs::write(&ca_path, format!("{ca}\n")).unwrap();
+    let sshd = support::sshd::Sshd::start_with(
+        "",
+        &format!("TrustedUserCAKeys {}\nLogLevel VERBOSE", ca_path.display()),
+    );
+    let mut v = TestVault::init("team-ssh");
+    v.run(
+        &[
+            "openbao",
+            "login",
+            "--address",
+            &bao.address,
+            "--role-id",
+            &role_id,
+            "--secret-id-stdin",
+            "--passphrase-stdin",
+        ],
+        Some(&format!("{PASSPHRASE}\n{secret_id}\n")),
+    )
+    .ok();
+    v.run_pp(
+        &[
+            "add",
+            "ssh",
+            "web",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &sshd.port.to_string(),
+            "--user",
+            "root",
+            "--host-key",
+            &sshd.host_key_fingerprint,
+            "--cert-from",
+            "openbao:ssh/sign/deploy",
+            "--approval",
+            "never",
+        ],
+        None,
+    )
+    .ok();
+    let mut p = McpProc::spawn(v.command(&["mcp"]));
+    p.initialize();
+    for id in 1..=2 {
+        // Two commands (the same write twice would be replayed, not run).
+        let command = format!("echo team-$((40+{id}))");
+        let r = p.call(
+            id,
+            "ssh_exec",
+            json!({"credential": "web", "command": command, "wait_s": 30}),
+        );
+        let s = &r["result"]["structuredContent"];
+        assert_eq!(s["state"], "completed", "{r}");
+        assert!(s.to_string().contains(&format!("team-{}", 40 + id)), "{r}");
+    }
+    // sshd's session processes write their lines a moment later.
+    wait_until(
+        Duration::from_secs(10),
+        "two certificate logins in sshd's log",
+        || sshd.log().matches("Accepted publickey for root").count() >= 2,
+    );
+    let log = sshd.log();
+    assert_eq!(
+        log.matches("Accepted publickey for root").count(),
+        2,
+        "one certificate login per action: {log}"
+    );
+    assert!(
+        log.contains("ED25519-CERT"),
+        "sshd accepted a certificate: {log}"
+    );
+    let export = v.dir.path().join("journal.jsonl");
+    v.run(&["export-audit", export.to_str().unwrap()], None)
+        .ok();
+    let rows = std::fs::read_to_string(&export).unwrap();
+    let certs: Vec<Value> = rows
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|r| r["kind"] == "openbao.cert")
+        .collect();
+    assert_eq!(certs.len(), 2, "{rows}");
+    for c in &certs {
+        let b = match &c["body"] {
+            Value::String(text) => serde_json::from_str::<Value>(text).unwrap(),
+            other => other.clone(),
+        };
+        assert!(b["serial"].as_str().is_some_and(|s| !s.is_empty()), "{c}");
+        let (after, before) = (
+            b["valid_after"].as_u64().unwrap(),
+            b["valid_before"].as_u64().unwrap(),
+        );
+        assert!(
+            before > after && before - after <= 300,
+            "a short-lived certificate: {c}"
+        );
+        assert_eq!(b["principal"], "root");
+    }
+    drop(p);
+    v.run(&["verify"], None).ok();
+    v.run(&["verify", "--file", export.to_str().unwrap()], None)
+        .ok();
 }

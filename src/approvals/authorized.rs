@@ -11,9 +11,23 @@ pub struct AuthorizedAction {
     credential: Credential,
     request: ValidatedRequest,
     secret: Secret,
-    /// Team mode: the secret is read from OpenBao (this field at this KV version, what the
-    /// action's hash covers) just before the executor runs; `secret` is empty until then.
-    remote: Option<(OpenBaoRef, u64)>,
+    /// Team mode: the secret comes from OpenBao just before the executor runs; `secret` is
+    /// empty until then.
+    remote: Option<FromOpenBao>,
+}
+
+/// Team mode: what the agent gets from OpenBao for one dispatch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FromOpenBao {
+    /// The KV v2 field at the version the action's hash covers.
+    Kv(OpenBaoRef, u64),
+    /// A short-lived user certificate for `user` from the SSH CA at `mount`, role `role`, over
+    /// an ephemeral key made for this dispatch.
+    Cert {
+        mount: String,
+        role: String,
+        user: String,
+    },
 }
 
 impl AuthorizedAction {
@@ -27,9 +41,19 @@ impl AuthorizedAction {
         secret: Secret,
     ) -> Self {
         let remote = match (&credential.target, &request) {
-            (crate::wire::Target::Http(t), ValidatedRequest::Http(h)) => {
-                t.secret_from.clone().zip(h.secret_version)
-            }
+            (crate::wire::Target::Http(t), ValidatedRequest::Http(h)) => t
+                .secret_from
+                .clone()
+                .zip(h.secret_version)
+                .map(|(r, v)| FromOpenBao::Kv(r, v)),
+            (crate::wire::Target::Ssh(t), ValidatedRequest::Ssh(_)) => match &t.auth {
+                crate::wire::SshAuth::OpenbaoCert { mount, role } => Some(FromOpenBao::Cert {
+                    mount: mount.clone(),
+                    role: role.clone(),
+                    user: t.user.clone(),
+                }),
+                _ => None,
+            },
             _ => None,
         };
         Self {
@@ -41,11 +65,12 @@ impl AuthorizedAction {
             remote,
         }
     }
-    /// Team mode: the OpenBao secret (reference and KV version) to read before running.
-    pub fn remote_secret(&self) -> Option<&(OpenBaoRef, u64)> {
+    /// Team mode: what to get from OpenBao before running.
+    pub fn from_openbao(&self) -> Option<&FromOpenBao> {
         self.remote.as_ref()
     }
-    /// Team mode: the secret read from OpenBao at the version the hash covers.
+    /// Team mode: the secret got from OpenBao (the KV value at the version the hash covers, or
+    /// the ephemeral key and its certificate).
     pub fn supply_secret(&mut self, secret: Secret) {
         debug_assert!(self.remote.is_some());
         self.secret = secret;

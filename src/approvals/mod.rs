@@ -12,7 +12,7 @@ pub mod pin;
 pub mod signing;
 mod state;
 
-pub use authorized::AuthorizedAction;
+pub use authorized::{AuthorizedAction, FromOpenBao};
 pub use decide::{decide, resume, sign_decision, sign_resume, SignedDecision, Verdict};
 pub use dispatch::{claim, effective_approval, finish, gate, reap_orphans, Claim};
 pub use grants::{list_grants, revoke_grants, sign_revocation};

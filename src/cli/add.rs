@@ -87,7 +87,7 @@ pub(super) struct HttpArgs {
 }
 
 #[derive(Debug, clap::Args)]
-#[command(group(ArgGroup::new("auth").required(true).args(["key_file", "password_stdin"])))]
+#[command(group(ArgGroup::new("auth").required(true).args(["key_file", "password_stdin", "cert_from"])))]
 #[command(group(ArgGroup::new("pin").required(true).args(["host_key", "fetch_host_key"])))]
 pub(super) struct SshArgs {
     /// Credential name, e.g. prod-web.
@@ -105,6 +105,10 @@ pub(super) struct SshArgs {
     /// Read the password from the first line of stdin.
     #[arg(long)]
     password_stdin: bool,
+    /// Team mode: log in with a short-lived certificate from the team's OpenBao SSH CA
+    /// (openbao:MOUNT/sign/ROLE), over a key made in memory for each action; no key is stored.
+    #[arg(long, value_name = "openbao:MOUNT/sign/ROLE")]
+    cert_from: Option<String>,
     /// The server's host key fingerprint, SHA256:… (`ssh-keyscan HOST | ssh-keygen -lf -`).
     #[arg(long, value_name = "SHA256:…")]
     host_key: Option<String>,
@@ -157,6 +161,13 @@ pub(super) fn run(paths: VaultPaths, kind: Kind) -> anyhow::Result<Exit> {
     // The passphrase opens the encrypted channel to the agent (or, locked, the store here), and
     // the approver signs the credential exactly as typed here, bindings and policy alike.
     let mut backend = Backend::verified(&paths, common.passphrase.source())?;
+    let from_openbao = match &new.target {
+        Target::Http(h) => h.secret_from.is_some(),
+        Target::Ssh(s) => matches!(s.auth, SshAuth::OpenbaoCert { .. }),
+    };
+    if from_openbao {
+        super::openbao::needs_login(&mut backend)?;
+    }
     let signed = credentials::as_added(&new);
     let signature =
         credentials::policy_signature(super::approver(&backend)?, backend.vault_id(), &signed);
@@ -263,9 +274,16 @@ fn ssh(a: SshArgs) -> anyhow::Result<(Common, Target, Secret, String)> {
             reason: "must be 1-65535".into()
         });
     }
-    let (secret, auth) = match &a.key_file {
-        Some(f) => super::credential_args::key_from_file(f)?,
-        None => (
+    let (secret, auth) = match (&a.key_file, &a.cert_from) {
+        (_, Some(c)) => {
+            let (mount, role) = credentials::openbao_ref::parse_cert(c)?;
+            (
+                Secret::new(Vec::new()),
+                SshAuth::OpenbaoCert { mount, role },
+            )
+        }
+        (Some(f), None) => super::credential_args::key_from_file(f)?,
+        (None, None) => (
             Secret::new(read_stdin_line("password")?.as_bytes().to_vec()),
             SshAuth::Password,
         ),

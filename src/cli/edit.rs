@@ -72,6 +72,9 @@ pub(super) fn run(paths: VaultPaths, mut a: Args) -> anyhow::Result<Exit> {
     // locked, the store here) and unlocks the approver key.
     let mut backend = Backend::verified(&paths, a.passphrase.source())?;
     let current = super::rm::current(&mut backend, &a.profile, &a.name)?;
+    if edit.secret_from.is_some() {
+        super::openbao::needs_login(&mut backend)?;
+    }
     secret_flags_fit(&a, &current.target)?;
     let mut signed = current.clone();
     crate::credentials::apply(&mut signed, &edit)?;

@@ -151,6 +151,17 @@ fn login(paths: VaultPaths, a: LoginArgs) -> anyhow::Result<Exit> {
     Ok(Exit::Ok)
 }
 
+/// A credential that reads its secret from OpenBao needs the vault's login first.
+pub(super) fn needs_login(backend: &mut Backend) -> anyhow::Result<()> {
+    match backend.call(Request::OpenBaoStatus)? {
+        Reply::OpenBao(OpenBaoView { login: Some(_), .. }) => Ok(()),
+        Reply::OpenBao(_) => anyhow::bail!(
+            "the vault is not logged in to OpenBao, where --secret-from openbao: reads the secret; nothing changed. Log in first with `vault openbao login --address URL --role-id ID --secret-id-stdin`"
+        ),
+        other => Err(unexpected(other)),
+    }
+}
+
 fn status(paths: VaultPaths, a: StatusArgs) -> anyhow::Result<Exit> {
     let mut backend = Backend::open(&paths, a.passphrase.source())?;
     let view = match backend.call(Request::OpenBaoStatus)? {

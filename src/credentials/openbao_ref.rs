@@ -74,6 +74,49 @@ pub fn check(r: &OpenBaoRef) -> Result<(), CredentialError> {
     Ok(())
 }
 
+/// `openbao:MOUNT/sign/ROLE` → (mount, role): where the team's SSH CA signs certificates.
+pub fn parse_cert(text: &str) -> Result<(String, String), CredentialError> {
+    let bad = || {
+        invalid(
+            "--cert-from",
+            format!("{text:?} is not openbao:MOUNT/sign/ROLE, e.g. openbao:ssh/sign/deploy"),
+        )
+    };
+    let rest = text.strip_prefix(SCHEME).ok_or_else(bad)?;
+    let mut parts = rest.split('/');
+    let (Some(mount), Some("sign"), Some(role), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(bad());
+    };
+    check_cert(mount, role)?;
+    Ok((mount.to_owned(), role.to_owned()))
+}
+
+/// A mount and a role are each one segment of letters, digits, `.`, `_`, `-`.
+pub fn check_cert(mount: &str, role: &str) -> Result<(), CredentialError> {
+    for (what, s) in [("mount", mount), ("role", role)] {
+        if !is_segment(s) {
+            return Err(invalid(
+                "--cert-from",
+                format!(
+                    "the {what} {s:?} must be one path segment of letters, digits, '.', '_' or '-'"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn is_segment(s: &str) -> bool {
+    !s.is_empty()
+        && s != "."
+        && s != ".."
+        && s.len() <= 128
+        && s.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,6 +141,24 @@ mod tests {
         ] {
             let e = parse(bad).unwrap_err().to_string();
             assert!(e.contains("--secret-from"), "{bad}: {e}");
+        }
+        assert_eq!(
+            parse_cert("openbao:ssh/sign/deploy").unwrap(),
+            ("ssh".into(), "deploy".into())
+        );
+        for bad in [
+            "openbao:ssh/deploy",
+            "openbao:ssh/sign/a/b",
+            "openbao:ssh/issue/x",
+            "ssh/sign/x",
+        ] {
+            assert!(
+                parse_cert(bad)
+                    .unwrap_err()
+                    .to_string()
+                    .contains("--cert-from"),
+                "{bad}"
+            );
         }
     }
 }

@@ -33,7 +33,15 @@ fn check_target(target: &Target, secret: Option<&Secret>) -> Result<(), Credenti
         }
         Target::Ssh(s) => {
             s.check()?;
-            if let Some(sec) = secret {
+            if let super::SshAuth::OpenbaoCert { mount, role } = &s.auth {
+                super::openbao_ref::check_cert(mount, role)?;
+                if secret.is_some_and(|s| !s.expose().is_empty()) {
+                    return Err(invalid(
+                        "secret",
+                        "a login by an OpenBao certificate stores no key or password; give --cert-from alone",
+                    ));
+                }
+            } else if let Some(sec) = secret {
                 sec.check(matches!(s.auth, super::SshAuth::Password))?;
                 super::ssh::check_key_secret(&s.auth, sec)?;
             }

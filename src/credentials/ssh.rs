@@ -21,6 +21,9 @@ impl SshTarget {
         let auth = match &self.auth {
             SshAuth::Key { algorithm, .. } => format!("key {algorithm}"),
             SshAuth::Password => "password".into(),
+            SshAuth::OpenbaoCert { mount, role } => {
+                format!("certificate from openbao:{mount}/sign/{role}")
+            }
         };
         format!("ssh://{}@{}:{} ({auth})", self.user, host, self.port)
     }

@@ -38,7 +38,7 @@ pub enum Source {
 pub enum ImportError {
     #[error("--secret-from: {0}")]
     Syntax(String),
-    #[error("--secret-from openbao: live OpenBao references come with team mode, which is not built yet; read the secret out of OpenBao into a 0600 file and give it with --secret-file FILE (or env:FILE#KEY) meanwhile")]
+    #[error("--secret-from openbao: is a live reference, not a source read once: `vault add http` and `vault edit` take it (team mode, after `vault openbao login`)")]
     OpenBao,
     #[error("{label}: cannot read {}: {err}; check the path", path.display())]
     File {

@@ -121,6 +121,13 @@ pub enum SshAuth {
         fingerprint: String,
     },
     Password,
+    /// Team mode: no stored secret. At each new connection the agent makes an ephemeral key in
+    /// memory and has the team's OpenBao SSH CA (`MOUNT/sign/ROLE`) sign it as a short-lived
+    /// user certificate (`--cert-from openbao:MOUNT/sign/ROLE`).
+    OpenbaoCert {
+        mount: String,
+        role: String,
+    },
 }
 
 /// A credential to add. Its id is chosen by the person's command, so the approver's signature can

@@ -33,13 +33,15 @@ pub enum Kind {
     OpenBaoLogin,
     /// The vault's OpenBao login was removed (`vault openbao logout`, signed).
     OpenBaoLogout,
+    /// OpenBao's SSH CA signed a certificate for one action's connection.
+    OpenBaoCert,
     /// An action moved to this state (`action.<state>`).
     Action(State),
 }
 
 impl Kind {
     /// Every kind that is not an action's.
-    const PLAIN: [Kind; 18] = [
+    const PLAIN: [Kind; 19] = [
         Kind::VaultInit,
         Kind::VaultUnlock,
         Kind::VaultLock,
@@ -58,6 +60,7 @@ impl Kind {
         Kind::GrantRevoke,
         Kind::OpenBaoLogin,
         Kind::OpenBaoLogout,
+        Kind::OpenBaoCert,
     ];
 
     /// Every kind, for tests and documentation.
@@ -87,6 +90,7 @@ impl Kind {
             Kind::GrantRevoke => "grant.revoke",
             Kind::OpenBaoLogin => "openbao.login",
             Kind::OpenBaoLogout => "openbao.logout",
+            Kind::OpenBaoCert => "openbao.cert",
             Kind::Action(s) => match s {
                 State::Received => "action.received",
                 State::Pending => "action.pending",
@@ -302,6 +306,19 @@ pub struct OpenBaoLoggedOut {
     pub nonce: String,
 }
 body!(OpenBaoLoggedOut, Kind::OpenBaoLogout);
+
+/// The SSH certificate an action's connection logged in with: the action, the certificate's
+/// serial, the CA role that signed it, the principal, and its validity (Unix seconds).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenBaoCertIssued {
+    pub action: String,
+    pub serial: String,
+    pub role: String,
+    pub principal: String,
+    pub valid_after: u64,
+    pub valid_before: u64,
+}
+body!(OpenBaoCertIssued, Kind::OpenBaoCert);
 /// A session grant as recorded: which grant, the session it covers (also the row's session),
 /// the action whose card it was given on, the credential version, what it covers and until when
 /// (the journal's timestamp form, so it compares with a row's `ts` as text). Enough for a
@@ -393,7 +410,7 @@ mod tests {
     #[test]
     fn every_kind_reads_back_and_nothing_else_does() {
         let all: Vec<Kind> = Kind::all().collect();
-        assert_eq!(all.len(), 28);
+        assert_eq!(all.len(), 29);
         for k in &all {
             assert_eq!(Kind::parse(k.as_str()), Some(*k), "{k}");
         }

@@ -168,7 +168,10 @@ impl Pool {
         login: &Login<'_>,
     ) -> Result<(Channel<Msg>, Lease), ConnectError> {
         let slot = self.slot(key);
-        let mut reuse = true;
+        // A login by an OpenBao certificate is made for this action (its certificate is the one
+        // the journal names): its own connection, never shared, closed when the call ends.
+        let own = matches!(login.auth, SshAuth::OpenbaoCert { .. });
+        let mut reuse = !own;
         loop {
             let lease = {
                 let mut conns = slot.lock().await;
@@ -180,7 +183,9 @@ impl Pool {
                     Some(c) if reuse => Lease::new(c.clone(), true),
                     _ => {
                         let conn = Arc::new(self.connect(login).await?);
-                        conns.push(conn.clone());
+                        if !own {
+                            conns.push(conn.clone());
+                        }
                         Lease::new(conn, false)
                     }
                 }
@@ -299,6 +304,9 @@ impl Pool {
     }
 }
 
+/// Where an OpenSSH private key's PEM ends (a certificate line may follow it).
+pub(crate) const PEM_END: &str = "-----END OPENSSH PRIVATE KEY-----";
+
 enum AuthError {
     Key(String),
     Ssh(russh::Error),
@@ -313,6 +321,31 @@ async fn authenticate(handle: &mut Handle<Client>, login: &Login<'_>) -> Result<
             // russh zeroizes its copy of the password when it drops it.
             handle
                 .authenticate_password(login.user, password.as_str())
+                .await
+                .map(|r| r.success())
+                .map_err(AuthError::Ssh)
+        }
+        SshAuth::OpenbaoCert { .. } => {
+            // The ephemeral key (OpenSSH PEM) and the CA's certificate for it, one after the
+            // other (`openbao_cert_secret`), made for this dispatch.
+            let text = std::str::from_utf8(login.secret)
+                .map_err(|_| AuthError::Key("the ephemeral key is not text".into()))?;
+            let end = text
+                .find(PEM_END)
+                .map(|i| i + PEM_END.len())
+                .ok_or_else(|| {
+                    AuthError::Key("no ephemeral key came with the certificate".into())
+                })?;
+            let pem = Zeroizing::new(text[..end].to_owned());
+            let key = russh::keys::decode_secret_key(&pem, None)
+                .map_err(|e| AuthError::Key(e.to_string()))?;
+            let cert = russh::keys::Certificate::from_openssh(text[end..].trim()).map_err(|e| {
+                AuthError::Key(format!(
+                    "the certificate OpenBao signed cannot be read: {e}"
+                ))
+            })?;
+            handle
+                .authenticate_openssh_cert(login.user, Arc::new(key), cert)
                 .await
                 .map(|r| r.success())
                 .map_err(AuthError::Ssh)
@@ -370,6 +403,7 @@ fn auth_outcome(
     let method = match login.auth {
         SshAuth::Key { .. } => "private key",
         SshAuth::Password => "password",
+        SshAuth::OpenbaoCert { .. } => "OpenBao certificate",
     };
     match authed {
         Ok(Ok(true)) => Ok(()),

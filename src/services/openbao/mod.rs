@@ -6,6 +6,7 @@
 //! request, and a fault makes one failed request per call, never a retry storm.
 pub(crate) mod login;
 
+use crate::approvals::FromOpenBao;
 use crate::config::OpenBao as Settings;
 use crate::openbao::{self, Client, Refusal, Token};
 use crate::store::StoreError;
@@ -25,6 +26,8 @@ pub(crate) enum RemoteError {
     Bao(#[from] openbao::Error),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error("the SSH key or certificate for OpenBao could not be made or read: {0}")]
+    Key(String),
 }
 
 impl RemoteError {
@@ -43,9 +46,27 @@ impl RemoteError {
                 }
                 _ => "openbao_error",
             },
-            RemoteError::Store(_) => "openbao_error",
+            RemoteError::Store(_) | RemoteError::Key(_) => "openbao_error",
         }
     }
+}
+
+/// How long a certificate for one action's connection is valid.
+const CERT_TTL: Duration = Duration::from_secs(120);
+
+/// What a dispatch got from OpenBao.
+pub(crate) struct Fetched {
+    pub(crate) secret: Secret,
+    pub(crate) cert: Option<CertInfo>,
+}
+
+/// What the journal records of a certificate.
+pub(crate) struct CertInfo {
+    pub(crate) serial: String,
+    pub(crate) role: String,
+    pub(crate) principal: String,
+    pub(crate) valid_after: u64,
+    pub(crate) valid_before: u64,
 }
 
 struct Cached {
@@ -218,6 +239,79 @@ impl Remote {
         })
     }
 
+    /// What a dispatch needs from OpenBao: the KV value at its version, or an ephemeral key and
+    /// the CA's certificate for it (with what the journal records of the certificate).
+    pub(crate) fn fetch(&self, what: &FromOpenBao) -> Result<Fetched, RemoteError> {
+        match what {
+            FromOpenBao::Kv(r, v) => Ok(Fetched {
+                secret: self.secret(r, *v)?,
+                cert: None,
+            }),
+            FromOpenBao::Cert { mount, role, user } => self.ssh_cert(mount, role, user),
+        }
+    }
+
+    /// An ed25519 key made now in memory, signed by the SSH CA at `mount` under `role` for
+    /// `user` only, valid `CERT_TTL`. The secret is the key's OpenSSH text then the certificate.
+    fn ssh_cert(&self, mount: &str, role: &str, user: &str) -> Result<Fetched, RemoteError> {
+        use russh::keys::ssh_key::private::Ed25519Keypair;
+        use russh::keys::ssh_key::LineEnding;
+        let mut seed = zeroize::Zeroizing::new([0u8; 32]);
+        getrandom::fill(&mut seed[..]).expect("the OS random number generator failed");
+        let key = russh::keys::PrivateKey::from(Ed25519Keypair::from_seed(&seed));
+        let public = key
+            .public_key()
+            .to_openssh()
+            .map_err(|e| RemoteError::Key(e.to_string()))?;
+        let pem = key
+            .to_openssh(LineEnding::LF)
+            .map_err(|e| RemoteError::Key(e.to_string()))?;
+        let signed = {
+            let mut inner = self.lock();
+            let result = self.sign_once(&mut inner, mount, role, &public, user);
+            inner.last_error = result.as_ref().err().map(ToString::to_string);
+            result?
+        };
+        let cert =
+            russh::keys::Certificate::from_openssh(signed.certificate.trim()).map_err(|e| {
+                RemoteError::Key(format!(
+                    "the certificate OpenBao signed cannot be read: {e}"
+                ))
+            })?;
+        let mut text = zeroize::Zeroizing::new(String::with_capacity(
+            pem.len() + signed.certificate.len() + 1,
+        ));
+        text.push_str(&pem);
+        text.push('\n');
+        text.push_str(signed.certificate.trim());
+        Ok(Fetched {
+            secret: Secret::new(text.as_bytes().to_vec()),
+            cert: Some(CertInfo {
+                serial: signed.serial,
+                role: role.to_owned(),
+                principal: user.to_owned(),
+                valid_after: cert.valid_after(),
+                valid_before: cert.valid_before(),
+            }),
+        })
+    }
+
+    fn sign_once(
+        &self,
+        inner: &mut Inner,
+        mount: &str,
+        role: &str,
+        public: &str,
+        user: &str,
+    ) -> Result<openbao::SignedCert, RemoteError> {
+        let session = inner.session.as_mut().ok_or(RemoteError::NotLoggedIn)?;
+        token(session)?;
+        let held = &session.token.as_ref().expect("a token was just had").token;
+        Ok(session
+            .client
+            .ssh_sign(held, mount, role, public, &[user], CERT_TTL)?)
+    }
+
     /// `vault openbao status` from a running agent: the login, and how its token stands.
     pub(crate) fn view(&self) -> crate::wire::protocol::OpenBaoView {
         let inner = self.lock();
@@ -245,17 +339,6 @@ impl Remote {
             token,
             last_error: inner.last_error.clone(),
         }
-    }
-
-    /// Checks the login now (a status request asks for it): logs in if there is no token yet.
-    pub(crate) fn check(&self) -> Result<(), RemoteError> {
-        let mut inner = self.lock();
-        let Some(s) = inner.session.as_mut() else {
-            return Err(RemoteError::NotLoggedIn);
-        };
-        let result = token(s);
-        inner.last_error = result.as_ref().err().map(ToString::to_string);
-        result
     }
 }
 
@@ -322,4 +405,25 @@ fn login(s: &Session) -> Result<Held, RemoteError> {
             lease: Duration::ZERO,
         }),
     }
+}
+
+/// Journals the certificate an action's connection logs in with (`openbao.cert`).
+pub(crate) fn journal_cert(
+    store: &mut crate::store::Store,
+    session: &str,
+    action: &str,
+    cert: CertInfo,
+) -> Result<(), StoreError> {
+    let body = crate::wire::journal::OpenBaoCertIssued {
+        action: action.to_owned(),
+        serial: cert.serial,
+        role: cert.role,
+        principal: cert.principal,
+        valid_after: cert.valid_after,
+        valid_before: cert.valid_before,
+    };
+    let tx = store.write()?;
+    crate::audit::append(&tx, Some(session), None, &body)
+        .map_err(|_| StoreError::Damaged("the journal could not be appended to"))?;
+    tx.commit()
 }

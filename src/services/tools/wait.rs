@@ -64,32 +64,50 @@ pub(super) async fn run_claimed(
             ValidatedRequest::Http(_) => env2.http.clone(),
             ValidatedRequest::Ssh(_) => env2.ssh.clone(),
         };
-        let remote = env2.openbao.clone();
-        let outcome = tokio::task::spawn_blocking(move || {
-            let mut authorized = authorized;
-            // Team mode: the secret, at the version the hash covers, read (or taken from the
-            // cache) only now, with the intent row committed and before the first byte.
-            if let Some((r, v)) = authorized.remote_secret().cloned() {
-                match remote.secret(&r, v) {
-                    Ok(secret) => authorized.supply_secret(secret),
-                    Err(e) => {
-                        tracing::warn!(reference = %r, version = v, error = %e, "the OpenBao secret could not be read; nothing was sent");
-                        return Outcome {
-                            state: State::FailedBeforeSend,
-                            result: json!({}),
-                            reason: Some(format!("{}: {e}", e.kind())),
-                        };
+        let mut authorized = authorized;
+        // Team mode: the secret (the KV value at the version the hash covers, or an ephemeral
+        // key and its certificate) got only now, with the intent row committed and before the
+        // first byte; a fault ends the action failed before sending.
+        let mut refused = None;
+        if let Some(what) = authorized.from_openbao().cloned() {
+            let remote = env2.openbao.clone();
+            let got = tokio::task::spawn_blocking(move || remote.fetch(&what)).await;
+            match got {
+                Ok(Ok(fetched)) => {
+                    if let Some(cert) = fetched.cert {
+                        let (id, session) = (action.id.clone(), action.session_id.clone());
+                        let _ = env2
+                            .db
+                            .run_unsynced(move |s| {
+                                crate::services::openbao::journal_cert(s, &session, &id, cert)
+                            })
+                            .await;
                     }
+                    authorized.supply_secret(fetched.secret);
                 }
+                Ok(Err(e)) => {
+                    tracing::warn!(action_id = %action.id, error = %e, "OpenBao could not give the secret; nothing was sent");
+                    refused = Some(format!("{}: {e}", e.kind()));
+                }
+                Err(_) => refused = Some("openbao_error: the OpenBao request failed".into()),
             }
-            exec.execute(&authorized, &cancel)
-        })
-            .await
-            .unwrap_or_else(|_| Outcome {
-                state: State::Indeterminate,
+        }
+        let outcome = match refused {
+            Some(reason) => Outcome {
+                state: State::FailedBeforeSend,
                 result: json!({}),
-                reason: Some("the executor failed while running; the target may have acted".into()),
-            });
+                reason: Some(reason),
+            },
+            None => tokio::task::spawn_blocking(move || exec.execute(&authorized, &cancel))
+                .await
+                .unwrap_or_else(|_| Outcome {
+                    state: State::Indeterminate,
+                    result: json!({}),
+                    reason: Some(
+                        "the executor failed while running; the target may have acted".into(),
+                    ),
+                }),
+        };
         tracing::debug!(action_id = %action.id, state = %outcome.state, reason = ?outcome.reason, "executor finished");
         tracing::trace!(action_id = %action.id, result = %outcome.result, "scrubbed result");
         let id = action.id.clone();
