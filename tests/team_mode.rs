@@ -328,23 +328,37 @@ fn a_login_that_does_not_work_is_not_stored() {
     );
     let status = v.run(&["openbao", "status"], None).ok();
     assert!(status.stdout.contains("Not logged in"), "{}", status.stdout);
-    // Without a login a reference cannot be used: the call fails before sending.
+    // Without a login a reference is refused when added.
     let target = HttpTarget::start(V1);
-    add_from_bao(
-        &mut v,
-        "api",
-        &target,
-        "openbao:secret/team/api#token",
-        "never",
+    let refused = v
+        .run_pp(
+            &[
+                "add",
+                "http",
+                "api",
+                "--host",
+                &target.base(),
+                "--bearer",
+                "--secret-from",
+                "openbao:secret/team/api#token",
+            ],
+            None,
+        )
+        .code(1);
+    assert!(
+        refused.stderr.contains("not logged in to OpenBao"),
+        "{}",
+        refused.stderr
     );
-    let mut p = McpProc::spawn(v.command(&["mcp"]));
-    p.initialize();
-    let why = failed(&mut p, 1, "api", &target);
-    assert!(why.contains("vault openbao login"), "{why}");
 
-    // A secret_id that works when given but expires before the agent logs in: refused, said so.
+    // A secret_id that works when given but is used up (or expired: OpenBao answers both alike)
+    // before the agent logs in: refused, said so. One use: the command's own check.
     bao.kv_put("team/api", json!({"token": V1}));
-    let short = bao.secret_id("agent", Some("3s"));
+    let short = bao.admin("auth/approle/role/agent/secret-id", json!({"num_uses": 1}))["data"]
+        ["secret_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     v.run(
         &[
             "openbao",
@@ -359,14 +373,26 @@ fn a_login_that_does_not_work_is_not_stored() {
         Some(&format!("{PASSPHRASE}\n{short}\n")),
     )
     .ok();
-    std::thread::sleep(Duration::from_millis(3500));
-    let why = failed(&mut p, 2, "api", &target);
+    add_from_bao(
+        &mut v,
+        "api",
+        &target,
+        "openbao:secret/team/api#token",
+        "never",
+    );
+    let mut p = McpProc::spawn(v.command(&["mcp"]));
+    p.initialize();
+    let why = failed(&mut p, 1, "api", &target);
     assert!(
         why.contains("openbao_forbidden") && why.contains("secret_id"),
         "{why}"
     );
     let status = v.run(&["openbao", "status"], None).code(1);
     assert!(status.stdout.contains("last error"), "{}", status.stdout);
+    // Logged out: the call says how to log in, and nothing is sent.
+    v.run_pp(&["openbao", "logout"], None).ok();
+    let why = failed(&mut p, 2, "api", &target);
+    assert!(why.contains("vault openbao login"), "{why}");
     drop(p);
     assert_eq!(target.requests().len(), 0);
     let log = v.run(&["log", "--json"], None).ok();
@@ -488,4 +514,133 @@ fn ssh_logs_in_with_a_certificate_from_the_team_ca() {
     v.run(&["verify"], None).ok();
     v.run(&["verify", "--file", export.to_str().unwrap()], None)
         .ok();
+}
+
+const HEAD_POLICY: &str = r#"
+path "secret/data/team/*" { capabilities = ["read"] }
+path "secret/data/agent-vault/*" { capabilities = ["create", "read", "update"] }
+path "secret/metadata/agent-vault/*" { capabilities = ["read"] }
+"#;
+
+/// The head OpenBao holds for the only vault that wrote one: (seq, hash).
+fn remote_head(bao: &Bao) -> (i64, String) {
+    let (_, list) = bao.api("GET", "secret/metadata/agent-vault?list=true", None);
+    let id = list["data"]["keys"][0]
+        .as_str()
+        .unwrap()
+        .trim_end_matches('/')
+        .to_owned();
+    let (_, v) = bao.api(
+        "GET",
+        &format!("secret/data/agent-vault/{id}/journal-head"),
+        None,
+    );
+    let head = v["data"]["data"]["head"].as_str().unwrap().to_owned();
+    let (seq, hash) = head.split_once(':').unwrap();
+    (seq.parse().unwrap(), hash.to_owned())
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    let st = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+/// A vault directory restored to an older copy after more actions: `vault unlock` and `vault
+/// verify` refuse it (exit 3), naming the head OpenBao holds, though its own chain and its own
+/// anchors.jsonl still verify.
+#[test]
+fn a_restored_older_vault_is_refused_against_the_remote_head() {
+    let bao = Bao::start();
+    bao.kv_put("team/api", json!({"token": V1}));
+    let (role_id, secret_id) = bao.approle("agent", HEAD_POLICY, "5m");
+    let target = HttpTarget::start(V1);
+    let mut v = TestVault::init("team-head");
+    v.run(
+        &[
+            "openbao",
+            "login",
+            "--address",
+            &bao.address,
+            "--role-id",
+            &role_id,
+            "--secret-id-stdin",
+            "--passphrase-stdin",
+        ],
+        Some(&format!("{PASSPHRASE}\n{secret_id}\n")),
+    )
+    .ok();
+    add_from_bao(
+        &mut v,
+        "api",
+        &target,
+        "openbao:secret/team/api#token",
+        "never",
+    );
+    let session = |v: &TestVault, n: i64| {
+        let mut p = McpProc::spawn(v.command(&["mcp"]));
+        p.initialize();
+        let r = get(
+            &mut p,
+            1,
+            "api",
+            &format!("{}/echo?n={n}", target.base()),
+            20,
+        );
+        assert_eq!(r["structuredContent"]["state"], "completed", "{r}");
+        p.close_stdin();
+        p.finish(Duration::from_secs(10));
+    };
+    session(&v, 1);
+    v.run(&["lock"], None).ok();
+    let (old_seq, _) = remote_head(&bao);
+    let backup = TempDir::new("team-head-backup");
+    copy_dir(&v.vault_dir(), &backup.path().join("vault"));
+
+    v.run(
+        &["unlock", "--passphrase-stdin"],
+        Some(&format!("{PASSPHRASE}\n")),
+    )
+    .ok();
+    session(&v, 2);
+    v.run(&["lock"], None).ok();
+    let (seq, hash) = remote_head(&bao);
+    assert!(
+        seq > old_seq,
+        "the remote head moved forward: {old_seq} -> {seq}"
+    );
+
+    // The older copy comes back, anchors.jsonl with it.
+    std::fs::remove_dir_all(v.vault_dir()).unwrap();
+    copy_dir(&backup.path().join("vault"), &v.vault_dir());
+    let out = v
+        .run(
+            &["verify", "--passphrase-stdin"],
+            Some(&format!("{PASSPHRASE}\n")),
+        )
+        .code(3);
+    assert!(
+        out.stdout.contains(&format!("seq {seq} hash {hash}")),
+        "{}",
+        out.stdout
+    );
+    let out = v
+        .run(
+            &["unlock", "--passphrase-stdin"],
+            Some(&format!("{PASSPHRASE}\n")),
+        )
+        .code(3);
+    assert!(
+        out.stdout.contains(&format!("seq {seq} hash {hash}")),
+        "{}",
+        out.stdout
+    );
+    // Locked again, and OpenBao's head was not moved back.
+    assert_eq!(remote_head(&bao), (seq, hash));
+    let status = v.run(&["status"], None);
+    assert_eq!(status.code, 4, "locked again: {status:?}");
 }

@@ -54,7 +54,20 @@ pub(super) fn serve(
         None,
     ));
     openbao.reload(store.conn());
-    let (db, db_thread) = Db::start(store, hub.clone(), start.paths.clone());
+    // Its own read connection checks that OpenBao's head is on this journal before moving it.
+    let reader = crate::store::Store::open(&start.paths.db(), &start.master)
+        .map_err(|e| tracing::warn!(error = %e, "no read connection for the OpenBao head writer"))
+        .ok();
+    let heads = Arc::new(crate::services::openbao::head::Publisher::start(
+        openbao.clone(),
+        start.trust.vault_id.clone(),
+        reader,
+    ));
+    let on_anchor = {
+        let heads = heads.clone();
+        Box::new(move |seq, hash| heads.publish(seq, hash))
+    };
+    let (db, db_thread) = Db::start(store, hub.clone(), start.paths.clone(), on_anchor);
     let mut channel_key = super::channel::channel_key(&start.master);
     let key_locked = crate::sys::lock_in_memory(&channel_key[..])
         && crate::sys::lock_in_memory(&start.master.expose()[..]);
@@ -69,6 +82,7 @@ pub(super) fn serve(
         http: Arc::new(crate::exec::HttpExecutor::new(&config.limits)),
         ssh: Arc::new(crate::exec::SshExecutor::new(&config.limits)),
         openbao,
+        heads,
         config,
         stopping,
     });
@@ -258,7 +272,7 @@ async fn shutdown(agent: &Arc<Agent>, why: &'static str) {
     while agent.admission.open() > 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let _ = agent
+    let locked = agent
         .env
         .db
         .run(move |s| {
@@ -266,9 +280,21 @@ async fn shutdown(agent: &Arc<Agent>, why: &'static str) {
             let body = crate::wire::journal::VaultLock {
                 reason: why.to_string(),
             };
-            crate::audit::append(&tx, None, None, &body)
+            let head = crate::audit::append(&tx, None, None, &body)
                 .map_err(|_| crate::store::StoreError::Damaged("journal append failed"))?;
-            tx.commit()
+            tx.commit()?;
+            Ok::<_, crate::store::StoreError>(head)
         })
         .await;
+    // Team mode: the head at lock is written to OpenBao before the agent ends (within the
+    // shutdown grace, at least 2 s).
+    if let Ok(Ok(head)) = locked {
+        if agent.env.openbao.is_logged_in() {
+            agent.env.heads.publish(head.seq, head.hash);
+            let heads = agent.env.heads.clone();
+            let _ =
+                tokio::task::spawn_blocking(move || heads.flush(grace.max(Duration::from_secs(2))))
+                    .await;
+        }
+    }
 }

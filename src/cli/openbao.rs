@@ -42,6 +42,10 @@ pub(super) struct LoginArgs {
     /// --passphrase-stdin).
     #[arg(long, requires = "role_id")]
     secret_id_stdin: bool,
+    /// The KV v2 mount the journal's head is kept in, at agent-vault/<vault id>/journal-head
+    /// (the token's policy must allow it to read and write there).
+    #[arg(long, value_name = "MOUNT", default_value = "secret")]
+    journal_mount: String,
     /// Where the AppRole auth method is mounted.
     #[arg(long, value_name = "MOUNT", default_value = "approle")]
     approle_mount: String,
@@ -98,6 +102,7 @@ fn login(paths: VaultPaths, a: LoginArgs) -> anyhow::Result<Exit> {
         address: a.address,
         ca_file,
         auth,
+        journal_mount: a.journal_mount,
     };
     let source = a.passphrase.source();
     let passphrase = source.read("Vault passphrase (to sign the login): ")?;

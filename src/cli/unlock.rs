@@ -78,7 +78,39 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         status.idle_seconds / 60
     );
     super::verify::say_last_anchor(&paths)?;
-    Ok(Exit::Ok)
+    team_head(&paths, keys)
+}
+
+/// Team mode: the local chain must reach the journal's head the team's OpenBao holds. One that
+/// ends before it (an older `vault.db` restored) or disagrees with it is refused: the agent is
+/// locked again and the command exits 3, naming the remote head.
+fn team_head(paths: &VaultPaths, keys: crate::keys::KeyMaterial) -> anyhow::Result<Exit> {
+    let mut backend = super::backend::Backend::secure(paths, keys)?;
+    let (seq, hash) = match super::verify::remote_head(&mut backend)? {
+        None => return Ok(Exit::Ok),
+        Some(super::verify::RemoteCheck::Missing(why)) => {
+            outln!("The journal's head in the team's OpenBao was not checked: {why}");
+            return Ok(Exit::Ok);
+        }
+        Some(super::verify::RemoteCheck::Head(seq, hash)) => (seq, hash),
+    };
+    let report = match backend.call(Request::Verify {
+        anchors: vec![(seq, hash.clone())],
+    })? {
+        Reply::Verify { report, .. } => report,
+        other => return Err(super::backend::unexpected(other)),
+    };
+    let report: crate::wire::journal::VerifyLine = serde_json::from_str(&report)?;
+    if report.ok {
+        outln!("The journal reaches the head the team's OpenBao holds (seq {seq}).");
+        return Ok(Exit::Ok);
+    }
+    let _ = backend.call(Request::Lock);
+    outln!(
+        "FAILED: the team's OpenBao holds this vault's journal head at seq {seq} hash {hash}, and the local journal does not reach it ({}): vault.db is an older copy or was rewritten. The vault was locked again; keep vault.db as evidence and restore the latest copy",
+        report.reason.as_deref().unwrap_or("?")
+    );
+    Ok(Exit::VerificationFailed)
 }
 
 /// What a `vault unlock` without `--restart` says when an agent already holds the vault: which

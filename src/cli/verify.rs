@@ -33,6 +33,7 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         .map(|a| audit::parse_anchor(a))
         .collect::<Result<_, _>>()?;
     let given = anchors.len();
+    let mut remote = None;
     let (line, from_file, what) = match &args.file {
         Some(file) => (
             audit::verify_file(file, &anchors)?.to_json_line(),
@@ -42,22 +43,42 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         None => {
             let mut backend = Backend::open(&paths, args.passphrase.source())?;
             let what = format!("vault.db of vault {}", backend.vault_id());
-            let anchors = anchors
+            let mut anchors: Vec<(i64, String)> = anchors
                 .iter()
                 .map(|a| (a.seq, hex::encode(a.hash)))
                 .collect();
+            // Team mode: the head OpenBao holds is one more anchor the chain must reach.
+            remote = remote_head(&mut backend)?;
+            if let Some(RemoteCheck::Head(seq, hash)) = &remote {
+                anchors.push((*seq, hash.clone()));
+            }
             match backend.call(Request::Verify { anchors })? {
                 Reply::Verify { report, from_file } => (report, from_file, what),
                 other => return Err(unexpected(other)),
             }
         }
     };
-    let report: VerifyLine = serde_json::from_str(&line)?;
+    let mut report: VerifyLine = serde_json::from_str(&line)?;
+    if let (false, Some(RemoteCheck::Head(seq, hash))) = (report.ok, &remote) {
+        report.reason = Some(format!(
+            "{}; the team's OpenBao holds this vault's journal head at seq {seq} hash {hash}: vault.db is an older copy or was rewritten",
+            report.reason.as_deref().unwrap_or("the chain does not reach it")
+        ));
+    }
     let ok = report.ok;
     if args.json {
-        outln!("{line}");
+        outln!("{}", serde_json::to_string(&report)?);
     } else {
         print_human(&report, &what, given, from_file)?;
+        match &remote {
+            Some(RemoteCheck::Head(seq, _)) if ok => {
+                outln!("The journal reaches the head the team's OpenBao holds (seq {seq}).")
+            }
+            Some(RemoteCheck::Missing(why)) => {
+                outln!("The head in the team's OpenBao was not checked: {why}")
+            }
+            _ => {}
+        }
         if args.file.is_none() {
             say_last_anchor(&paths)?;
         }
@@ -120,4 +141,28 @@ pub(super) fn say_last_anchor(paths: &VaultPaths) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// What team mode found of the journal's head in OpenBao.
+pub(super) enum RemoteCheck {
+    /// OpenBao holds this head (seq, hex hash).
+    Head(i64, String),
+    /// It could not be read (or none was written yet): why, for the person.
+    Missing(String),
+}
+
+/// The head OpenBao holds for this vault (`None`: not in team mode).
+pub(super) fn remote_head(backend: &mut Backend) -> anyhow::Result<Option<RemoteCheck>> {
+    match backend.call(Request::OpenBaoHead)? {
+        Reply::RemoteHead(v) if !v.logged_in => Ok(None),
+        Reply::RemoteHead(v) => Ok(Some(match (v.head, v.error) {
+            (Some((seq, hash)), _) => RemoteCheck::Head(seq, hash),
+            (None, Some(e)) => RemoteCheck::Missing(e),
+            (None, None) => RemoteCheck::Missing(
+                "none was written yet (the agent writes it at every anchor and at `vault lock`)"
+                    .into(),
+            ),
+        })),
+        other => Err(unexpected(other)),
+    }
 }

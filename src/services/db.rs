@@ -62,11 +62,12 @@ impl Db {
         store: Store,
         hub: Arc<Hub>,
         paths: VaultPaths,
+        on_anchor: OnAnchor,
     ) -> (Self, std::thread::JoinHandle<()>) {
         let (jobs, rx) = mpsc::channel::<Job>();
         let thread = std::thread::Builder::new()
             .name("vault-db".into())
-            .spawn(move || writer(store, rx, &hub, &paths))
+            .spawn(move || writer(store, rx, &hub, &paths, &on_anchor))
             .expect("the database thread starts");
         (Self { jobs }, thread)
     }
@@ -119,7 +120,16 @@ fn head_seq(store: &Store) -> i64 {
         .unwrap_or(0)
 }
 
-fn writer(mut store: Store, rx: mpsc::Receiver<Job>, hub: &Hub, paths: &VaultPaths) {
+/// Told of every anchor the writer writes (team mode sends it on to OpenBao); must not block.
+pub(crate) type OnAnchor = Box<dyn Fn(i64, [u8; 32]) + Send>;
+
+fn writer(
+    mut store: Store,
+    rx: mpsc::Receiver<Job>,
+    hub: &Hub,
+    paths: &VaultPaths,
+    on_anchor: &OnAnchor,
+) {
     let mut head = head_seq(&store);
     let mut anchored = crate::audit::last_anchored_seq(paths).unwrap_or(0);
     let mut sync = Sync::new(&store);
@@ -175,7 +185,12 @@ fn writer(mut store: Store, rx: mpsc::Receiver<Job>, hub: &Hub, paths: &VaultPat
                 // An anchor names only rows on disk: it waits for a synced commit or a flush.
                 if head - anchored >= crate::audit::ANCHOR_EVERY && !sync.behind {
                     match crate::audit::maybe_anchor(paths, store.conn()) {
-                        Ok(_) => anchored = head,
+                        Ok(a) => {
+                            anchored = head;
+                            if let Some(a) = a {
+                                on_anchor(a.seq, a.hash);
+                            }
+                        }
                         Err(e) => tracing::warn!("could not write the anchor: {e}"),
                     }
                 }

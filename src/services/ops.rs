@@ -67,6 +67,17 @@ pub(crate) fn handle(store: &mut Store, trust: &Trust, paths: &VaultPaths, req: 
             }),
             Err(e) => internal(e),
         },
+        // Locked: this process logs in with the stored login and reads the head itself.
+        Request::OpenBaoHead => match super::openbao::login::load(store.conn()) {
+            Ok(stored) => {
+                let settings = crate::config::Config::load(paths)
+                    .map(|c| c.openbao)
+                    .unwrap_or_else(|_| crate::config::Config::default().openbao);
+                let remote = super::openbao::Remote::new(settings, stored);
+                Reply::RemoteHead(remote.head_view(&trust.vault_id))
+            }
+            Err(e) => internal(e),
+        },
         Request::Grants => approval(
             approvals::list_grants(store, trust).map(|g| Reply::Grants(with_clients(store, g))),
         ),

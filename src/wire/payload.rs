@@ -234,6 +234,8 @@ pub struct OpenBaoLogin {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_file: Option<String>,
     pub auth: OpenBaoAuth,
+    /// The KV v2 mount the journal's head is written to (`agent-vault/<vault id>/journal-head`).
+    pub journal_mount: String,
 }
 
 /// How the vault logs in: AppRole (the agent logs in, renews, and logs in again), or a token

@@ -21,12 +21,22 @@ pub struct OpenBaoView {
     pub last_error: Option<String>,
 }
 
+/// The journal's head in the team's OpenBao: whether the vault has a login, the head it holds
+/// (`None`: none written yet), or why it could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RemoteHeadView {
+    pub logged_in: bool,
+    pub head: Option<(i64, String)>,
+    pub error: Option<String>,
+}
+
 /// The protocol version both ends must speak (`Hello.v`). 2: the encrypted channel
 /// (`agent::channel`) replaced the key-possession challenge. 3: an `ApprovalView` carries the
 /// session's typed start row instead of loose client and peer JSON. 4: session grants carry a
 /// scope (`GrantPayload` v3), and `grants` / `revoke_grants`. 5: `ping`, and the events that
 /// tell a person's command the agent stops, the vault was paused or resumed, or an action left
-/// the approval queue undecided. 6: `openbao_login`, `openbao_logout` and `openbao_status`.
+/// the approval queue undecided. 6: `openbao_login`, `openbao_logout`, `openbao_status` and `openbao_head`.
 pub const VERSION: u32 = 6;
 
 /// The longest frame either end accepts (an MCP line is at most 4 MiB; its wrapping is small).
@@ -155,6 +165,8 @@ pub enum Request {
     },
     /// Where the vault logs in to OpenBao and how that goes.
     OpenBaoStatus,
+    /// The journal's head as the team's OpenBao holds it (read now).
+    OpenBaoHead,
     /// The active session grants.
     Grants,
     /// End one session grant or all of them, by the approver's signed `RevocationPayload`.
@@ -358,6 +370,7 @@ pub enum Reply {
         head: Option<(i64, String)>,
     },
     OpenBao(OpenBaoView),
+    RemoteHead(RemoteHeadView),
     Error {
         code: ErrorCode,
         message: String,

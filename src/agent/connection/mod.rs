@@ -438,6 +438,18 @@ impl Conn {
                     .reply(id, Reply::OpenBao(agent.env.openbao.view()))
                     .await
             }
+            Request::OpenBaoHead => {
+                // A network call: off the connection's thread.
+                self.tasks.spawn(async move {
+                    let (remote, vault_id) =
+                        (agent.env.openbao.clone(), agent.env.trust.vault_id.clone());
+                    let reply = tokio::task::spawn_blocking(move || remote.head_view(&vault_id))
+                        .await
+                        .map(Reply::RemoteHead)
+                        .unwrap_or_else(|e| ops::error(ErrorCode::Internal, e.to_string()));
+                    writer.reply(id, reply).await;
+                });
+            }
             Request::Ping => writer.reply(id, Reply::Ok).await,
             Request::Lock => {
                 writer.reply(id, Reply::Ok).await;
@@ -584,6 +596,8 @@ impl Conn {
             if let Err(e) = crate::audit::write_anchor(&paths, head.seq, &head.hash) {
                 tracing::warn!("could not write the anchor: {e}");
             }
+            // Team mode: the head goes to OpenBao too (on the publisher's thread).
+            self.agent.env.heads.publish(head.seq, head.hash);
         }
     }
 }

@@ -4,6 +4,7 @@
 //! memory, and only for `[openbao] secret_cache_seconds`; it is never written to disk. Calls are
 //! blocking (ureq) and serialized by one lock, so concurrent calls for one secret make one
 //! request, and a fault makes one failed request per call, never a retry storm.
+pub(crate) mod head;
 pub(crate) mod login;
 
 use crate::approvals::FromOpenBao;
@@ -191,16 +192,39 @@ impl Remote {
         Ok(self.read(&mut inner, r, Some(version))?.value)
     }
 
-    /// Reads `r` (at `version`, or the latest) with a valid token; a token OpenBao refuses is
-    /// replaced by a fresh AppRole login and the read made once more.
+    /// Reads `r` (at `version`, or the latest).
     fn read(
         &self,
         inner: &mut Inner,
         r: &OpenBaoRef,
         version: Option<u64>,
     ) -> Result<Cached, RemoteError> {
-        let result = self.read_once(inner, r, version);
-        let result = match result {
+        let result = self.with_token(inner, |client, token| {
+            client.kv_read(token, &r.mount, &r.path, &r.field, version)
+        });
+        inner.last_error = result.as_ref().err().map(ToString::to_string);
+        let kv = result?;
+        Ok(Cached {
+            version: kv.version,
+            value: Secret::new(kv.value.expose_secret().as_bytes().to_vec()),
+            read_at: Instant::now(),
+        })
+    }
+
+    /// Runs `f` with a valid token; a token OpenBao refuses (403) is replaced by a fresh AppRole
+    /// login and `f` run once more (no other retry).
+    fn with_token<T>(
+        &self,
+        inner: &mut Inner,
+        f: impl Fn(&Client, &Token) -> Result<T, openbao::Error>,
+    ) -> Result<T, RemoteError> {
+        let once = |inner: &mut Inner| -> Result<T, RemoteError> {
+            let session = inner.session.as_mut().ok_or(RemoteError::NotLoggedIn)?;
+            token(session)?;
+            let held = &session.token.as_ref().expect("a token was just had").token;
+            Ok(f(&session.client, held)?)
+        };
+        match once(inner) {
             Err(RemoteError::Bao(openbao::Error::Forbidden {
                 refusal: Refusal::Permission,
                 ..
@@ -212,31 +236,10 @@ impl Remote {
                 if let Some(s) = inner.session.as_mut() {
                     s.token = None;
                 }
-                self.read_once(inner, r, version)
+                once(inner)
             }
             other => other,
-        };
-        inner.last_error = result.as_ref().err().map(ToString::to_string);
-        result
-    }
-
-    fn read_once(
-        &self,
-        inner: &mut Inner,
-        r: &OpenBaoRef,
-        version: Option<u64>,
-    ) -> Result<Cached, RemoteError> {
-        let session = inner.session.as_mut().ok_or(RemoteError::NotLoggedIn)?;
-        token(session)?;
-        let held = &session.token.as_ref().expect("a token was just had").token;
-        let kv = session
-            .client
-            .kv_read(held, &r.mount, &r.path, &r.field, version)?;
-        Ok(Cached {
-            version: kv.version,
-            value: Secret::new(kv.value.expose_secret().as_bytes().to_vec()),
-            read_at: Instant::now(),
-        })
+        }
     }
 
     /// What a dispatch needs from OpenBao: the KV value at its version, or an ephemeral key and
@@ -304,12 +307,9 @@ impl Remote {
         public: &str,
         user: &str,
     ) -> Result<openbao::SignedCert, RemoteError> {
-        let session = inner.session.as_mut().ok_or(RemoteError::NotLoggedIn)?;
-        token(session)?;
-        let held = &session.token.as_ref().expect("a token was just had").token;
-        Ok(session
-            .client
-            .ssh_sign(held, mount, role, public, &[user], CERT_TTL)?)
+        self.with_token(inner, |client, token| {
+            client.ssh_sign(token, mount, role, public, &[user], CERT_TTL)
+        })
     }
 
     /// `vault openbao status` from a running agent: the login, and how its token stands.

@@ -36,6 +36,8 @@ pub(crate) struct Env {
     pub ssh: Arc<dyn Executor>,
     /// Team mode: the OpenBao session secrets are read through (no login: none is used).
     pub openbao: Arc<crate::services::openbao::Remote>,
+    /// Team mode: writes the journal's head to OpenBao at every anchor and at lock.
+    pub heads: Arc<crate::services::openbao::head::Publisher>,
     /// Why the agent is stopping, once it is: a waiting call it cancels is answered, not dropped.
     pub stopping: tokio::sync::watch::Receiver<Option<&'static str>>,
 }
