@@ -75,6 +75,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "paths",
             "policy",
             "store",
+            "time",
             "wire",
         ],
     ),

@@ -2,8 +2,9 @@
 //! line of its `sh` blocks whose command is `vault` or `mkdir` (continuations joined, comments
 //! kept), in a fresh HOME holding the files the lines name (`token.txt`, `~/.ssh/id_ed25519`),
 //! with the passphrase in `VAULT_PASSPHRASE_FILE` as the README says. Lines for other programs
-//! (cargo, sudo, claude), `vault run -- CLIENT` (an AI client) and the interactive `vault approve`
-//! (a person at the card) are listed and skipped.
+//! (cargo, sudo, claude), `vault run -- CLIENT` (an AI client), the interactive `vault approve`
+//! (a person at the card) and team mode's (an OpenBao server; tests/team_mode.rs) are listed and
+//! skipped.
 mod support;
 
 use std::path::Path;
@@ -77,7 +78,10 @@ fn every_vault_line_of_the_readme_runs_as_written() {
         // `vault run -- CLIENT` starts an AI client (tests/ai_clients.rs runs real ones so), and
         // the interactive `vault approve` waits for a person (tests/approval_card.rs drives it).
         let person = line.starts_with("vault approve ") && !line.contains("--id");
-        if !matches!(first, "vault" | "mkdir") || line.starts_with("vault run ") || person {
+        // Team mode's lines need the team's OpenBao (tests/team_mode.rs runs each of these
+        // commands against a real `bao server -dev`).
+        let team = line.contains("openbao");
+        if !matches!(first, "vault" | "mkdir") || line.starts_with("vault run ") || person || team {
             skipped.push(line.clone());
             continue;
         }
