@@ -291,6 +291,9 @@ fn faults_fail_before_send_and_say_what_to_do() {
         why.contains("openbao_sealed") && why.contains("unseal"),
         "{why}"
     );
+    drop(bao);
+    let why = failed(&mut p, 6, "api", &target);
+    assert!(why.contains("openbao_unreachable"), "{why}");
     drop(p);
     assert_eq!(
         target.requests().len(),
@@ -389,6 +392,18 @@ fn a_login_that_does_not_work_is_not_stored() {
     );
     let status = v.run(&["openbao", "status"], None).code(1);
     assert!(status.stdout.contains("last error"), "{}", status.stdout);
+    let status = v.run(&["status"], None).ok();
+    assert!(
+        status.stdout.contains("the last call FAILED"),
+        "{}",
+        status.stdout
+    );
+    let doctor = v.run(&["doctor"], None).code(1);
+    assert!(
+        doctor.stdout.contains("OpenBao") && doctor.stdout.contains("secret_id"),
+        "{}",
+        doctor.stdout
+    );
     // Logged out: the call says how to log in, and nothing is sent.
     v.run_pp(&["openbao", "logout"], None).ok();
     let why = failed(&mut p, 2, "api", &target);

@@ -211,6 +211,31 @@ fn agent_checks(
     if let Some(s) = status.store {
         store_checks(&s, checks);
     }
+    // Team mode: whether the agent's last call to OpenBao worked.
+    if let Reply::OpenBao(v) = client.call(Request::OpenBaoStatus)? {
+        if let Some(l) = &v.login {
+            checks.push(match &v.last_error {
+                None => check(
+                    "OpenBao",
+                    Level::Ok,
+                    format!(
+                        "{}: {}",
+                        crate::term::escape(&l.address),
+                        v.token.as_deref().unwrap_or("")
+                    ),
+                ),
+                Some(e) => check(
+                    "OpenBao",
+                    Level::Fail,
+                    format!(
+                        "{}: the last call failed: {}",
+                        crate::term::escape(&l.address),
+                        crate::term::escape(e)
+                    ),
+                ),
+            });
+        }
+    }
     Ok(())
 }
 

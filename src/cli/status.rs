@@ -33,6 +33,7 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     let vault_id = Vault::id_of(&paths)?;
     let mut agent: Option<AgentStatus> = None;
     let mut store: Option<Store> = None;
+    let mut team: Option<crate::agent::protocol::OpenBaoView> = None;
     if let Some(mut c) = Client::connect(&paths, Role::Cli)? {
         let s = match c.call(Request::Status)? {
             Reply::Status(s) => s,
@@ -44,6 +45,9 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         };
         store = s.store.clone().map(|status| Store { status, grants });
         agent = Some(s);
+        if let Reply::OpenBao(v) = c.call(Request::OpenBaoStatus)? {
+            team = v.login.is_some().then_some(v);
+        }
     } else if args.passphrase.source() != PassphraseSource::Terminal {
         let mut b = Backend::open(&paths, args.passphrase.source())?;
         let status = b.store_status()?;
@@ -83,6 +87,9 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
             v["grants"] = json!(s.grants);
             v["pin_set"] = json!(s.status.pin_set);
             v["journal_head"] = json!(s.status.journal_head);
+        }
+        if let Some(t) = &team {
+            v["openbao"] = serde_json::to_value(t)?;
         }
         super::print_json(&v)?;
         return Ok(code);
@@ -139,6 +146,21 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         None => outln!(
             "store    not read while locked (no prompt here): give the passphrase with --passphrase-stdin or VAULT_PASSPHRASE_FILE"
         ),
+    }
+    if let Some(t) = &team {
+        let address = t.login.as_ref().map_or("?", |l| l.address.as_str());
+        match &t.last_error {
+            None => outln!(
+                "openbao  {}: {}",
+                crate::term::escape(address),
+                t.token.as_deref().unwrap_or("")
+            ),
+            Some(e) => outln!(
+                "openbao  {}: the last call FAILED: {}",
+                crate::term::escape(address),
+                crate::term::escape(e)
+            ),
+        }
     }
     match &anchor {
         Some((a, ts)) => outln!(
