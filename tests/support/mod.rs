@@ -1,6 +1,7 @@
 //! Shared test support: a throwaway vault driven through the real `vault` binary, decoy scanning,
 //! a pseudo-terminal driver (and `pty.rs`, a terminal the test drives while the command runs), a
-//! real OpenSSH `sshd` on loopback, a real OpenBao dev server (`bao.rs`), SSH helpers
+//! real OpenSSH `sshd` on loopback, a real OpenBao dev server (`bao.rs`) and team mode's steps
+//! (`team.rs`), SSH helpers
 //! (`ssh.rs`), re-running a test as the unprivileged user (`uid.rs`), and the same-uid
 //! attacker's tools: reading another process's memory (`memory.rs`), speaking the agent's
 //! protocol (`raw.rs`) and relaying its socket (`relay.rs`).
@@ -21,6 +22,7 @@ pub mod ssh;
 pub mod sshd;
 pub mod standin;
 pub mod target;
+pub mod team;
 pub mod tls;
 pub mod tmux;
 pub mod uid;
