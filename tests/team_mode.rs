@@ -346,3 +346,103 @@ fn a_login_that_does_not_work_is_not_stored() {
     let log = v.run(&["log", "--json"], None).ok();
     assert_no_leak("journal", log.stdout.as_bytes(), &short);
 }
+
+/// A token that expires between two calls is renewed or replaced by a fresh AppRole login (the
+/// second call still runs); over TLS the server is checked against `--ca-file`; and a token given
+/// as it is (`--token-stdin`) is used until it ends.
+#[test]
+fn tokens_are_kept_alive_tls_is_checked_and_a_given_token_works() {
+    let bao = Bao::start_tls();
+    bao.kv_put("team/api", json!({"token": V1}));
+    let (role_id, secret_id) = bao.approle("agent", POLICY, "2s");
+    let target = HttpTarget::start(V1);
+    let mut v = TestVault::init("team-tokens");
+    v.configure("[openbao]\nsecret_cache_seconds = 0\n");
+    let login_args = |ca: Option<&str>| {
+        let mut a = vec![
+            "openbao".to_owned(),
+            "login".into(),
+            "--address".into(),
+            bao.address.clone(),
+            "--role-id".into(),
+            role_id.clone(),
+            "--secret-id-stdin".into(),
+            "--passphrase-stdin".into(),
+        ];
+        if let Some(ca) = ca {
+            a.extend(["--ca-file".into(), ca.to_owned()]);
+        }
+        a
+    };
+    // The platform does not trust the dev server's CA: refused, nothing stored.
+    let args = login_args(None);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = v
+        .run(&args, Some(&format!("{PASSPHRASE}\n{secret_id}\n")))
+        .code(1);
+    assert!(
+        out.stderr.contains("TLS") && out.stderr.contains("CA file"),
+        "{}",
+        out.stderr
+    );
+    let ca = bao.ca_file().display().to_string();
+    let args = login_args(Some(&ca));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    v.run(&args, Some(&format!("{PASSPHRASE}\n{secret_id}\n")))
+        .ok();
+    add_from_bao(
+        &mut v,
+        "api",
+        &target,
+        "openbao:secret/team/api#token",
+        "never",
+    );
+    let mut p = McpProc::spawn(v.command(&["mcp"]));
+    p.initialize();
+    let url = format!("{}/echo", target.base());
+    for (id, pause) in [(1, 0), (2, 2500), (3, 1200), (4, 1200)] {
+        std::thread::sleep(Duration::from_millis(pause));
+        let r = get(&mut p, id, "api", &format!("{url}?n={id}"), 20);
+        assert_eq!(
+            r["structuredContent"]["state"], "completed",
+            "call {id}: {r}"
+        );
+    }
+    drop(p);
+
+    // A token given as it is.
+    let (_, t) = bao.api(
+        "POST",
+        "auth/token/create",
+        Some(json!({"policies": ["agent"], "ttl": "10m"})),
+    );
+    let token = t["auth"]["client_token"].as_str().unwrap().to_owned();
+    let out = v
+        .run(
+            &[
+                "openbao",
+                "login",
+                "--address",
+                &bao.address,
+                "--ca-file",
+                &ca,
+                "--token-stdin",
+                "--passphrase-stdin",
+            ],
+            Some(&format!("{PASSPHRASE}\n{token}\n")),
+        )
+        .ok();
+    assert!(out.stdout.contains("the token works"), "{}", out.stdout);
+    let mut p = McpProc::spawn(v.command(&["mcp"]));
+    p.initialize();
+    let r = get(&mut p, 1, "api", &format!("{url}?n=token"), 20);
+    assert_eq!(r["structuredContent"]["state"], "completed", "{r}");
+    drop(p);
+    assert_eq!(target.requests().len(), 5);
+    for f in files_under(&v.vault_dir()) {
+        let bytes = std::fs::read(&f).unwrap_or_default();
+        assert_no_leak(&f.display().to_string(), &bytes, V1);
+        assert_no_leak(&f.display().to_string(), &bytes, &token);
+        assert_no_leak(&f.display().to_string(), &bytes, &secret_id);
+    }
+}
