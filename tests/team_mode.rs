@@ -252,29 +252,36 @@ fn faults_fail_before_send_and_say_what_to_do() {
 #[test]
 fn a_login_that_does_not_work_is_not_stored() {
     let bao = Bao::start();
-    let (role_id, _) = bao.approle("agent", POLICY, "5m");
+    let (role_id, secret_id) = bao.approle("agent", POLICY, "5m");
     let mut v = TestVault::init("team-badlogin");
-    let out = v
-        .run(
-            &[
-                "openbao",
-                "login",
-                "--address",
-                &bao.address,
-                "--role-id",
-                &role_id,
-                "--secret-id-stdin",
-                "--passphrase-stdin",
-            ],
-            Some(&format!("{PASSPHRASE}\nnot-the-secret-id\n")),
-        )
-        .code(1);
-    assert!(
-        out.stderr.contains("refused the AppRole login")
-            && out.stderr.contains("nothing was stored"),
-        "{}",
-        out.stderr
-    );
+    // A wrong secret_id, and a wrong role (a role_id OpenBao does not know): refused alike.
+    for (role, secret) in [
+        (role_id.as_str(), "not-the-secret-id"),
+        ("no-such-role-id", secret_id.as_str()),
+    ] {
+        let out = v
+            .run(
+                &[
+                    "openbao",
+                    "login",
+                    "--address",
+                    &bao.address,
+                    "--role-id",
+                    role,
+                    "--secret-id-stdin",
+                    "--passphrase-stdin",
+                ],
+                Some(&format!("{PASSPHRASE}\n{secret}\n")),
+            )
+            .code(1);
+        assert!(
+            out.stderr.contains("refused the AppRole login")
+                && out.stderr.contains("nothing was stored"),
+            "{}",
+            out.stderr
+        );
+        assert_no_leak("a refused login's error", out.stderr.as_bytes(), secret);
+    }
     let status = v.run(&["openbao", "status"], None).ok();
     assert!(status.stdout.contains("Not logged in"), "{}", status.stdout);
     // Without a login a reference is refused when added.
