@@ -3,7 +3,8 @@
 //! where, the pinned key, the warnings, what `[s]` would cover, the keys) is on screen whole, or
 //! the screen says the terminal is too small and the card does not count as shown
 //! (`Shown::fits` is false). 80x24 and 50x15 hold a plain card; 40x12 may say it is too small.
-use super::card::{card, grant_line, CardData, Style};
+use super::card::{card, Style};
+use super::facts::{grant_line, CardData};
 use super::layout::{Shown, Size};
 use crate::agent::protocol::{CredentialChange, FieldChange};
 use crate::wire::NormalizedAction;

@@ -4,6 +4,7 @@
 //! action's hash from the request it shows, and signs exactly that hash with the approver key
 //! from `vault.key.age`; nothing here runs an action.
 mod card;
+mod facts;
 #[cfg(test)]
 mod fit_tests;
 mod layout;

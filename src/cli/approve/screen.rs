@@ -13,7 +13,8 @@
 //! and each key is bound to the action whose card was on screen when it was read. `a`/`s` count
 //! only while the terminal has the size the card on screen was laid out for and its deciding
 //! lines fit (`layout::Shown::fits`); the size is looked at every tick, and a resize redraws.
-use super::card::{self, CardData};
+use super::card;
+use super::facts::CardData;
 use super::layout::Size;
 use super::watch::{left_note, Told, Watch};
 use crate::agent::client::{Client, Proof};
@@ -417,7 +418,7 @@ impl Screen {
         let (screen, layout) = match self.queue.first() {
             Some(v) => {
                 let shown = card::card(
-                    &card::CardData {
+                    &CardData {
                         grant_for: self.grant_for,
                         ..card_data(v)
                     },

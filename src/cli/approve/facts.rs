@@ -1,0 +1,227 @@
+//! What a card says about one pending action (`CardData`), each fact in the words the card and
+//! the full view show it in. Every fact comes from the normalized request whose hash the approver
+//! re-derived (`ApprovalView::verified_request`), never from text the agent wrote: the credential
+//! (name, profile, version), the method and URL (or user, host, port, pinned key and command,
+//! with any shell syntax named), the query (`name = value`), every header the agent supplied, the
+//! body, readable (`term::show_body`), and what `[s]` would grant. A body too long for the full
+//! view to show whole makes the action impossible to approve (`CardData::approvable`). A
+//! credential changed since the person last approved one of its actions says so, old and new.
+//! Every string goes through `term::escape`.
+use super::layout::{Emph, Part};
+use crate::term::{escape, show_body, MAX_SHOWN_BODY_BYTES};
+use crate::wire::{CredentialRef, NormalizedAction};
+
+/// What a card shows about one pending action; filled by `screen.rs` from the vault.
+#[derive(Debug, Clone, Default)]
+pub(super) struct CardData {
+    pub id: String,
+    pub tool: String,
+    pub action_hash: String,
+    pub created_at: String,
+    pub expires_at: String,
+    pub client_name: String,
+    pub client_version: String,
+    pub parent_exe: String,
+    /// The session came through `vault run`'s sandbox (the agent knows from the channel).
+    pub contained: bool,
+    /// The normalized action (what the hash covers), or `None` when it did not verify.
+    pub normalized: Option<NormalizedAction>,
+    pub body: Option<Vec<u8>>,
+    /// How the credential changed since the person last approved one of its actions.
+    pub changed: Option<crate::agent::protocol::CredentialChange>,
+    /// How long `[s]` grants (`[approvals] session_grant_seconds`).
+    pub grant_for: std::time::Duration,
+}
+
+impl CardData {
+    /// The body as shown to a person, if any.
+    pub(super) fn shown_body(&self) -> Option<String> {
+        self.body.as_deref().map(show_body)
+    }
+
+    /// `Err(why)` when the action must not be approved because the person cannot be shown all
+    /// of it.
+    pub(super) fn approvable(&self) -> Result<(), String> {
+        if self.normalized.is_none() {
+            return Err("does not carry a request that re-derives its hash, so it cannot be approved. Deny it ([d])".into());
+        }
+        match self.shown_body() {
+            Some(b) if b.len() > MAX_SHOWN_BODY_BYTES => Err(format!(
+                "its body takes {} bytes to show, more than the {MAX_SHOWN_BODY_BYTES} a full view shows whole, so it cannot be approved. Deny it ([d]) so the agent sends a smaller one",
+                b.len()
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// What runs, on one line: `DELETE https://…?…` or `deploy@host:22 $ uptime`.
+    pub(super) fn headline(&self) -> String {
+        match &self.normalized {
+            Some(NormalizedAction::Http(h)) => format!("{} {}", escape(&h.method), escape(&h.url)),
+            Some(NormalizedAction::Ssh(s)) => {
+                format!("{} $ {}", ssh_target(s), escape(&s.command))
+            }
+            None => "(a request that does not match its hash: not shown)".into(),
+        }
+    }
+
+    /// Where an HTTP request goes, as the decision rests on it: the method and
+    /// `scheme://host:port/path`, the port always spelled out (the query is shown, and cut
+    /// when the terminal is short, on lines of its own).
+    fn http_target(h: &crate::wire::NormalizedHttp) -> String {
+        let Ok(u) = url::Url::parse(&h.url) else {
+            return format!("{} {}", escape(&h.method), escape(&h.url));
+        };
+        let port = u
+            .port_or_known_default()
+            .map_or(String::new(), |p| format!(":{p}"));
+        format!(
+            "{} {}://{}{port}{}",
+            escape(&h.method),
+            escape(u.scheme()),
+            escape(u.host_str().unwrap_or("")),
+            escape(u.path())
+        )
+    }
+
+    pub(super) fn credential_ref(&self) -> Option<&CredentialRef> {
+        self.normalized.as_ref().map(NormalizedAction::credential)
+    }
+
+    /// The credential as the hash covers it: `api (profile default, version 3)`.
+    pub(super) fn credential(&self) -> String {
+        // Team mode: the KV version of the OpenBao secret the hash covers, so the person sees
+        // which one an approval sends.
+        let secret = match &self.normalized {
+            Some(NormalizedAction::Http(h)) => h
+                .secret_version
+                .map(|v| format!(", OpenBao secret version {v}"))
+                .unwrap_or_default(),
+            _ => String::new(),
+        };
+        match self.credential_ref() {
+            Some(c) => format!(
+                "{} (profile {}, version {}{secret})",
+                escape(&c.name),
+                escape(&c.profile),
+                c.version
+            ),
+            None => "? (profile ?, version ?)".into(),
+        }
+    }
+
+    /// Every query parameter (`name = value`) and every header the agent supplied
+    /// (`name: value`) of an HTTP request.
+    pub(super) fn query_and_headers(&self) -> (Vec<String>, Vec<String>) {
+        let Some(NormalizedAction::Http(h)) = &self.normalized else {
+            return (Vec::new(), Vec::new());
+        };
+        let query = url::Url::parse(&h.url)
+            .map(|u| {
+                u.query_pairs()
+                    .map(|(k, v)| format!("{} = {}", escape(&k), escape(&v)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let headers = h
+            .headers
+            .iter()
+            .map(|(k, v)| format!("{}: {}", escape(k), escape(v)))
+            .collect();
+        (query, headers)
+    }
+
+    /// The lines that say what runs where, each a fact the decision rests on, as (part,
+    /// emphasis, label, text): the method and URL; or the login, the command, the pinned host
+    /// key and the command's shell syntax.
+    pub(super) fn what_runs(&self) -> Vec<(Part, Emph, &'static str, String)> {
+        match &self.normalized {
+            Some(NormalizedAction::Http(h)) => {
+                vec![(Part::Top, Emph::Bold, "", Self::http_target(h))]
+            }
+            Some(NormalizedAction::Ssh(s)) => {
+                let mut out = vec![
+                    (Part::Top, Emph::Bold, "ssh", ssh_target(s)),
+                    (Part::Top, Emph::Bold, "command", escape(&s.command)),
+                    (
+                        Part::Request,
+                        Emph::Plain,
+                        "host key",
+                        format!("{} (pinned)", escape(&s.host_key)),
+                    ),
+                ];
+                for what in crate::policy::shell_syntax(&s.command) {
+                    out.push((Part::Request, Emph::Bold, "!! shell", what.to_owned()));
+                }
+                out
+            }
+            None => vec![(Part::Top, Emph::Bold, "", self.headline())],
+        }
+    }
+
+    /// What changed in the credential since the person last approved one of its actions.
+    pub(super) fn change_lines(&self) -> Vec<String> {
+        let Some(c) = &self.changed else {
+            return Vec::new();
+        };
+        let mut out = vec![format!(
+            "!! credential changed since you last approved one of its actions (then version {}):",
+            c.approved_version
+        )];
+        for f in &c.fields {
+            let show = |v: &Option<String>| v.as_deref().map_or("(not recorded)".into(), escape);
+            out.push(match (&f.old, &f.new) {
+                (None, None) => format!("   {} changed", escape(&f.field)),
+                _ => format!(
+                    "   {}: {} → {}",
+                    escape(&f.field),
+                    show(&f.old),
+                    show(&f.new)
+                ),
+            });
+        }
+        out
+    }
+}
+
+/// `user@host:port` of an SSH action (an IPv6 host in brackets).
+fn ssh_target(s: &crate::wire::NormalizedSsh) -> String {
+    let host = if s.host.contains(':') {
+        format!("[{}]", escape(&s.host))
+    } else {
+        escape(&s.host)
+    };
+    format!("{}@{host}:{}", escape(&s.user), s.port)
+}
+
+/// What `[s]` would grant, on one line: the scope (`policy::scope::grant_scope` of the request
+/// whose hash was checked, the same function the agent checks the signed grant against), the
+/// credential version, and for how long: `  [s] covers  GET, HEAD under /a/ (reads only, any
+/// query); api version 3; this session, 60 min (to 15:10)`.
+pub(super) fn grant_line(d: &CardData) -> String {
+    let Some(n) = &d.normalized else {
+        return "  [s] covers  nothing: this action cannot be approved".into();
+    };
+    let scope = crate::policy::scope::describe(&crate::policy::scope::grant_scope(n));
+    let c = n.credential();
+    let secs = d.grant_for.as_secs();
+    let end = jiff::Timestamp::now()
+        .checked_add(jiff::SignedDuration::from_secs(
+            secs.try_into().unwrap_or(i64::MAX),
+        ))
+        .map_or_else(
+            |_| "?".into(),
+            |t| {
+                t.to_zoned_datetime(jiff::tz::TimeZone::system())
+                    .strftime("%H:%M")
+                    .to_string()
+            },
+        );
+    format!(
+        "  [s] covers  {}; {} version {}; this session, {} min (to {end})",
+        escape(&scope),
+        escape(&c.name),
+        c.version,
+        secs.div_ceil(60)
+    )
+}
