@@ -6,12 +6,14 @@
 //! body, readable (`term::show_body`), and what `[s]` would grant. A body too long for the full
 //! view to show whole makes the action impossible to approve (`CardData::approvable`). A
 //! credential changed since the person last approved one of its actions says so, old and new.
-//! Every string goes through `term::escape`.
+//! Every string goes through `term::escape`. `card_data` fills it from the agent's view, and
+//! leaves the request out unless it re-derives the action's hash.
 use super::layout::{Emph, Part};
+use crate::agent::protocol::ApprovalView;
 use crate::term::{escape, show_body, MAX_SHOWN_BODY_BYTES};
 use crate::wire::{CredentialRef, NormalizedAction};
 
-/// What a card shows about one pending action; filled by `screen.rs` from the vault.
+/// What a card shows about one pending action; filled by `card_data` from the agent's view.
 #[derive(Debug, Clone, Default)]
 pub(super) struct CardData {
     pub id: String,
@@ -224,4 +226,44 @@ pub(super) fn grant_line(d: &CardData) -> String {
         c.version,
         secs.div_ceil(60)
     )
+}
+
+/// Everything the card of `v` shows. The request is shown only once it re-derives the action's
+/// hash (`ApprovalView::verified_request`); otherwise the card says so and cannot be approved.
+pub(super) fn card_data(v: &ApprovalView) -> CardData {
+    let a = &v.action;
+    let (normalized, body) = match v.verified_request() {
+        Ok(n) => (
+            Some(n),
+            v.body_hex.as_deref().and_then(|h| hex::decode(h).ok()),
+        ),
+        // `CardData::approvable` refuses a card with no request.
+        Err(_) => (None, None),
+    };
+    CardData {
+        id: a.id.clone(),
+        tool: a.tool.clone(),
+        action_hash: a.action_hash.clone(),
+        created_at: a.created_at.clone(),
+        expires_at: a.expires_at.clone(),
+        client_name: v
+            .session
+            .as_ref()
+            .map_or(a.client.clone(), |s| s.client.name.clone()),
+        client_version: v
+            .session
+            .as_ref()
+            .map(|s| s.client.version.clone())
+            .unwrap_or_default(),
+        parent_exe: v
+            .session
+            .as_ref()
+            .and_then(|s| s.parent.exe.clone())
+            .unwrap_or_else(|| "?".into()),
+        contained: v.session.as_ref().is_some_and(|s| s.contained),
+        normalized,
+        body,
+        changed: v.changed.clone(),
+        grant_for: std::time::Duration::ZERO,
+    }
 }

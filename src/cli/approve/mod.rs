@@ -10,6 +10,8 @@ mod fit_tests;
 mod layout;
 mod preview;
 mod screen;
+mod tty;
+mod unlock;
 mod watch;
 
 use crate::agent::client::ClientError;
@@ -94,7 +96,7 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         Err(e) => return Err(e.into()),
     };
     // What was decided, named from the request whose hash was checked, not the agent's words.
-    let what = screen::card_data(&view).headline();
+    let what = facts::card_data(&view).headline();
     if args.json {
         let until = decided.session_until.map(crate::wire::ts::format_millis);
         let grant = decided.scope.as_ref().map(|s| {

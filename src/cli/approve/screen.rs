@@ -14,143 +14,23 @@
 //! only while the terminal has the size the card on screen was laid out for and its deciding
 //! lines fit (`layout::Shown::fits`); the size is looked at every tick, and a resize redraws.
 use super::card;
-use super::facts::CardData;
+use super::facts::{card_data, CardData};
 use super::layout::Size;
-use super::watch::{left_note, Told, Watch};
-use crate::agent::client::{Client, Proof};
-use crate::agent::protocol::{ApprovalView, Reply, Request};
+use super::tty::{page_through, read_pin, Tty, CTRL_C};
+use super::unlock::unlock;
+use super::watch::{left_note, Told};
+use crate::agent::client::Proof;
+use crate::agent::protocol::ApprovalView;
 use crate::approvals::Verdict;
 use crate::cli::Exit;
-use crate::keys::{ApproverKey, PassphraseSource};
+use crate::keys::PassphraseSource;
 use crate::paths::VaultPaths;
 use crate::term::escape;
-use crate::wire::Secret;
-use rustix::event::{PollFd, PollFlags, Timespec};
-use rustix::termios::{
-    self, LocalModes, OptionalActions, QueueSelector, SpecialCodeIndex, Termios,
-};
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
-/// Ctrl-C, read as a key while the card is up.
-const CTRL_C: u8 = 3;
-/// How long `Tty::key` waits for a key before the queue is looked at again.
-const TICK: Duration = Duration::from_millis(250);
 /// Decision keys are ignored for this long after a different card comes on screen, so a key
 /// typed for the previous card (or typed ahead) cannot decide the new one.
 const SETTLE: Duration = Duration::from_millis(500);
-/// A PIN prompt with no key for this long is cancelled.
-const PIN_WAIT: Duration = Duration::from_secs(60);
-/// The longest PIN input read (longer input is cut; the agent refuses it).
-const PIN_INPUT_MAX: usize = 64;
-const ESC: u8 = 27;
-
-/// The terminal in no-echo, one-key-at-a-time mode; restored on drop.
-struct Tty {
-    file: File,
-    saved: Termios,
-}
-
-impl Tty {
-    fn open() -> anyhow::Result<Self> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open("/dev/tty")
-            .map_err(|_| anyhow::anyhow!("`vault approve` needs a terminal; without one use `vault approve --id ACT --approve|--deny --passphrase-stdin`"))?;
-        let saved = termios::tcgetattr(&file)
-            .map_err(|e| anyhow::anyhow!("cannot read the terminal's settings: {e}"))?;
-        let tty = Self { file, saved };
-        tty.raw(true);
-        Ok(tty)
-    }
-
-    fn raw(&self, on: bool) {
-        let mut t = self.saved.clone();
-        if on {
-            // ISIG off too: Ctrl-C arrives as a key (quit), so the terminal is restored on the
-            // way out instead of being left without echo by a signal.
-            t.local_modes
-                .remove(LocalModes::ICANON | LocalModes::ECHO | LocalModes::ISIG);
-            t.special_codes[SpecialCodeIndex::VMIN] = 0;
-            t.special_codes[SpecialCodeIndex::VTIME] = 0;
-        }
-        let _ = termios::tcsetattr(&self.file, OptionalActions::Now, &t);
-    }
-
-    /// Discards every key typed but not read yet: after a redraw, only keys pressed while the
-    /// new screen was visible count.
-    fn flush_input(&self) {
-        let _ = termios::tcflush(&self.file, QueueSelector::IFlush);
-    }
-
-    /// One key, or None after `TICK`.
-    fn key(&mut self) -> Option<u8> {
-        let timeout = Timespec {
-            tv_sec: 0,
-            tv_nsec: TICK.as_nanos() as _,
-        };
-        let mut fds = [PollFd::new(&self.file, PollFlags::IN)];
-        match rustix::event::poll(&mut fds, Some(&timeout)) {
-            Ok(n) if n > 0 => {}
-            _ => return None,
-        }
-        let mut b = [0u8; 1];
-        match self.file.read(&mut b) {
-            Ok(1) => Some(b[0]),
-            _ => None,
-        }
-    }
-
-    fn line(&mut self, prompt: &str) -> String {
-        self.raw(false);
-        let _ = write!(self.file, "{prompt}");
-        let _ = self.file.flush();
-        let mut s = String::new();
-        let mut b = [0u8; 1];
-        while let Ok(1) = self.file.read(&mut b) {
-            if b[0] == b'\n' {
-                break;
-            }
-            s.push(b[0] as char);
-        }
-        self.raw(true);
-        s.trim()
-            .chars()
-            .filter(|c| !c.is_control())
-            .take(500)
-            .collect()
-    }
-
-    /// Rows of the terminal (24 when it does not say).
-    fn rows(&self) -> usize {
-        self.size().rows
-    }
-
-    /// The terminal's size now (80×24 when it does not say): asked at every draw, so a
-    /// resized window gets a card that fits.
-    fn size(&self) -> Size {
-        match termios::tcgetwinsize(&self.file) {
-            Ok(w) if w.ws_row > 0 && w.ws_col > 0 => Size {
-                cols: usize::from(w.ws_col),
-                rows: usize::from(w.ws_row),
-            },
-            _ => Size { cols: 80, rows: 24 },
-        }
-    }
-
-    fn show(&mut self, text: &str) {
-        let _ = self.file.write_all(text.replace('\n', "\r\n").as_bytes());
-        let _ = self.file.flush();
-    }
-}
-
-impl Drop for Tty {
-    fn drop(&mut self) {
-        let _ = termios::tcsetattr(&self.file, OptionalActions::Now, &self.saved);
-    }
-}
 
 /// Which card is on screen, since when, and how it was laid out: a decision key applies to this
 /// action only, only once it has been visible for `SETTLE`, and an approval only while the
@@ -194,96 +74,6 @@ impl OnScreen {
             ),
         }
     }
-}
-
-/// Asks the passphrase, then connects to the vault's real agent over the encrypted channel
-/// (which only a holder of the key completes) and subscribes to the queue. The master key is
-/// dropped (wiped) once the channel is open: only the approver key stays, to sign, and the
-/// channel's key (derived from it), to reach the next agent if this one goes.
-fn unlock(
-    paths: &VaultPaths,
-    source: &PassphraseSource,
-    tty: &mut Tty,
-) -> anyhow::Result<(Watch, ApproverKey)> {
-    tty.raw(false);
-    let passphrase = source.read("Vault passphrase: ");
-    tty.raw(true);
-    let keys = super::super::backend::keys_from(paths, source, &passphrase?)?;
-    let mut client = crate::agent::handoff::approver_client(paths, &keys)?;
-    let psk = crate::agent::channel::channel_key(&keys.master);
-    let approver = keys.into_approver();
-    ensure_pin(&mut client, &approver, tty)?;
-    match client.call(Request::WatchPending)? {
-        Reply::Ok => Ok((Watch::new(paths.clone(), psk, client), approver)),
-        other => Err(super::super::backend::unexpected(other)),
-    }
-}
-
-/// Reads a PIN on the last line of the screen: nothing is shown as it is typed (not even how
-/// many characters); Enter ends it, Esc or Ctrl-C cancels, and so does `PIN_WAIT` without a key.
-fn read_pin(tty: &mut Tty, prompt: &str) -> Option<Secret> {
-    let rows = tty.rows();
-    tty.show(&format!("\x1b[{rows};1H\x1b[2K{prompt}"));
-    let mut typed = zeroize::Zeroizing::new(Vec::with_capacity(PIN_INPUT_MAX));
-    let mut last = Instant::now();
-    loop {
-        let Some(k) = tty.key() else {
-            if last.elapsed() > PIN_WAIT {
-                return None;
-            }
-            continue;
-        };
-        last = Instant::now();
-        match k {
-            b'\r' | b'\n' => break,
-            ESC | CTRL_C => return None,
-            127 | 8 => {
-                typed.pop();
-            }
-            k if k >= 0x20 && typed.len() < PIN_INPUT_MAX => typed.push(k),
-            _ => {}
-        }
-    }
-    (!typed.is_empty()).then(|| Secret::new(std::mem::take(&mut *typed)))
-}
-
-/// On a vault with no approval PIN, asks the person to choose one (twice) and sets it, signed
-/// with the approver key: no card can be approved without it.
-fn ensure_pin(client: &mut Client, approver: &ApproverKey, tty: &mut Tty) -> anyhow::Result<()> {
-    let set = match client.call(Request::Status)? {
-        Reply::Status(s) => s.store.is_some_and(|s| s.pin_set),
-        other => return Err(super::super::backend::unexpected(other)),
-    };
-    if set {
-        return Ok(());
-    }
-    tty.show(&format!(
-        "\x1b[2J\x1b[HThis vault has no approval PIN yet.\n\nEvery approval takes it, typed after [a] or [s] with nothing shown, so a program\nthat can type into this terminal still cannot approve. {}\n",
-        crate::approvals::pin::RULE
-    ));
-    for _ in 0..3 {
-        let Some(pin) = read_pin(tty, "Choose an approval PIN: ") else {
-            anyhow::bail!("no approval PIN was chosen, so no card could be approved; run `vault approve` again (or `vault pin`)");
-        };
-        let text = String::from_utf8_lossy(pin.expose());
-        if let Err(why) = crate::approvals::pin::check_new(&text) {
-            tty.show(&format!("\r\n{why}; try again.\n"));
-            continue;
-        }
-        let again = read_pin(tty, "Type it again: ");
-        if again.as_ref().map(Secret::expose) != Some(pin.expose()) {
-            tty.show("\r\nThe two did not match; try again.\n");
-            continue;
-        }
-        let request = crate::approvals::pin::sign_pin(approver, &client.vault_id, &pin);
-        match client.call(Request::SetPin { request, pin })? {
-            Reply::Ok => return Ok(()),
-            other => return Err(super::super::backend::unexpected(other)),
-        }
-    }
-    anyhow::bail!(
-        "no approval PIN was set after three tries; run `vault approve` again (or `vault pin`)"
-    )
 }
 
 pub(super) fn run(
@@ -566,71 +356,6 @@ fn capital(s: &str) -> String {
     c.next()
         .map(|f| f.to_uppercase().collect::<String>() + c.as_str())
         .unwrap_or_default()
-}
-
-/// Everything the card of `v` shows. The request is shown only once it re-derives the action's
-/// hash (`ApprovalView::verified_request`); otherwise the card says so and cannot be approved.
-pub(super) fn card_data(v: &ApprovalView) -> CardData {
-    let a = &v.action;
-    let (normalized, body) = match v.verified_request() {
-        Ok(n) => (
-            Some(n),
-            v.body_hex.as_deref().and_then(|h| hex::decode(h).ok()),
-        ),
-        // `CardData::approvable` refuses a card with no request.
-        Err(_) => (None, None),
-    };
-    CardData {
-        id: a.id.clone(),
-        tool: a.tool.clone(),
-        action_hash: a.action_hash.clone(),
-        created_at: a.created_at.clone(),
-        expires_at: a.expires_at.clone(),
-        client_name: v
-            .session
-            .as_ref()
-            .map_or(a.client.clone(), |s| s.client.name.clone()),
-        client_version: v
-            .session
-            .as_ref()
-            .map(|s| s.client.version.clone())
-            .unwrap_or_default(),
-        parent_exe: v
-            .session
-            .as_ref()
-            .and_then(|s| s.parent.exe.clone())
-            .unwrap_or_else(|| "?".into()),
-        contained: v.session.as_ref().is_some_and(|s| s.contained),
-        normalized,
-        body,
-        changed: v.changed.clone(),
-        grant_for: std::time::Duration::ZERO,
-    }
-}
-
-/// Shows the full view a page at a time: space for the next page, any other key goes back.
-fn page_through(tty: &mut Tty, lines: &[String]) {
-    let per_page = tty.rows().saturating_sub(2).max(8);
-    let pages = lines.len().div_ceil(per_page).max(1);
-    for (n, page) in lines.chunks(per_page).enumerate() {
-        let footer = if n + 1 == pages {
-            "(end of the action: any key to go back)".to_owned()
-        } else {
-            format!(
-                "-- page {} of {pages}: [space] next page, any other key to go back --",
-                n + 1
-            )
-        };
-        tty.show(&format!("\x1b[2J\x1b[H{}\n{footer}\n", page.join("\n")));
-        let key = loop {
-            if let Some(k) = tty.key() {
-                break k;
-            }
-        };
-        if key != b' ' {
-            return;
-        }
-    }
 }
 
 /// A desktop notification where one is available; failures are silent.
