@@ -171,10 +171,10 @@ fn check_actions(
     let mut worst: Option<Failure> = None;
     while let Some(r) = rows.next()? {
         let (id, state): (String, String) = (r.get(0)?, r.get(1)?);
-        let found = match transitions.get(id.as_str()) {
+        let found = match transitions.get(&id) {
             Some((_, s)) if s.as_str() == state => continue,
             Some((seq, s)) => Failure {
-                seq: Some(*seq),
+                seq: Some(seq),
                 reason: Reason::ActionStateMismatch,
                 detail: format!("action {id} is {state:?} in the actions table, but its last journal transition (seq {seq}) is {:?}", s.as_str()),
             },
