@@ -21,10 +21,11 @@ pub(super) enum Detail {
     None,
     /// An `action.dispatched` row's basis (`None`: it names none), or why its body cannot be read.
     Dispatch(Result<Option<Basis>, String>),
-    /// A `grant.add` row's body, or why it cannot be read.
-    GrantAdd(Result<GrantAdded, String>),
+    /// A `grant.add` row's body, or why it cannot be read (boxed, as the next one: rare rows, and
+    /// every row's `Facts` is as large as its largest detail).
+    GrantAdd(Result<Box<GrantAdded>, String>),
     /// A `grant.revoke` row's body, or why it cannot be read.
-    GrantRevoke(Result<GrantRevoked, String>),
+    GrantRevoke(Result<Box<GrantRevoked>, String>),
 }
 
 impl Detail {
@@ -44,10 +45,14 @@ impl Detail {
                 ))
             }
             Some(Kind::GrantAdd) => Detail::GrantAdd(
-                serde_json::from_str(body).map_err(|e| unreadable(e, Kind::GrantAdd)),
+                serde_json::from_str(body)
+                    .map(Box::new)
+                    .map_err(|e| unreadable(e, Kind::GrantAdd)),
             ),
             Some(Kind::GrantRevoke) => Detail::GrantRevoke(
-                serde_json::from_str(body).map_err(|e| unreadable(e, Kind::GrantRevoke)),
+                serde_json::from_str(body)
+                    .map(Box::new)
+                    .map_err(|e| unreadable(e, Kind::GrantRevoke)),
             ),
             _ => Detail::None,
         }

@@ -7,8 +7,10 @@ mod basis;
 mod file_tests;
 mod line;
 pub(crate) mod parallel;
+mod seen;
 mod sources;
 
+pub use seen::Transitions;
 pub use sources::{
     verify_file, verify_file_with, verify_store, verify_store_parallel, verify_store_with,
 };
@@ -16,9 +18,8 @@ pub use sources::{
 use super::anchor::Anchor;
 use super::{genesis, write_canonical_row};
 use crate::wire::journal::{Basis, HeadLine, Kind, VaultInit, VerifyLine};
-use crate::wire::State;
 use basis::Detail;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// Errors that stop verification before a verdict (a verdict that the chain is bad is a `Report`).
@@ -176,13 +177,16 @@ fn computed_hash(buf: &mut String, row: &RowRef<'_>) -> [u8; 32] {
 }
 
 /// What the in-order checks need of a row that depends on that row alone, so that a worker
-/// thread can take it (`parallel`): its computed hash, its kind, and what a dispatch or grant row
-/// says (`basis::Detail`).
+/// thread can take it (`parallel`): its computed hash, its kind, what a dispatch or grant row
+/// says (`basis::Detail`), and the hashes its action id and decision nonce are looked up by
+/// (`seen::key`; 0 for a row without one).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Facts {
     hash: [u8; 32],
     kind: Option<Kind>,
     detail: Detail,
+    action_key: u64,
+    nonce_key: u64,
 }
 
 impl Facts {
@@ -194,18 +198,20 @@ impl Facts {
     /// The facts of `row` whose hash, blake3(prev ‖ canonical row), was taken already.
     pub(crate) fn hashed(hash: [u8; 32], row: &RowRef<'_>) -> Self {
         let kind = Kind::parse(row.kind);
+        let detail = Detail::of(kind, row.seq, row.body);
+        let nonce_key = match &detail {
+            Detail::Dispatch(Ok(Some(Basis::Decision { nonce, .. }))) => seen::key(nonce),
+            _ => 0,
+        };
         Self {
             hash,
             kind,
-            detail: Detail::of(kind, row.seq, row.body),
+            detail,
+            action_key: row.action.map_or(0, seen::key),
+            nonce_key,
         }
     }
 }
-
-/// Each action's last transition (seq, state). foldhash (randomly seeded per process) instead of
-/// SipHash: the map is looked up once per action row, and SipHash was a twentieth of `vault verify
-/// --file`'s time.
-pub type Transitions = HashMap<Box<str>, (i64, State), foldhash::fast::RandomState>;
 
 /// A streaming verifier: feed rows in order with `push` until it returns false, then `finish`.
 #[derive(Debug)]
@@ -222,7 +228,7 @@ pub struct Verifier {
     /// Last transition (seq, state) per action.
     transitions: Transitions,
     /// Decision nonces already spent by an `action.dispatched` row.
-    spent: std::collections::HashSet<String, foldhash::fast::RandomState>,
+    spent: seen::Spent,
     /// The grants recorded so far, and whether each was revoked.
     grants: basis::Grants,
     /// Whether the last `vault.pause` / `vault.resume` row was a pause.
@@ -290,8 +296,8 @@ impl Verifier {
             grants,
             ..
         } = self;
-        let last = transitions.get_mut(action);
-        match last.as_deref().copied() {
+        let last = transitions.last_mut(facts.action_key, action);
+        match last.as_ref().map(|l| (l.seq, l.state)) {
             None if !to.is_initial() => {
                 return Err(illegal(format!("action {action} first appears at seq {exp} as {state}, but an action starts pending or received")));
             }
@@ -305,7 +311,7 @@ impl Verifier {
                         .check_dispatch((exp, row.ts, row.session), action, from, basis.as_ref())
                         .map_err(|d| (Reason::NoValidBasis, d))?;
                     if let Some(Basis::Decision { nonce, .. }) = basis {
-                        if !spent.insert(nonce.clone()) {
+                        if !spent.spend(facts.nonce_key, nonce) {
                             return Err(illegal(format!("action {action} was dispatched at seq {exp} on a decision an earlier dispatch already spent")));
                         }
                     }
@@ -315,10 +321,8 @@ impl Verifier {
         }
         // The key is allocated once per action, not once per row.
         match last {
-            Some(last) => *last = (exp, to),
-            None => {
-                transitions.insert(action.into(), (exp, to));
-            }
+            Some(last) => (last.seq, last.state) = (exp, to),
+            None => transitions.first(facts.action_key, action, exp, to),
         }
         Ok(())
     }

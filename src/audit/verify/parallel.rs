@@ -85,7 +85,8 @@ impl Chunk {
         });
     }
 
-    /// Empty, its buffers kept for the next chunk (so the checking thread frees nothing).
+    /// Empty, its buffers kept for the next chunk (by the worker that fills it next, which is the
+    /// one that filled it last: the checking thread frees nothing).
     fn clear(&mut self) {
         self.text.clear();
         self.bytes.clear();
@@ -154,12 +155,13 @@ where
     let (job_tx, job_rx) = mpsc::channel::<(usize, I)>();
     let job_rx = Mutex::new(job_rx);
     let stop = AtomicBool::new(false);
-    let (out_tx, out_rx) = mpsc::channel::<(usize, Result<Chunk, E>)>();
-    // Chunks already checked, emptied, for the workers to fill again.
-    let spare: Mutex<Vec<Chunk>> = Mutex::new(Vec::new());
+    let (out_tx, out_rx) = mpsc::channel::<(usize, usize, Result<Chunk, E>)>();
+    // Chunks already checked, per worker that filled them, for it to empty and fill again: what
+    // a chunk's rows allocated is freed on the thread that allocated it, not on this one.
+    let spare: Vec<Mutex<Vec<Chunk>>> = (0..n).map(|_| Mutex::new(Vec::new())).collect();
     std::thread::scope(|scope| {
-        for mut work in workers {
-            let (out_tx, job_rx, stop, spare) = (out_tx.clone(), &job_rx, &stop, &spare);
+        for (w, mut work) in workers.into_iter().enumerate() {
+            let (out_tx, job_rx, stop, spare) = (out_tx.clone(), &job_rx, &stop, &spare[w]);
             scope.spawn(move || loop {
                 let job = job_rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
                 let Ok((i, input)) = job else { break };
@@ -168,8 +170,9 @@ where
                 }
                 let spare = spare.lock().unwrap_or_else(|p| p.into_inner()).pop();
                 let mut chunk = spare.unwrap_or_default();
+                chunk.clear();
                 let done = work(input, &mut chunk).map(|()| chunk);
-                if out_tx.send((i, done)).is_err() {
+                if out_tx.send((i, w, done)).is_err() {
                     break;
                 }
             });
@@ -177,7 +180,7 @@ where
         drop(out_tx);
         let mut inputs = inputs.enumerate();
         let (mut sent, mut next, mut exhausted) = (0usize, 0usize, false);
-        let mut ready: BTreeMap<usize, Chunk> = BTreeMap::new();
+        let mut ready: BTreeMap<usize, (usize, Chunk)> = BTreeMap::new();
         let mut fed = 0u64;
         let mut result = Ok(());
         'run: loop {
@@ -190,24 +193,28 @@ where
             if exhausted && next == sent {
                 break;
             }
-            let Ok((i, done)) = out_rx.recv() else { break };
+            let Ok((i, w, done)) = out_rx.recv() else {
+                break;
+            };
             match done {
                 Err(e) => {
                     result = Err(e);
                     break;
                 }
                 Ok(chunk) => {
-                    ready.insert(i, chunk);
+                    ready.insert(i, (w, chunk));
                 }
             }
-            while let Some(mut chunk) = ready.remove(&next) {
+            while let Some((w, chunk)) = ready.remove(&next) {
                 next += 1;
                 if !chunk.feed(v, fed) {
                     break 'run;
                 }
                 fed += chunk.rows.len() as u64;
-                chunk.clear();
-                spare.lock().unwrap_or_else(|p| p.into_inner()).push(chunk);
+                spare[w]
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(chunk);
             }
         }
         stop.store(true, Ordering::Relaxed);

@@ -171,10 +171,10 @@ fn check_actions(
     let mut worst: Option<Failure> = None;
     while let Some(r) = rows.next()? {
         let (id, state): (String, String) = (r.get(0)?, r.get(1)?);
-        let found = match transitions.get(id.as_str()) {
+        let found = match transitions.get(&id) {
             Some((_, s)) if s.as_str() == state => continue,
             Some((seq, s)) => Failure {
-                seq: Some(*seq),
+                seq: Some(seq),
                 reason: Reason::ActionStateMismatch,
                 detail: format!("action {id} is {state:?} in the actions table, but its last journal transition (seq {seq}) is {:?}", s.as_str()),
             },
@@ -269,27 +269,31 @@ fn lines_starting_in<'b>(
     use std::os::unix::fs::FileExt;
     // One byte before the block says whether a line starts at `from`.
     let start = from.saturating_sub(1);
-    let read = |buf: &mut Vec<u8>, at: u64, n: u64| {
-        let old = buf.len();
-        buf.resize(old + n as usize, 0);
-        file.read_exact_at(&mut buf[old..], at)
+    // `buf[..filled]` holds what was read; the rest is left from the block before (never zeroed
+    // again: the reads overwrite it).
+    let mut filled = 0;
+    let mut read = |buf: &mut Vec<u8>, at: u64, n: u64| {
+        let end = filled + n as usize;
+        if buf.len() < end {
+            buf.resize(end, 0);
+        }
+        file.read_exact_at(&mut buf[filled..end], at)?;
+        filled = end;
+        Ok::<usize, std::io::Error>(end)
     };
-    buf.clear();
-    read(buf, start, to - start)?;
+    let mut end = read(buf, start, to - start)?;
     // The last line that starts in the block runs to its newline, past `to` if need be.
-    let mut end = buf.len();
-    if buf.last() != Some(&b'\n') {
+    if buf[end - 1] != b'\n' {
         let mut at = to;
         loop {
-            let scanned = buf.len();
+            let scanned = end;
             if at == len {
-                end = buf.len();
                 break;
             }
             let n = (len - at).min(64 << 10);
-            read(buf, at, n)?;
+            end = read(buf, at, n)?;
             at += n;
-            if let Some(nl) = memchr::memchr(b'\n', &buf[scanned..]) {
+            if let Some(nl) = memchr::memchr(b'\n', &buf[scanned..end]) {
                 end = scanned + nl + 1;
                 break;
             }
