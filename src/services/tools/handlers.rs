@@ -450,69 +450,110 @@ async fn submit(
             Map::new(),
         ));
     }
-    let remote = match &req {
-        Request::Http(_) => openbao_version(env, ses, &cred_name).await,
-        Request::Ssh(_) => Remote::NotAsked,
-    };
-    let (trust, ses2) = (env.trust.clone(), ses.clone());
+    // Team mode: a credential whose secret is in OpenBao makes the job return first, so the KV
+    // version is resolved off the writer's thread; the job then runs again with it. Any other
+    // call is one job, as before.
+    let mut remote = Remote::Unknown;
+    let mut req = req;
+    loop {
+        match submit_job(env, ses, req, &cred_name, key.clone(), remote).await {
+            Step::Done(done) => return done,
+            Step::Resolve(r, back) => {
+                remote = resolve(env, r).await;
+                req = back;
+            }
+        }
+    }
+}
+
+/// What one submission job did: finished, or stopped to have a secret's KV version resolved.
+/// Returned once per job and moved out at once, so its size costs nothing.
+#[allow(clippy::large_enum_variant)]
+enum Step {
+    Done(Result<(Submitted, Option<approvals::Claim>), ToolResult>),
+    /// The secret's reference, and the call, given back for the next job.
+    Resolve(OpenBaoRef, Request),
+}
+
+/// One job on the writer: the pause switch, the credential, policy, the submission and, for an
+/// action its signed policy lets run without a card, the claim (one commit).
+async fn submit_job(
+    env: &Arc<Env>,
+    ses: &Arc<Session>,
+    req: Request,
+    cred_name: &str,
+    key: Option<String>,
+    remote: Remote,
+) -> Step {
+    let (trust, ses2, cred_name) = (env.trust.clone(), ses.clone(), cred_name.to_owned());
     let (expiry, replay) = (env.config.expiry(), env.config.replay_window());
     env.db
         .run(move |s| {
             if let Some(refusal) = paused_refusal(s) {
-                return Err(refusal);
+                return Step::Done(Err(refusal));
             }
-            let cred =
-                credentials::get(s, &ses2.profile, &cred_name).map_err(|e| credential_error(&e))?;
-            let mut validated: ValidatedRequest = match req {
+            let cred = match credentials::get(s, &ses2.profile, &cred_name) {
+                Ok(c) => c,
+                Err(e) => return Step::Done(Err(credential_error(&e))),
+            };
+            if let (Target::Http(t), Remote::Unknown) = (&cred.target, &remote) {
+                if let Some(r) = &t.secret_from {
+                    return Step::Resolve(r.clone(), req);
+                }
+            }
+            let validated = match req {
                 Request::Http(a) => policy::validate_http(&cred, a),
                 Request::Ssh(a) => policy::validate_ssh(&cred, a),
-            }
-            .map_err(|e| policy_error(&e))?;
-            let unresolved = remote.apply(&cred, &mut validated);
-            let submitted = approvals::submit(
-                s,
-                &trust,
-                Submission {
-                    session_id: &ses2.id,
-                    client: &ses2.client.name,
-                    profile: &ses2.profile,
-                    credential: &cred,
-                    request: &validated,
-                    idempotency_key: key.as_deref(),
-                    expiry,
-                    replay_window: replay,
-                    unresolved: unresolved.as_deref(),
-                },
-            )
-            .map_err(|e| approval_error(&e))?;
-            let claim = match &submitted {
-                Submitted::Created(a) if a.state == approvals::State::Received => {
-                    Some(approvals::claim(s, &trust, &a.id).map_err(|e| approval_error(&e))?)
-                }
-                _ => None,
             };
-            Ok((submitted, claim))
+            let mut validated: ValidatedRequest = match validated {
+                Ok(v) => v,
+                Err(e) => return Step::Done(Err(policy_error(&e))),
+            };
+            let unresolved = remote.apply(&cred, &mut validated);
+            Step::Done((|| {
+                let submitted = approvals::submit(
+                    s,
+                    &trust,
+                    Submission {
+                        session_id: &ses2.id,
+                        client: &ses2.client.name,
+                        profile: &ses2.profile,
+                        credential: &cred,
+                        request: &validated,
+                        idempotency_key: key.as_deref(),
+                        expiry,
+                        replay_window: replay,
+                        unresolved: unresolved.as_deref(),
+                    },
+                )
+                .map_err(|e| approval_error(&e))?;
+                let claim = match &submitted {
+                    Submitted::Created(a) if a.state == approvals::State::Received => {
+                        Some(approvals::claim(s, &trust, &a.id).map_err(|e| approval_error(&e))?)
+                    }
+                    _ => None,
+                };
+                Ok((submitted, claim))
+            })())
         })
         .await
-        .unwrap_or_else(|_| Err(internal("the vault agent is stopping")))
+        .unwrap_or_else(|_| Step::Done(Err(internal("the vault agent is stopping"))))
 }
 
-/// Team mode: what was learnt from OpenBao before the submission's job.
+/// Team mode: what OpenBao said of a credential's secret before the job that submits the call.
 enum Remote {
-    /// Not looked up: an SSH call, or the vault has no OpenBao login.
-    NotAsked,
-    /// The credential's secret is kept here in OpenBao at this KV version.
+    /// Not asked (yet): the first job finds out whether the credential needs it.
+    Unknown,
+    /// The secret is kept here in OpenBao at this KV version.
     Resolved(OpenBaoRef, u64),
-    /// The credential's secret is kept here, and OpenBao could not say which version: why.
+    /// The secret is kept here, and OpenBao could not say which version: why.
     Failed(OpenBaoRef, String),
-    /// The credential keeps its own secret.
-    Local,
 }
 
 impl Remote {
     /// Sets the version an HTTP request sends, or says why it cannot run (the action is then
-    /// recorded as failed before sending): not logged in, OpenBao's fault, or the credential's
-    /// reference changed between the lookup and now.
+    /// recorded as failed before sending): OpenBao's fault (not logged in among them), or the
+    /// credential's reference changed between the lookup and now.
     fn apply(
         self,
         cred: &credentials::Credential,
@@ -528,9 +569,6 @@ impl Remote {
                 None
             }
             Remote::Failed(r, why) if &r == wanted => Some(why),
-            Remote::NotAsked => {
-                Some(crate::services::openbao::RemoteError::NotLoggedIn.to_string())
-            }
             _ => Some(
                 "the credential's OpenBao reference changed while the call was made; ask again"
                     .into(),
@@ -539,30 +577,10 @@ impl Remote {
     }
 }
 
-/// Team mode: for a credential whose secret is kept in OpenBao, the KV version a call now sends
-/// (cached, or read now off the agent's thread). One extra lookup, and only with a login.
-async fn openbao_version(env: &Arc<Env>, ses: &Arc<Session>, name: &str) -> Remote {
-    if !env.openbao.is_logged_in() {
-        return Remote::NotAsked;
-    }
-    let (profile, name) = (ses.profile.clone(), name.to_owned());
-    let reference = env
-        .db
-        .run(move |s| {
-            credentials::get(s, &profile, &name)
-                .ok()
-                .and_then(|c| match c.target {
-                    Target::Http(h) => h.secret_from,
-                    Target::Ssh(_) => None,
-                })
-        })
-        .await
-        .ok()
-        .flatten();
-    let Some(r) = reference else {
-        return Remote::Local;
-    };
+/// Team mode: the KV version a call now sends (cached, or read now off the agent's thread).
+async fn resolve(env: &Arc<Env>, r: OpenBaoRef) -> Remote {
     let remote = env.openbao.clone();
+    let fallback = Remote::Failed(r.clone(), "openbao_error: the OpenBao lookup failed".into());
     tokio::task::spawn_blocking(move || match remote.current_version(&r) {
         Ok(v) => Remote::Resolved(r, v),
         Err(e) => {
@@ -572,7 +590,7 @@ async fn openbao_version(env: &Arc<Env>, ses: &Arc<Session>, name: &str) -> Remo
         }
     })
     .await
-    .unwrap_or(Remote::NotAsked)
+    .unwrap_or(fallback)
 }
 
 #[cfg(test)]
