@@ -128,11 +128,7 @@ fn speaking_the_agent_protocol_changes_no_credential() {
     let v = vault("bind-raw", &target);
     let before = (snapshot(&v), support::journal::kinds(&v));
     let listed = {
-        let mut c = RawClient::connect(&v);
-        c.ask(
-            1,
-            json!({"op": "hello", "v": agent_vault::agent::protocol::VERSION, "role": "cli"}),
-        );
+        let mut c = RawClient::cli(&v);
         c.ask(2, json!({"op": "credentials", "profile": "default"}))
     };
     let web1 = listed["data"]
@@ -161,11 +157,7 @@ fn speaking_the_agent_protocol_changes_no_credential() {
     ];
     for (i, req) in requests.into_iter().enumerate() {
         // Each on a fresh connection: a refused frame may close the one it came on.
-        let mut c = RawClient::connect(&v);
-        c.ask(
-            1,
-            json!({"op": "hello", "v": agent_vault::agent::protocol::VERSION, "role": "cli"}),
-        );
+        let mut c = RawClient::cli(&v);
         let reply = c.try_ask(2 + i as u64, req.clone());
         assert!(
             reply.as_ref().is_none_or(|r| r["kind"] == "error"),

@@ -163,6 +163,33 @@ fn an_approval_sends_the_version_its_card_showed() {
     assert_nowhere_on_disk(&v);
 }
 
+/// The vault has no OpenBao login: `vault openbao status` says so, and a reference to a secret
+/// in OpenBao is refused when added.
+fn assert_not_logged_in(v: &mut TestVault, target: &HttpTarget) {
+    let status = v.run(&["openbao", "status"], None).ok();
+    assert!(status.stdout.contains("Not logged in"), "{}", status.stdout);
+    let refused = v
+        .run_pp(
+            &[
+                "add",
+                "http",
+                "api",
+                "--host",
+                &target.base(),
+                "--bearer",
+                "--secret-from",
+                "openbao:secret/team/api#token",
+            ],
+            None,
+        )
+        .code(1);
+    assert!(
+        refused.stderr.contains("not logged in to OpenBao"),
+        "{}",
+        refused.stderr
+    );
+}
+
 /// The reason a failed call gives, with zero requests at the target.
 fn failed(p: &mut McpProc, id: i64, credential: &str, target: &HttpTarget) -> String {
     let before = target.requests().len();
@@ -282,30 +309,9 @@ fn a_login_that_does_not_work_is_not_stored() {
         );
         assert_no_leak("a refused login's error", out.stderr.as_bytes(), secret);
     }
-    let status = v.run(&["openbao", "status"], None).ok();
-    assert!(status.stdout.contains("Not logged in"), "{}", status.stdout);
     // Without a login a reference is refused when added.
     let target = HttpTarget::start(V1);
-    let refused = v
-        .run_pp(
-            &[
-                "add",
-                "http",
-                "api",
-                "--host",
-                &target.base(),
-                "--bearer",
-                "--secret-from",
-                "openbao:secret/team/api#token",
-            ],
-            None,
-        )
-        .code(1);
-    assert!(
-        refused.stderr.contains("not logged in to OpenBao"),
-        "{}",
-        refused.stderr
-    );
+    assert_not_logged_in(&mut v, &target);
 
     // A secret_id that works when given but is used up (or expired: OpenBao answers both alike)
     // before the agent logs in: refused, said so. One use: the command's own check.
@@ -452,4 +458,53 @@ fn tokens_are_kept_alive_tls_is_checked_and_a_given_token_works() {
         assert_no_leak(&f.display().to_string(), &bytes, &token);
         assert_no_leak(&f.display().to_string(), &bytes, &secret_id);
     }
+}
+
+/// The attacker: a second process of the vault's own non-root uid speaks the agent's protocol on
+/// its socket and asks it to log in to a server of the attacker's (to collect the secret_id it
+/// would send, or to feed it secrets), and to log out. Without the approver's signature both are
+/// refused: the attacker's server is never contacted, nothing is stored or journaled.
+#[test]
+fn a_same_uid_process_cannot_point_the_vault_at_its_own_server() {
+    if !support::uid::run_unprivileged(
+        "a_same_uid_process_cannot_point_the_vault_at_its_own_server",
+    ) {
+        return;
+    }
+    let lure = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    lure.set_nonblocking(true).unwrap();
+    let lure_address = format!("http://{}", lure.local_addr().unwrap());
+    let mut v = TestVault::init("team-forged");
+    let before = support::journal::kinds(&v);
+    let login = json!({"address": lure_address, "auth": {"method": "approle", "mount": "approle", "role_id": "r"}, "journal_mount": "secret"});
+    let payload = json!({"v": 1, "vault_id": "x", "op": "openbao_login", "nonce": "0".repeat(32),
+                         "login": login, "commitment": "00",
+                         "issued_at": agent_vault::wire::ts::format_millis(jiff::Timestamp::now())});
+    let forged = json!({"payload": payload.to_string(), "signature": "00".repeat(64)});
+    let requests = [
+        json!({"op": "openbao_login", "request": forged, "secret": hex::encode("a-secret-id")}),
+        json!({"op": "openbao_login", "request": {"payload": "{}", "signature": ""}, "secret": "00"}),
+        json!({"op": "openbao_logout", "request": forged}),
+    ];
+    for (i, req) in requests.iter().enumerate() {
+        let mut c = support::raw::RawClient::cli(&v);
+        let reply = c.try_ask(2 + i as u64, req.clone());
+        assert!(
+            reply.as_ref().is_none_or(|r| r["kind"] == "error"),
+            "{req} was answered {reply:?}"
+        );
+    }
+    assert_not_logged_in(&mut v, &HttpTarget::start(V1));
+    assert!(
+        lure.accept().is_err(),
+        "the agent contacted the attacker's server"
+    );
+    let after = support::journal::kinds(&v);
+    assert!(
+        after[before.len()..]
+            .iter()
+            .all(|k| !k.starts_with("openbao.")),
+        "{:?}",
+        &after[before.len()..]
+    );
 }

@@ -155,17 +155,21 @@ pub enum Request {
     },
     /// Logs the vault in to a team's OpenBao: the approver's signed `OpenBaoPayload` and the
     /// secret_id or token it commits to (hex, zeroized).
+    #[serde(rename = "openbao_login")]
     OpenBaoLogin {
         request: Signed,
         secret: Secret,
     },
     /// Removes the OpenBao login, by the approver's signed `OpenBaoPayload` (no login).
+    #[serde(rename = "openbao_logout")]
     OpenBaoLogout {
         request: Signed,
     },
     /// Where the vault logs in to OpenBao and how that goes.
+    #[serde(rename = "openbao_status")]
     OpenBaoStatus,
     /// The journal's head as the team's OpenBao holds it (read now).
+    #[serde(rename = "openbao_head")]
     OpenBaoHead,
     /// The active session grants.
     Grants,
@@ -369,6 +373,7 @@ pub enum Reply {
         rows: u64,
         head: Option<(i64, String)>,
     },
+    #[serde(rename = "openbao")]
     OpenBao(OpenBaoView),
     RemoteHead(RemoteHeadView),
     Error {

@@ -21,6 +21,17 @@ impl RawClient {
         Self { write, read }
     }
 
+    /// Connects and says hello as a person's command (role cli, this build's protocol version),
+    /// the way a same-uid process that skips the `vault` command would (request id 1).
+    pub fn cli(v: &super::TestVault) -> Self {
+        let mut c = Self::connect(v);
+        c.ask(
+            1,
+            json!({"op": "hello", "v": agent_vault::agent::protocol::VERSION, "role": "cli"}),
+        );
+        c
+    }
+
     /// Sends `req` as request `id` and returns its reply (events on the way are skipped).
     pub fn ask(&mut self, id: u64, req: Value) -> Value {
         self.try_ask(id, req).expect("the agent answered")
