@@ -154,3 +154,14 @@ pub(super) async fn on_fresh_connection(
     .unwrap_or_else(|e| ops::error(ErrorCode::Internal, e.to_string()));
     writer.reply(id, reply).await;
 }
+
+/// Team mode: the journal's head as OpenBao holds it, read off the connection's thread (a
+/// network call).
+pub(super) async fn openbao_head(agent: Arc<Agent>, writer: Arc<Writer>, id: u64) {
+    let (remote, vault_id) = (agent.env.openbao.clone(), agent.env.trust.vault_id.clone());
+    let reply = tokio::task::spawn_blocking(move || remote.head_view(&vault_id))
+        .await
+        .map(Reply::RemoteHead)
+        .unwrap_or_else(|e| ops::error(ErrorCode::Internal, e.to_string()));
+    writer.reply(id, reply).await;
+}

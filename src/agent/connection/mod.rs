@@ -22,7 +22,7 @@ use tokio::time::Instant;
 use zeroize::Zeroizing;
 
 mod answers;
-use answers::{journal, on_fresh_connection, status, watch_pending};
+use answers::{journal, on_fresh_connection, openbao_head, status, watch_pending};
 
 /// Requests one connection may have in flight at once.
 const MAX_INFLIGHT: usize = 64;
@@ -439,16 +439,7 @@ impl Conn {
                     .await
             }
             Request::OpenBaoHead => {
-                // A network call: off the connection's thread.
-                self.tasks.spawn(async move {
-                    let (remote, vault_id) =
-                        (agent.env.openbao.clone(), agent.env.trust.vault_id.clone());
-                    let reply = tokio::task::spawn_blocking(move || remote.head_view(&vault_id))
-                        .await
-                        .map(Reply::RemoteHead)
-                        .unwrap_or_else(|e| ops::error(ErrorCode::Internal, e.to_string()));
-                    writer.reply(id, reply).await;
-                });
+                self.tasks.spawn(openbao_head(agent, writer, id));
             }
             Request::Ping => writer.reply(id, Reply::Ok).await,
             Request::Lock => {

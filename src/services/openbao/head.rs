@@ -48,6 +48,12 @@ fn parse(text: &str) -> Option<RemoteHead> {
     })
 }
 
+/// The KV mount the login keeps the journal's head in.
+fn journal_mount(inner: &super::Inner) -> Result<String, RemoteError> {
+    let session = inner.session.as_ref().ok_or(RemoteError::NotLoggedIn)?;
+    Ok(session.stored.login.journal_mount.clone())
+}
+
 impl Remote {
     /// `read_head` as the protocol carries it.
     pub(crate) fn head_view(&self, vault_id: &str) -> crate::wire::protocol::RemoteHeadView {
@@ -77,14 +83,7 @@ impl Remote {
     /// head is an error: someone wrote it by hand.
     pub(crate) fn read_head(&self, vault_id: &str) -> Result<Option<RemoteHead>, RemoteError> {
         let mut inner = self.lock();
-        let mount = inner
-            .session
-            .as_ref()
-            .ok_or(RemoteError::NotLoggedIn)?
-            .stored
-            .login
-            .journal_mount
-            .clone();
+        let mount = journal_mount(&inner)?;
         let result = self.with_token(&mut inner, |client, token| {
             match client.kv_read(token, &mount, &path(vault_id), FIELD, None) {
                 Ok(kv) => {
@@ -120,14 +119,7 @@ impl Remote {
             hash: hex::encode(hash),
         };
         let mut inner = self.lock();
-        let mount = inner
-            .session
-            .as_ref()
-            .ok_or(RemoteError::NotLoggedIn)?
-            .stored
-            .login
-            .journal_mount
-            .clone();
+        let mount = journal_mount(&inner)?;
         let kv_path = path(vault_id);
         let result = self.with_token(&mut inner, |client, token| {
             let mut tries = 0;
