@@ -18,6 +18,7 @@ pub mod contain;
 pub mod credentials;
 mod demo;
 pub mod exec;
+pub mod fido;
 pub mod import;
 pub mod keys;
 pub mod mcp;

@@ -36,6 +36,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("config", &["paths"]),
     ("scan", &[]),
     ("openbao", &[]),
+    ("fido", &[]),
     ("keys", &["canonical", "wire"]),
     ("store", &["keys", "time"]),
     ("audit", &["canonical", "paths", "store", "time", "wire"]),

@@ -18,6 +18,7 @@ pub mod pty;
 pub mod raw;
 pub mod relay;
 pub mod shapes;
+pub mod soft_key;
 pub mod ssh;
 pub mod sshd;
 pub mod standin;

@@ -1,0 +1,162 @@
+//! FIDO2 security keys: registering one and asking it to sign a touch for one action, and checking
+//! what it signed. The protocol (`ctap2`: requests and responses as CBOR bytes; `verify`:
+//! authenticator data, COSE keys, signatures) knows no transport: it hands bytes to a
+//! `Transport`, which is the USB key (`hid`) in the product and a software authenticator in the
+//! tests, both carrying the same bytes. A leaf: it knows nothing of the vault but the challenge
+//! fields it is given.
+pub mod ctap2;
+pub mod hid;
+pub mod verify;
+
+pub use verify::{counter_moved_on, parse_cose_key, verify_assertion, PublicKey};
+
+/// The relying party every agent-vault credential is made for.
+pub const RP_ID: &str = "agent-vault";
+
+/// Something that carries one CTAP2 command to an authenticator and brings its response back:
+/// `command` is the CTAP2 command byte, `cbor` its parameters; the answer is the response as the
+/// authenticator sent it (status byte first). The transport adds and removes its own framing
+/// only; what the bytes mean is `ctap2`'s.
+pub trait Transport {
+    fn call(&mut self, command: u8, cbor: &[u8]) -> Result<Vec<u8>, FidoError>;
+}
+
+/// What can go wrong with a key, each saying what to do next. None of them means anything was
+/// approved.
+#[derive(Debug, thiserror::Error)]
+pub enum FidoError {
+    #[error("no FIDO2 security key found: plug one in (on USB) and try again; if it is plugged in, check that this user may open /dev/hidraw* (a udev rule for FIDO keys, as from the libfido2 or u2f-udev packages)")]
+    NoDevice,
+    #[error("the security key at {path} could not be used ({source}); unplug it, plug it in again and retry")]
+    Device {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the security key was not touched within {0} seconds; nothing was approved")]
+    Timeout(u64),
+    #[error("the security key refused (not touched, or the request was cancelled); nothing was approved")]
+    Refused,
+    #[error("this security key holds none of the vault's registered credentials: use a key listed by `vault approver keys`")]
+    NotRegistered,
+    #[error("this security key is already registered with this vault (`vault approver keys`)")]
+    AlreadyRegistered,
+    #[error("the security key asks for its PIN, which agent-vault does not send yet: use a key without a PIN, or one that asks for a touch only")]
+    PinRequired,
+    #[error("the security key offered an algorithm agent-vault does not check ({}); it accepts ES256 and EdDSA", .0.map_or("none".to_owned(), |a| a.to_string()))]
+    UnsupportedAlgorithm(Option<i64>),
+    #[error("the security key answered with CTAP2 status 0x{0:02x}; try again, or another key")]
+    Status(u8),
+    #[error("the security key sent {0}; try again, or another key")]
+    Malformed(&'static str),
+    #[error("the signature is not the registered key's over this action")]
+    BadSignature,
+    #[error("the assertion was made for another relying party than agent-vault")]
+    WrongRelyingParty,
+    #[error("the key signed without a touch (no user-presence flag)")]
+    NotPresent,
+}
+
+/// A registered credential, as a registration returned it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Registration {
+    pub credential_id: Vec<u8>,
+    /// The COSE_Key CBOR bytes, as the key sent them.
+    pub public_key: Vec<u8>,
+    pub algorithm: &'static str,
+    pub aaguid: [u8; 16],
+    pub counter: u32,
+    /// The attestation format (recorded, not checked).
+    pub fmt: String,
+}
+
+/// A touch: which credential signed, its authenticator data and signature, and the counter
+/// read from that data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Touch {
+    pub credential_id: Vec<u8>,
+    pub auth_data: Vec<u8>,
+    pub signature: Vec<u8>,
+    pub counter: u32,
+}
+
+fn derive(context: &str, fields: &[&[u8]]) -> [u8; 32] {
+    let mut h = blake3::Hasher::new_derive_key(context);
+    for f in fields {
+        h.update(&(f.len() as u64).to_le_bytes());
+        h.update(f);
+    }
+    *h.finalize().as_bytes()
+}
+
+/// The client data hash a key signs to approve one action: bound to the vault, the action hash
+/// the approver derived, and the decision's nonce (so a touch is good for one decision only).
+pub fn challenge(vault_id: &str, action_hash: &str, nonce: &str) -> [u8; 32] {
+    derive(
+        "agent-vault 2026-12 approval touch v1",
+        &[
+            vault_id.as_bytes(),
+            action_hash.as_bytes(),
+            nonce.as_bytes(),
+        ],
+    )
+}
+
+/// The client data hash of a registration: the vault and the registration's nonce.
+pub fn registration_challenge(vault_id: &str, nonce: &str) -> [u8; 32] {
+    derive(
+        "agent-vault 2026-12 key registration v1",
+        &[vault_id.as_bytes(), nonce.as_bytes()],
+    )
+}
+
+/// Registers a new credential on `key` for the vault `vault_id` (the key wants a touch),
+/// refusing a key that already holds one of `exclude`. The answer is checked: agent-vault's
+/// relying party, a touch, a credential with an ES256 or EdDSA key.
+pub fn register(
+    key: &mut dyn Transport,
+    vault_id: &str,
+    nonce: &str,
+    exclude: &[Vec<u8>],
+) -> Result<Registration, FidoError> {
+    let hash = registration_challenge(vault_id, nonce);
+    let name = format!("agent-vault {}", vault_id.get(..12).unwrap_or(vault_id));
+    let made = ctap2::make_credential(key, &hash, vault_id.as_bytes(), &name, exclude)?;
+    let data = verify::parse_auth_data(&made.auth_data)?;
+    if data.rp_id_hash != verify::rp_id_hash() {
+        return Err(FidoError::WrongRelyingParty);
+    }
+    if data.flags & verify::UP == 0 {
+        return Err(FidoError::NotPresent);
+    }
+    let cred = data
+        .credential
+        .ok_or(FidoError::Malformed("a registration with no credential"))?;
+    let public = parse_cose_key(&cred.public_key)?;
+    Ok(Registration {
+        credential_id: cred.id,
+        public_key: cred.public_key,
+        algorithm: public.algorithm(),
+        aaguid: cred.aaguid,
+        counter: data.counter,
+        fmt: made.fmt,
+    })
+}
+
+/// Asks `key` to sign `challenge` with any of `allow` (the key wants a touch). The answer is
+/// read, not trusted: whoever acts on it checks it with `verify_assertion` against the key it
+/// names.
+pub fn touch(
+    key: &mut dyn Transport,
+    challenge: &[u8; 32],
+    allow: &[Vec<u8>],
+) -> Result<Touch, FidoError> {
+    let got = ctap2::get_assertion(key, challenge, allow)?;
+    let data = verify::parse_auth_data(&got.auth_data)?;
+    Ok(Touch {
+        credential_id: got.credential_id.expect("filled in by get_assertion"),
+        auth_data: got.auth_data,
+        signature: got.signature,
+        counter: data.counter,
+    })
+}
