@@ -103,6 +103,7 @@ impl Journal {
                 reason: None,
                 basis,
                 method: None,
+                touch: None,
             };
             audit::append(tx, Some(&session), Some(&action), &row)
         };

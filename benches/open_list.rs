@@ -25,6 +25,7 @@ fn cred(i: usize) -> NewCredential {
         name: format!("api-{i:02}"),
         approval: Approval::Each,
         target: Target::Http(HttpTarget {
+            presence: agent_vault::wire::touch::Presence::None,
             scheme: "https".into(),
             host: format!("api{i}.example.com"),
             port: 443,

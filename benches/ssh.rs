@@ -116,6 +116,7 @@ fn main() {
         name: "box".into(),
         approval: Approval::Never,
         target: Target::Ssh(SshTarget {
+            presence: agent_vault::wire::touch::Presence::None,
             host: "127.0.0.1".into(),
             port: sshd.port,
             user: "root".into(),

@@ -346,6 +346,7 @@ fn log_and_sessions_show_what_each_agent_did() {
             reason: None,
             basis: None,
             method: None,
+            touch: None,
         };
         for s in [
             State::Pending,

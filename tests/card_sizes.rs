@@ -156,9 +156,11 @@ fn an_http_card_with_a_json_body_shows_every_deciding_fact_at_each_size_or_sends
             "credential": "api", "method": "POST",
             "url": format!("{}/v1/databases?dry_run=false&attempt={id}", t.base()),
             "headers": {"X-Request-Id": "r-81", "X-Trace": "t-1", "Accept": "application/json"},
-            "json": {"name": "prod-db", "region": "eu-west-1", "replicas": 3,
-                     "backup": {"retention_days": 30, "window": "03:00"},
-                     "tags": ["billing", "critical"], "deletion_protection": false},
+            // Keys sorted: the body travels as sent, and this test's serde_json keeps insertion
+            // order (passkey-types, a dev-dependency, turns on `preserve_order`).
+            "json": {"backup": {"retention_days": 30, "window": "03:00"},
+                     "deletion_protection": false, "name": "prod-db", "region": "eu-west-1",
+                     "replicas": 3, "tags": ["billing", "critical"]},
             "wait_s": 60}}}));
         let action = v.wait_pending(1)[0]["action_id"]
             .as_str()

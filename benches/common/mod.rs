@@ -219,6 +219,7 @@ impl BenchVault {
             name: "api".into(),
             approval,
             target: Target::Http(HttpTarget {
+                presence: agent_vault::wire::touch::Presence::None,
                 scheme: "http".into(),
                 host: "127.0.0.1".into(),
                 port,

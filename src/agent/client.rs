@@ -10,7 +10,7 @@
 mod calls;
 mod decide;
 
-pub use decide::{Decided, Proof};
+pub use decide::{Decided, Proof, Toucher};
 
 use super::channel::{Initiator, Opener, Sealer};
 use super::holder::{Holder, Stopped};
@@ -51,6 +51,8 @@ pub enum ClientError {
     Io(#[from] std::io::Error),
     #[error("the vault agent answered something unreadable: {0}")]
     Protocol(String),
+    #[error("{0}")]
+    Touch(String),
 }
 
 /// A connection to a running agent.

@@ -82,6 +82,7 @@ pub fn sign_decision(
     SignedDecision {
         decision: signing::sign(key, &payload),
         grant,
+        touch: None,
     }
 }
 
@@ -147,6 +148,32 @@ pub fn decide(
         return Err(refuse("no nonce"));
     }
     let approve = d.decision == Decision::Approve;
+    // A credential under `--presence` needs, for this action, a registered key's touch over
+    // this vault, this hash and this decision's nonce; and no session grant, which would let
+    // later actions run without one.
+    let touch = if approve && super::touch::needs_touch(&tx, &action)? {
+        if signed.grant.is_some() {
+            return Err(refuse("this credential needs a key touch for each action, so it takes no session grant; approve once"));
+        }
+        super::touch::check(
+            &tx,
+            trust,
+            &action.action_hash,
+            &d.nonce,
+            signed.touch.as_ref(),
+        )?;
+        signed
+            .touch
+            .as_ref()
+            .map(|t| crate::wire::touch::TouchRecord {
+                nonce: d.nonce.clone(),
+                credential_id: t.credential_id.clone(),
+                authenticator_data: t.authenticator_data.clone(),
+                signature: t.signature.clone(),
+            })
+    } else {
+        None
+    };
     tx.prepare_cached("INSERT INTO decisions (id, action_id, decision, nonce, payload, signature, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")?.execute(params![crate::credentials::new_id("dec"), action.id, d.decision.as_str(), d.nonce, signed.decision.payload, signed.decision.signature, now],
     )
     .map_err(|_| refuse("this decision was already recorded (its nonce is used)"))?;
@@ -171,6 +198,7 @@ pub fn decide(
         reason: d.reason.as_deref(),
         note: Some(&note),
         method: Some(d.method),
+        touch,
         ..Change::default()
     };
     let decided = transition(&tx, &action.id, to, change)?;

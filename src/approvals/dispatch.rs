@@ -33,6 +33,11 @@ pub fn gate(
     normalized: &NormalizedAction,
     session_id: &str,
 ) -> Result<State, ApprovalError> {
+    // A credential under `--presence` shows a card for what needs a touch, whatever its policy
+    // or grants say: a touch is per action.
+    if cred.target.presence().needs_touch(!is_read(request)) {
+        return Ok(State::Pending);
+    }
     Ok(match effective_approval(trust, cred, sig) {
         Approval::Never => State::Received,
         // A GET/HEAD with a body, a rewriting header or `_method` is a write too.

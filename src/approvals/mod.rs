@@ -11,6 +11,7 @@ mod pause;
 pub mod pin;
 pub mod signing;
 mod state;
+pub mod touch;
 
 pub use authorized::{AuthorizedAction, FromOpenBao};
 pub use decide::{decide, resume, sign_decision, sign_resume, SignedDecision, Verdict};
@@ -51,6 +52,12 @@ pub enum ApprovalError {
     NoGrant(String),
     #[error("the grant revocation was refused: {0}; run `vault grants revoke` again")]
     BadRevocation(String),
+    #[error("the key change was refused: {0}")]
+    BadKeyChange(String),
+    #[error("this credential's approvals need a touch of a registered security key, and none came with this one; nothing was approved. Approve in `vault approve` with the key plugged in")]
+    NoTouch,
+    #[error("the security-key touch was refused: {0}; nothing was approved. Approve again in `vault approve` and touch a registered key")]
+    BadTouch(String),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -200,7 +207,7 @@ pub fn submit(
         ],
     )?;
     let mut action = load(&tx, &id)?;
-    journal(&tx, &action, None, None, None)?;
+    journal(&tx, &action, None, None, None, None)?;
     if let Some(why) = s.unresolved {
         action = transition(
             &tx,
@@ -231,6 +238,7 @@ fn journal(
     reason: Option<&str>,
     basis: Option<Basis>,
     method: Option<ApprovalMethod>,
+    touch: Option<crate::wire::touch::TouchRecord>,
 ) -> Result<(), ApprovalError> {
     let body = ActionRow {
         state: a.state,
@@ -241,6 +249,7 @@ fn journal(
         reason: reason.map(str::to_owned),
         basis,
         method,
+        touch,
     };
     audit::append(tx, Some(&a.session_id), Some(&a.id), &body)?;
     Ok(())
@@ -259,6 +268,8 @@ pub(crate) struct Change<'a> {
     pub basis: Option<Basis>,
     /// How the person made the decision (journaled in the `approved`/`denied` row).
     pub method: Option<ApprovalMethod>,
+    /// The security key's touch that came with an approval (journaled in its `approved` row).
+    pub touch: Option<crate::wire::touch::TouchRecord>,
 }
 
 /// The one way an action changes state, inside the caller's transaction: the move must be legal
@@ -296,6 +307,7 @@ pub(crate) fn transition(
         change.note.or(change.reason),
         change.basis,
         change.method,
+        change.touch,
     )?;
     Ok(action)
 }
@@ -376,9 +388,14 @@ pub fn find(store: &Store, id: &str) -> Result<Action, ApprovalError> {
 /// What the approver must see of an action to sign for it: the stored normalized action (whose
 /// hash the approver re-derives) and the body the agent supplied.
 pub fn stored_request(store: &Store, id: &str) -> Result<(String, Option<Vec<u8>>), ApprovalError> {
-    store
-        .conn()
-        .prepare_cached("SELECT normalized, body FROM actions WHERE id = ?1")?
+    stored_request_in(store.conn(), id)
+}
+
+pub(crate) fn stored_request_in(
+    conn: &Connection,
+    id: &str,
+) -> Result<(String, Option<Vec<u8>>), ApprovalError> {
+    conn.prepare_cached("SELECT normalized, body FROM actions WHERE id = ?1")?
         .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?
         .ok_or_else(|| ApprovalError::NotFound(id.to_owned()))

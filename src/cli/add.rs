@@ -8,6 +8,7 @@ use crate::credentials::{
 };
 use crate::keys::{read_file_line, read_stdin_line, read_terminal};
 use crate::paths::VaultPaths;
+use crate::wire::touch::Presence;
 use anyhow::Context;
 use clap::ArgGroup;
 use std::path::PathBuf;
@@ -26,6 +27,10 @@ pub(super) struct Common {
     /// When a person must approve: each action, once per session, writes only, or never.
     #[arg(long, value_parser = super::approval_parser(), default_value = "each")]
     approval: Approval,
+    /// What an approval needs besides the PIN: `key` (a touch of a registered security key,
+    /// `vault approver add-key`) or `key-for-writes`.
+    #[arg(long, value_parser = super::presence_parser(), default_value = "none")]
+    presence: Presence,
     /// Profile the credential belongs to (`vault mcp --profile P` sees only that profile).
     #[arg(long, default_value = "default", add = clap_complete::engine::ArgValueCandidates::new(super::completions::profile_names))]
     profile: String,
@@ -149,6 +154,11 @@ pub(super) fn run(paths: VaultPaths, kind: Kind) -> anyhow::Result<Exit> {
         }
     };
 
+    let mut target = target;
+    match &mut target {
+        Target::Http(h) => h.presence = common.presence,
+        Target::Ssh(s) => s.presence = common.presence,
+    }
     let new = NewCredential {
         id: credentials::new_id("cred"),
         profile: common.profile,
@@ -167,6 +177,9 @@ pub(super) fn run(paths: VaultPaths, kind: Kind) -> anyhow::Result<Exit> {
     };
     if from_openbao {
         super::openbao::needs_login(&mut backend)?;
+    }
+    if !new.target.presence().is_none() {
+        super::approver::needs_key(&mut backend)?;
     }
     let signed = credentials::as_added(&new);
     let signature =
@@ -226,6 +239,7 @@ fn http(
         None => None,
     };
     let target = Target::Http(HttpTarget {
+        presence: crate::wire::touch::Presence::None,
         scheme,
         host,
         port,
@@ -303,6 +317,7 @@ fn ssh(a: SshArgs) -> anyhow::Result<(Common, Target, Secret, String)> {
         }
     };
     let target = Target::Ssh(SshTarget {
+        presence: crate::wire::touch::Presence::None,
         host,
         port: a.port,
         user: a.user,

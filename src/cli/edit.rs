@@ -18,6 +18,9 @@ pub(super) struct Args {
     profile: String,
     #[arg(long, value_parser = super::approval_parser())]
     approval: Option<Approval>,
+    /// What an approval needs besides the PIN: none, key or key-for-writes.
+    #[arg(long, value_parser = super::presence_parser())]
+    presence: Option<crate::wire::touch::Presence>,
     /// Move the binding: HTTP `https://host[:port]` or `http://` for loopback (as `vault add`
     /// takes it); SSH `host[:port]`. Signed like every change; old approvals stop matching.
     #[arg(long, value_name = "HOST")]
@@ -74,6 +77,9 @@ pub(super) fn run(paths: VaultPaths, mut a: Args) -> anyhow::Result<Exit> {
     let current = super::rm::current(&mut backend, &a.profile, &a.name)?;
     if edit.secret_from.is_some() {
         super::openbao::needs_login(&mut backend)?;
+    }
+    if edit.presence.is_some_and(|p| !p.is_none()) {
+        super::approver::needs_key(&mut backend)?;
     }
     secret_flags_fit(&a, &current.target)?;
     let mut signed = current.clone();
@@ -175,6 +181,7 @@ fn edit_of(a: &mut Args) -> anyhow::Result<Edit> {
     Ok(Edit {
         secret_from: a.from.reference()?,
         approval: a.approval,
+        presence: a.presence,
         host: a.host.take(),
         path_prefix: a
             .path_prefix

@@ -16,6 +16,7 @@ macro_rules! outln {
 mod add;
 mod agent;
 mod approve;
+mod approver;
 mod backend;
 mod completions;
 mod config;
@@ -110,6 +111,9 @@ enum Command {
     Resume(resume::Args),
     /// Session grants in force (what `[s]` on a card granted); `revoke ID|--all` ends them.
     Grants(grants::Args),
+    /// Security keys for approvals: `add-key` (touch it), `keys`, `remove-key NAME`.
+    #[command(subcommand)]
+    Approver(approver::Sub),
     /// Team mode: log the vault in to the team's OpenBao, see how that stands, or log out.
     #[command(subcommand)]
     Openbao(openbao::Sub),
@@ -216,6 +220,7 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Pause(a) => pause::run(paths, a),
         Command::Resume(a) => resume::run(paths, a),
         Command::Grants(a) => grants::run(paths, a),
+        Command::Approver(s) => approver::run(paths, s),
         Command::Openbao(s) => openbao::run(paths, s),
         Command::Demo(a) => demo::run(a),
         Command::Verify(a) => verify::run(paths, a),
@@ -306,6 +311,24 @@ fn approval_parser() -> impl clap::builder::TypedValueParser<Value = crate::cred
         Approval::ALL.map(|a| PossibleValue::new(a.as_str()).help(a.meaning())),
     )
     .map(|s| Approval::parse(&s).expect("clap admits only the listed values"))
+}
+
+fn presence_parser() -> impl clap::builder::TypedValueParser<Value = crate::wire::touch::Presence> {
+    use crate::wire::touch::Presence;
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    let all = [Presence::None, Presence::Key, Presence::KeyForWrites];
+    PossibleValuesParser::new(all.map(|p| {
+        PossibleValue::new(p.as_str()).help(match p {
+            Presence::None => "the PIN or passphrase alone",
+            Presence::Key => "also a touch of a registered security key, for every approval",
+            Presence::KeyForWrites => "also a touch for writes (not GET or HEAD)",
+        })
+    }))
+    .map(move |s| {
+        all.into_iter()
+            .find(|p| p.as_str() == s)
+            .expect("clap admits only the listed values")
+    })
 }
 
 /// Prints a value as one line of JSON on stdout.

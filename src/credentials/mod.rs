@@ -105,6 +105,13 @@ impl Target {
             Target::Ssh(s) => s.summary(),
         }
     }
+    /// Whether approvals of this credential need a security-key touch (`--presence`).
+    pub fn presence(&self) -> crate::wire::touch::Presence {
+        match self {
+            Target::Http(h) => h.presence,
+            Target::Ssh(s) => s.presence,
+        }
+    }
 }
 
 pub use crate::wire::Credential;
@@ -167,6 +174,7 @@ pub(crate) fn test_bearer(name: &str, secret: &str) -> NewCredential {
         name: name.into(),
         approval: Approval::Each,
         target: Target::Http(HttpTarget {
+            presence: crate::wire::touch::Presence::None,
             scheme: "https".into(),
             host: "api.example.com".into(),
             port: 443,

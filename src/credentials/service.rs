@@ -245,6 +245,13 @@ fn set_new<T: PartialEq>(
 pub fn apply(cred: &mut Credential, edit: &Edit) -> Result<Vec<&'static str>, CredentialError> {
     let mut changed: Vec<&'static str> = Vec::new();
     set(&mut cred.approval, edit.approval, "approval", &mut changed);
+    if let Some(p) = edit.presence {
+        let slot = match &mut cred.target {
+            Target::Http(h) => &mut h.presence,
+            Target::Ssh(s) => &mut s.presence,
+        };
+        set_new(slot, p, "presence", &mut changed);
+    }
     match &mut cred.target {
         Target::Http(h) => {
             if edit.host_key.is_some() || edit.allow_commands.is_some() {

@@ -205,6 +205,7 @@ fn flow(
             name: "demo-api".into(),
             approval: Approval::Each,
             target: CredTarget::Http(HttpTarget {
+                presence: crate::wire::touch::Presence::None,
                 scheme: "http".into(),
                 host: "127.0.0.1".into(),
                 port: target.port,

@@ -33,6 +33,7 @@ pub(super) fn run(
             name: "demo-ssh".into(),
             approval: Approval::Each,
             target: Target::Ssh(credentials::SshTarget {
+                presence: crate::wire::touch::Presence::None,
                 host: "127.0.0.1".into(),
                 port: target.port,
                 user: "demo".into(),

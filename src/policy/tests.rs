@@ -10,6 +10,7 @@ fn http_cred(host: &str, port: u16, prefix: &str, auth: HttpAuth) -> Credential 
         version: 3,
         approval: Approval::Each,
         target: Target::Http(HttpTarget {
+            presence: crate::wire::touch::Presence::None,
             scheme: if host == "127.0.0.1" {
                 "http".into()
             } else {
@@ -215,6 +216,7 @@ fn the_typed_normalized_action_is_byte_compatible_and_read_back_exactly() {
 fn ssh_allowlist_and_kind_mismatch() {
     let c = Credential {
         target: Target::Ssh(SshTarget {
+            presence: crate::wire::touch::Presence::None,
             host: "10.0.0.5".into(),
             port: 22,
             user: "deploy".into(),
@@ -248,6 +250,7 @@ fn ssh_allowlist_and_kind_mismatch() {
 fn ssh_cred(allow: &[&str]) -> Credential {
     Credential {
         target: Target::Ssh(SshTarget {
+            presence: crate::wire::touch::Presence::None,
             host: "10.0.0.5".into(),
             port: 22,
             user: "deploy".into(),

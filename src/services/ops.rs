@@ -78,6 +78,19 @@ pub(crate) fn handle(store: &mut Store, trust: &Trust, paths: &VaultPaths, req: 
             }
             Err(e) => internal(e),
         },
+        Request::ApproverKeys => approval(
+            approvals::touch::keys(store.conn())
+                .map(|k| Reply::ApproverKeys(k.into_iter().map(key_view).collect()))
+                .map_err(ApprovalError::from),
+        ),
+        Request::AddApproverKey { request } => approval(
+            approvals::touch::add_key(store, trust, &request)
+                .map(|k| Reply::ApproverKeys(k.into_iter().map(key_view).collect())),
+        ),
+        Request::RemoveApproverKey { request } => approval(
+            approvals::touch::remove_key(store, trust, &request)
+                .map(|k| Reply::ApproverKeys(k.into_iter().map(key_view).collect())),
+        ),
         Request::Grants => approval(
             approvals::list_grants(store, trust).map(|g| Reply::Grants(with_clients(store, g))),
         ),
@@ -103,6 +116,14 @@ pub(crate) fn handle(store: &mut Store, trust: &Trust, paths: &VaultPaths, req: 
             ErrorCode::Protocol,
             format!("{other:?} is not a request this end handles"),
         ),
+    }
+}
+
+fn key_view(k: approvals::touch::StoredKey) -> crate::wire::protocol::KeyView {
+    crate::wire::protocol::KeyView {
+        key: k.key,
+        counter: k.counter,
+        added_at: k.added_at,
     }
 }
 
@@ -153,6 +174,9 @@ fn approval(r: Result<Reply, ApprovalError>) -> Reply {
             | ApprovalError::BadDecision(_)
             | ApprovalError::BadRevocation(_)
             | ApprovalError::NoPin
+            | ApprovalError::BadKeyChange(_)
+            | ApprovalError::NoTouch
+            | ApprovalError::BadTouch(_)
             | ApprovalError::WrongPin { .. } => ErrorCode::Invalid,
             ApprovalError::PinLimit(_) => ErrorCode::Paused,
             ApprovalError::WrongApprover => ErrorCode::WrongApprover,
@@ -224,6 +248,16 @@ pub(crate) fn view(
         session,
         changed,
         policy,
+        touch_keys: if approvals::touch::needs_touch(store.conn(), a)? {
+            Some(
+                approvals::touch::keys(store.conn())?
+                    .into_iter()
+                    .map(|k| k.key.credential_id)
+                    .collect(),
+            )
+        } else {
+            None
+        },
     })
 }
 

@@ -38,4 +38,7 @@ pub struct Signed {
 pub struct SignedDecision {
     pub decision: Signed,
     pub grant: Option<Signed>,
+    /// The security key's touch, where the credential needs one (`--presence`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub touch: Option<super::touch::TouchProof>,
 }

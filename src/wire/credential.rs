@@ -2,6 +2,7 @@
 //! how its secret is used (never the secret, but in `NewCredential` and `Edit`, on the encrypted
 //! channel only, hex-encoded into zeroizing memory), a new one, an edit, and a listing entry.
 //! Validation and the add / edit / rm service are `credentials`'.
+use super::touch::Presence;
 use secrecy::{ExposeSecret, SecretSlice};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -67,6 +68,10 @@ pub struct HttpTarget {
     /// credential, so the policy signatures of older rows still verify.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_from: Option<OpenBaoRef>,
+    /// Whether an approval needs a touch of a registered security key (`--presence`). Absent
+    /// when none is needed, so the policy signatures of older rows still verify.
+    #[serde(default, skip_serializing_if = "Presence::is_none")]
+    pub presence: Presence,
 }
 
 /// A field of a KV v2 secret in the team's OpenBao: `openbao:MOUNT/PATH#FIELD`.
@@ -109,6 +114,10 @@ pub struct SshTarget {
     pub auth: SshAuth,
     /// Patterns a command must match; empty: any command (the approval is the gate).
     pub allow_commands: Vec<String>,
+    /// Whether an approval needs a touch of a registered security key (`--presence`); absent
+    /// when none is needed.
+    #[serde(default, skip_serializing_if = "Presence::is_none")]
+    pub presence: Presence,
 }
 
 /// How the vault authenticates (the key or password itself is the secret).
@@ -148,6 +157,9 @@ pub struct NewCredential {
 #[serde(default, deny_unknown_fields)]
 pub struct Edit {
     pub approval: Option<Approval>,
+    /// `--presence`: whether approvals need a security-key touch from now on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub presence: Option<Presence>,
     /// `--host`: HTTP `scheme://host[:port]` (as `vault add` takes it), SSH `host[:port]`.
     pub host: Option<String>,
     pub path_prefix: Option<String>,

@@ -35,13 +35,17 @@ pub enum Kind {
     OpenBaoLogout,
     /// OpenBao's SSH CA signed a certificate for one action's connection.
     OpenBaoCert,
+    /// A security key was registered for approvals (`vault approver add-key`, signed).
+    KeyAdd,
+    /// A registered security key was removed (`vault approver remove-key`, signed).
+    KeyRemove,
     /// An action moved to this state (`action.<state>`).
     Action(State),
 }
 
 impl Kind {
     /// Every kind that is not an action's.
-    const PLAIN: [Kind; 19] = [
+    const PLAIN: [Kind; 21] = [
         Kind::VaultInit,
         Kind::VaultUnlock,
         Kind::VaultLock,
@@ -61,6 +65,8 @@ impl Kind {
         Kind::OpenBaoLogin,
         Kind::OpenBaoLogout,
         Kind::OpenBaoCert,
+        Kind::KeyAdd,
+        Kind::KeyRemove,
     ];
 
     /// Every kind, for tests and documentation.
@@ -91,6 +97,8 @@ impl Kind {
             Kind::OpenBaoLogin => "openbao.login",
             Kind::OpenBaoLogout => "openbao.logout",
             Kind::OpenBaoCert => "openbao.cert",
+            Kind::KeyAdd => "approver.key_add",
+            Kind::KeyRemove => "approver.key_remove",
             Kind::Action(s) => match s {
                 State::Received => "action.received",
                 State::Pending => "action.pending",
@@ -319,6 +327,26 @@ pub struct OpenBaoCertIssued {
     pub valid_before: u64,
 }
 body!(OpenBaoCertIssued, Kind::OpenBaoCert);
+/// A security key registered for approvals, by the signed request with this nonce: the key as
+/// registered (credential id and COSE public key), which is what `vault verify` checks every
+/// touch in the rows after it against.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyAdded {
+    pub nonce: String,
+    pub key: super::touch::RegisteredKey,
+}
+body!(KeyAdded, Kind::KeyAdd);
+
+/// A registered security key removed, by the signed request with this nonce; touches after this
+/// row by its credential do not count.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyRemoved {
+    pub nonce: String,
+    pub name: String,
+    pub credential_id: String,
+}
+body!(KeyRemoved, Kind::KeyRemove);
+
 /// A session grant as recorded: which grant, the session it covers (also the row's session),
 /// the action whose card it was given on, the credential version, what it covers and until when
 /// (the journal's timestamp form, so it compares with a row's `ts` as text). Enough for a
@@ -375,6 +403,10 @@ pub struct ActionRow {
     /// How the person proved the decision was theirs (`approved` and `denied` rows).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub method: Option<ApprovalMethod>,
+    /// The security key's touch that came with the approval (`approved` rows of credentials
+    /// under `--presence`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub touch: Option<super::touch::TouchRecord>,
 }
 
 impl Body for ActionRow {
@@ -410,7 +442,7 @@ mod tests {
     #[test]
     fn every_kind_reads_back_and_nothing_else_does() {
         let all: Vec<Kind> = Kind::all().collect();
-        assert_eq!(all.len(), 29);
+        assert_eq!(all.len(), 31);
         for k in &all {
             assert_eq!(Kind::parse(k.as_str()), Some(*k), "{k}");
         }
@@ -466,6 +498,7 @@ mod tests {
                 nonce: "n".into(),
             }),
             method: None,
+            touch: None,
         };
         same(
             &row,

@@ -15,6 +15,7 @@ pub mod protocol;
 mod result;
 mod state;
 mod status;
+pub mod touch;
 pub mod ts;
 
 pub use action::{Action, Signed, SignedDecision};

@@ -20,7 +20,7 @@ pub trait Payload: Serialize + DeserializeOwned {
 
 macro_rules! payload {
     ($t:ty, $tag:literal, $v:literal) => {
-        impl Payload for $t {
+        impl $crate::wire::Payload for $t {
             const TAG: &'static [u8] = $tag;
             const VERSION: u32 = $v;
             fn version(&self) -> u32 {
@@ -32,6 +32,7 @@ macro_rules! payload {
         }
     };
 }
+pub(super) use payload;
 
 /// What the person decided about one action.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -178,6 +179,10 @@ pub enum Op {
     OpenBaoLogin,
     #[serde(rename = "openbao_logout")]
     OpenBaoLogout,
+    #[serde(rename = "add_key")]
+    AddKey,
+    #[serde(rename = "remove_key")]
+    RemoveKey,
 }
 
 /// Removing one credential at one version.

@@ -171,6 +171,19 @@ pub enum Request {
     /// The journal's head as the team's OpenBao holds it (read now).
     #[serde(rename = "openbao_head")]
     OpenBaoHead,
+    /// The registered security keys.
+    #[serde(rename = "approver_keys")]
+    ApproverKeys,
+    /// Registers a security key, by the approver's signed `KeyPayload` (`add_key`).
+    #[serde(rename = "approver_add_key")]
+    AddApproverKey {
+        request: Signed,
+    },
+    /// Removes a registered security key, by the approver's signed `KeyPayload` (`remove_key`).
+    #[serde(rename = "approver_remove_key")]
+    RemoveApproverKey {
+        request: Signed,
+    },
     /// The active session grants.
     Grants,
     /// End one session grant or all of them, by the approver's signed `RevocationPayload`.
@@ -208,6 +221,8 @@ impl Request {
                 | Request::SetPin { .. }
                 | Request::Resume { .. }
                 | Request::RevokeGrants { .. }
+                | Request::AddApproverKey { .. }
+                | Request::RemoveApproverKey { .. }
         )
     }
 }
@@ -233,6 +248,10 @@ pub struct ApprovalView {
     /// approver knows whether an approval covers the session without asking again.
     #[serde(default)]
     pub policy: Option<super::Approval>,
+    /// Where approving needs a security-key touch (`--presence`): the registered credential
+    /// ids (hex) the key may sign with. `None`: no touch is needed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub touch_keys: Option<Vec<String>>,
 }
 
 /// A credential's changes since the version the person last approved an action of.
@@ -363,6 +382,8 @@ pub enum Reply {
     Rows(Vec<JournalRow>),
     /// Session grants: the active ones (`Grants`), or those just revoked (`RevokeGrants`).
     Grants(Vec<GrantView>),
+    /// The registered security keys, oldest first.
+    ApproverKeys(Vec<KeyView>),
     /// `vault verify`'s report as its `--json` line (keys in their documented order), and how
     /// many anchors came from `anchors.jsonl`.
     Verify {
@@ -433,4 +454,14 @@ pub enum Event {
 pub enum AgentFrame {
     Reply { id: u64, reply: Box<Reply> },
     Event { id: u64, event: Event },
+}
+
+/// A registered security key as `vault approver keys` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyView {
+    pub key: super::touch::RegisteredKey,
+    /// The last signature counter it approved with.
+    pub counter: u32,
+    pub added_at: String,
 }

@@ -36,6 +36,11 @@ pub struct Decided {
     pub scope: Option<crate::wire::GrantScope>,
 }
 
+/// What asks the security key for a touch: given the challenge and the registered credential
+/// ids it may sign with, the key's proof, or why there is none (nothing is sent then).
+pub type Toucher<'a> =
+    &'a mut dyn FnMut(&[u8; 32], &[Vec<u8>]) -> Result<crate::wire::touch::TouchProof, String>;
+
 impl Client {
     /// Signs `verdict` for the action in `v`, after checking that its request hashes to the
     /// action's hash, and has the agent record it. On a credential whose policy is `session`, an
@@ -50,6 +55,20 @@ impl Client {
         proof: Proof,
         grant_ttl: Duration,
     ) -> Result<Decided, ClientError> {
+        self.decide_touched(approver, v, verdict, proof, grant_ttl, None)
+    }
+
+    /// `decide`, where an approval the view says needs a touch gets it from `toucher` (over the
+    /// vault id, the action hash and the decision's nonce) before anything is sent.
+    pub fn decide_touched(
+        &mut self,
+        approver: &crate::keys::ApproverKey,
+        v: &ApprovalView,
+        verdict: &Verdict,
+        proof: Proof,
+        grant_ttl: Duration,
+        toucher: Option<Toucher<'_>>,
+    ) -> Result<Decided, ClientError> {
         let normalized = v.verified_request().map_err(ClientError::Protocol)?;
         let a = &v.action;
         // The view names the policy in force; an older agent's view does not, so ask it.
@@ -58,10 +77,14 @@ impl Client {
             None => self.policy_of(a)?,
         };
         let verdict = match verdict {
+            // A touch is per action: no session grant where one is needed.
+            Verdict::Approve | Verdict::ApproveSession if v.touch_keys.is_some() => {
+                Verdict::Approve
+            }
             Verdict::Approve if policy == Some(Approval::Session) => Verdict::ApproveSession,
             other => other.clone(),
         };
-        let signed = crate::approvals::sign_decision(
+        let mut signed = crate::approvals::sign_decision(
             approver,
             &self.vault_id,
             &a.id,
@@ -72,6 +95,18 @@ impl Client {
             proof.method(),
             grant_ttl,
         );
+        if let (Some(allowed), Verdict::Approve) = (&v.touch_keys, &verdict) {
+            let Some(toucher) = toucher else {
+                return Err(ClientError::Touch("this credential's approvals need a touch of a registered security key; approve it in `vault approve` on a terminal, with the key plugged in. Nothing was approved".into()));
+            };
+            let nonce =
+                serde_json::from_str::<crate::wire::DecisionPayload>(&signed.decision.payload)
+                    .map_err(|e| ClientError::Protocol(e.to_string()))?
+                    .nonce;
+            let challenge = crate::fido::challenge(&self.vault_id, &a.action_hash, &nonce);
+            let allow: Vec<Vec<u8>> = allowed.iter().filter_map(|h| hex::decode(h).ok()).collect();
+            signed.touch = Some(toucher(&challenge, &allow).map_err(ClientError::Touch)?);
+        }
         let grant = signed
             .grant
             .as_ref()

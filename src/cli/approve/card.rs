@@ -97,6 +97,16 @@ pub(super) fn card(
         )
         .deciding(),
     ];
+    if d.touch {
+        lines.push(
+            Line::new(
+                Part::Top,
+                Emph::Bold,
+                "  key touch   needed: after the PIN, touch your security key".to_owned(),
+            )
+            .deciding(),
+        );
+    }
     for line in d.change_lines() {
         lines.push(Line::new(Part::Change, Emph::Bold, format!("  {line}")).deciding());
     }

@@ -33,6 +33,8 @@ pub(super) struct CardData {
     pub changed: Option<crate::agent::protocol::CredentialChange>,
     /// How long `[s]` grants (`[approvals] session_grant_seconds`).
     pub grant_for: std::time::Duration,
+    /// Approving needs a touch of a registered security key (`--presence`).
+    pub touch: bool,
 }
 
 impl CardData {
@@ -201,6 +203,9 @@ fn ssh_target(s: &crate::wire::NormalizedSsh) -> String {
 /// credential version, and for how long: `  [s] covers  GET, HEAD under /a/ (reads only, any
 /// query); api version 3; this session, 60 min (to 15:10)`.
 pub(super) fn grant_line(d: &CardData) -> String {
+    if d.touch {
+        return "  [s] covers  nothing: a key touch is per action; [s] approves this one".into();
+    }
     let Some(n) = &d.normalized else {
         return "  [s] covers  nothing: this action cannot be approved".into();
     };
@@ -265,5 +270,6 @@ pub(super) fn card_data(v: &ApprovalView) -> CardData {
         body,
         changed: v.changed.clone(),
         grant_for: std::time::Duration::ZERO,
+        touch: v.touch_keys.is_some(),
     }
 }

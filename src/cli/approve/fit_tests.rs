@@ -35,12 +35,9 @@ fn data(normalized: serde_json::Value, body: Option<&[u8]>) -> CardData {
 
 /// A POST with a query, four headers and a JSON body of nine fields.
 fn http() -> CardData {
-    let body = serde_json::to_vec(&json!({
-        "name": "prod-db", "region": "eu-west-1", "size": "db.r6g.2xlarge", "replicas": 3,
-        "tags": ["billing", "critical"], "backup": {"retention_days": 30, "window": "03:00"},
-        "deletion_protection": false, "engine": "postgres", "version": "16.2"
-    }))
-    .unwrap();
+    // Written out, keys sorted, as serde_json writes a map without `preserve_order` (which a
+    // dev-dependency, passkey-types, turns on in test builds).
+    let body = br#"{"backup":{"retention_days":30,"window":"03:00"},"deletion_protection":false,"engine":"postgres","name":"prod-db","region":"eu-west-1","replicas":3,"size":"db.r6g.2xlarge","tags":["billing","critical"],"version":"16.2"}"#.to_vec();
     let d = data(
         json!({"kind": "http", "method": "POST",
         "url": "http://127.0.0.1:41234/v1/databases?dry_run=false&force=yes",
@@ -247,4 +244,16 @@ fn warnings_are_deciding_facts_too_or_the_card_says_it_is_too_small() {
     assert!(!tiny.fits, "{}", tiny.text);
     let all = rows(&tiny).join(" ");
     assert!(all.contains("rows at this width"), "it says how big: {all}");
+}
+
+#[test]
+fn a_card_that_needs_a_touch_says_so_and_offers_no_grant() {
+    let d = CardData {
+        touch: true,
+        ..http()
+    };
+    let s = show(&d, (80, 24));
+    let all = rows(&s).join("\n");
+    assert!(all.contains("key touch   needed"), "{all}");
+    assert!(all.contains("a key touch is per action"), "{all}");
 }

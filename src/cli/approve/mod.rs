@@ -24,6 +24,9 @@ use crate::paths::VaultPaths;
 use crate::vault::Vault;
 use clap::ArgGroup;
 
+/// How long an approval waits for the security key's touch, where the credential needs one.
+const TOUCH_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 #[derive(Debug, clap::Args)]
 #[command(group(ArgGroup::new("verdict").args(["approve", "approve_session", "deny"])))]
 pub(super) struct Args {
@@ -82,9 +85,30 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         }
         Err(e) => return Err(e.into()),
     };
-    // The passphrase was typed for this decision: that is its proof.
+    // The passphrase was typed for this decision: that is its proof (with a touch, where the
+    // credential needs one).
     let proof = crate::agent::client::Proof::Passphrase;
-    let decided = match client.decide(&approver, &view, &verdict, proof, config.session_grant()) {
+    let short = view
+        .action
+        .action_hash
+        .get(..12)
+        .unwrap_or_default()
+        .to_owned();
+    let mut toucher = |challenge: &[u8; 32], allow: &[Vec<u8>]| {
+        super::out::note(format_args!(
+            "Touch your security key for {short}… (waiting {} s)",
+            TOUCH_WAIT.as_secs()
+        ));
+        super::approver::usb_touch(challenge, allow, TOUCH_WAIT)
+    };
+    let decided = match client.decide_touched(
+        &approver,
+        &view,
+        &verdict,
+        proof,
+        config.session_grant(),
+        Some(&mut toucher),
+    ) {
         Ok(a) => a,
         Err(ClientError::Refused { code, message }) => {
             return Err(super::backend::Refused {

@@ -140,7 +140,27 @@ pub(super) fn run(
                     (None, _) => format!("Not approved: {} (no PIN was entered).", v.action.id),
                     (Some(_), None) => "Not decided: the vault agent is not running.".into(),
                     (Some(proof), Some(client)) => {
-                        match client.decide(&keys, &v, &verdict, proof, config.session_grant()) {
+                        let short = v
+                            .action
+                            .action_hash
+                            .get(..12)
+                            .unwrap_or_default()
+                            .to_owned();
+                        let mut toucher = |challenge: &[u8; 32], allow: &[Vec<u8>]| {
+                            tty.show(&format!(
+                                "\r\nTouch your security key for {short}… (waiting {} s)\r\n",
+                                super::TOUCH_WAIT.as_secs()
+                            ));
+                            crate::cli::approver::usb_touch(challenge, allow, super::TOUCH_WAIT)
+                        };
+                        match client.decide_touched(
+                            &keys,
+                            &v,
+                            &verdict,
+                            proof,
+                            config.session_grant(),
+                            Some(&mut toucher),
+                        ) {
                             Ok(d) => {
                                 // Off the screen at once: the agent's next queue may come
                                 // later, and a key typed meanwhile must not land on a decided

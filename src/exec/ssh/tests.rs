@@ -33,6 +33,7 @@ fn password_target() -> SshTarget {
 
 fn job(t: &SshTarget, auth: SshAuth, secret: &[u8], command: &str, timeout_s: u64) -> Job {
     let target = SshTarget_ {
+        presence: crate::wire::touch::Presence::None,
         host: "127.0.0.1".into(),
         port: t.port,
         user: "deploy".into(),
@@ -356,6 +357,7 @@ fn authorized(t: &SshTarget, command: &str) -> crate::approvals::AuthorizedActio
             name: "box".into(),
             approval: Approval::Never,
             target: Target::Ssh(SshTarget_ {
+                presence: crate::wire::touch::Presence::None,
                 host: "127.0.0.1".into(),
                 port: t.port,
                 user: "deploy".into(),

@@ -6,6 +6,7 @@ use crate::policy::{shell_syntax, validate_ssh, PolicyError, SshArgs, ValidatedR
 
 fn target(allow: &[&str]) -> SshTarget {
     SshTarget {
+        presence: crate::wire::touch::Presence::None,
         host: "10.0.0.5".into(),
         port: 22,
         user: "deploy".into(),

@@ -1,0 +1,295 @@
+//! Security-key approvals through the real agent (issue 34): a credential under `--presence key`
+//! runs an action only when its approval carries a registered key's touch over that action's
+//! hash and that decision's nonce. None at all, a touch for another action, a replayed touch, a
+//! touch from a key that was never registered (signed with the passphrase), and a cloned key
+//! whose counter went back: each is refused by the agent, and the HTTP target counts zero
+//! requests. The valid one runs, and its touch is in the journal's `approved` row. The key is a
+//! software authenticator behind the CTAP2 bytes a USB key carries (`support::soft_key`).
+mod support;
+
+use agent_vault::agent::client::{ClientError, Proof};
+use agent_vault::agent::protocol::{Reply, Request};
+use agent_vault::approvals::{touch, Verdict};
+use agent_vault::fido;
+use agent_vault::wire::touch::TouchProof;
+use agent_vault::wire::Op;
+use serde_json::json;
+use std::time::Duration;
+use support::mcp::McpProc;
+use support::soft_key::SoftKey;
+use support::target::HttpTarget;
+use support::*;
+
+const SECRET: &str = "DECOY_touch_tok_8c1d44e0";
+
+fn proof_of(t: fido::Touch) -> TouchProof {
+    TouchProof {
+        credential_id: hex::encode(t.credential_id),
+        authenticator_data: hex::encode(t.auth_data),
+        signature: hex::encode(t.signature),
+    }
+}
+
+fn deletes(target: &HttpTarget) -> usize {
+    target
+        .requests()
+        .iter()
+        .filter(|r| r["method"] == "DELETE")
+        .count()
+}
+
+#[test]
+fn an_action_under_presence_key_runs_only_with_a_registered_keys_touch_over_its_own_hash() {
+    let target = HttpTarget::start(SECRET);
+    let mut v = TestVault::init("touch");
+    let paths = agent_vault::paths::VaultPaths::new(v.vault_dir());
+    let pp = agent_vault::keys::Passphrase::from_string(PASSPHRASE.into());
+    let keyfile = std::fs::read(v.vault_dir().join("vault.key.age")).unwrap();
+    let keys = agent_vault::keys::unwrap_key_file(&keyfile, &pp).unwrap();
+    let mut client = agent_vault::agent::handoff::approver_client(&paths, &keys).unwrap();
+    let vault_id = client.vault_id.clone();
+
+    // Without a registered key, a credential cannot ask for one.
+    let base = target.base();
+    let add = [
+        "add",
+        "http",
+        "api",
+        "--host",
+        &base,
+        "--bearer",
+        "--secret-stdin",
+        "--presence",
+        "key",
+    ];
+    let r = v.run_pp(&add, Some(&format!("{SECRET}\n")));
+    assert_ne!(r.code, 0);
+    assert!(r.stderr.contains("vault approver add-key"), "{}", r.stderr);
+
+    // The person registers key A (signed with the approver key the passphrase opens).
+    let mut a = SoftKey::es256();
+    let reg = fido::register(&mut a, &vault_id, "0123456789abcdef0123", &[]).unwrap();
+    let request = touch::sign_key_change(
+        &keys.approver,
+        &vault_id,
+        Op::AddKey,
+        touch::registered(&reg, "main"),
+    );
+    match client.call(Request::AddApproverKey { request }).unwrap() {
+        Reply::ApproverKeys(k) => assert_eq!(k.len(), 1),
+        other => panic!("{other:?}"),
+    }
+    let listed = v.run(&["approver", "keys", "--json"], None).ok();
+    assert!(listed.stdout.contains(&hex::encode(&reg.credential_id)));
+    v.run_pp(&add[..add.len()], Some(&format!("{SECRET}\n")))
+        .ok();
+
+    let mut p = McpProc::spawn(v.command(&["mcp"]));
+    p.initialize();
+    p.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "http_request",
+        "arguments": {"credential": "api", "method": "DELETE", "url": format!("{base}/repos/acme/prod"), "wait_s": 60}}}));
+    let act = v.pending_with("/repos/acme/prod")["action_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let view = match client
+        .call(Request::ForApproval {
+            action_id: act.clone(),
+        })
+        .unwrap()
+    {
+        Reply::View(v) => v,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        view.touch_keys.as_deref(),
+        Some(&[hex::encode(&reg.credential_id)][..])
+    );
+    let hash = view.action.action_hash.clone();
+    let allow = vec![reg.credential_id.clone()];
+    let grant = Duration::from_secs(60);
+
+    // 1. The scripted path on this machine has no USB key: it says so, and sends nothing.
+    let r = v.run(
+        &["approve", "--id", &act, "--approve", "--passphrase-stdin"],
+        Some(&format!("{PASSPHRASE}\n")),
+    );
+    assert_ne!(r.code, 0);
+    assert!(
+        r.stderr.contains("no FIDO2 security key found"),
+        "{}",
+        r.stderr
+    );
+
+    // 2. No touch at all, sent to the agent as a forged client would.
+    let mut signed = agent_vault::approvals::sign_decision(
+        &keys.approver,
+        &vault_id,
+        &act,
+        &hash,
+        &view.verified_request().unwrap(),
+        &view.action.expires_at,
+        &Verdict::Approve,
+        agent_vault::wire::ApprovalMethod::Passphrase,
+        grant,
+    );
+    let refused = client.call(Request::Decide {
+        decision: signed.clone(),
+        pin: None,
+    });
+    assert!(
+        matches!(&refused, Err(ClientError::Refused { message, .. }) if message.contains("touch")),
+        "{refused:?}"
+    );
+
+    // 3. A valid touch by A, but for another action's hash.
+    let nonce =
+        serde_json::from_str::<agent_vault::wire::DecisionPayload>(&signed.decision.payload)
+            .unwrap()
+            .nonce;
+    let other = fido::challenge(&vault_id, &hash.replace(&hash[..1], "f"), &nonce);
+    signed.touch = Some(proof_of(fido::touch(&mut a, &other, &allow).unwrap()));
+    let refused = client.call(Request::Decide {
+        decision: signed.clone(),
+        pin: None,
+    });
+    assert!(
+        matches!(&refused, Err(ClientError::Refused { .. })),
+        "{refused:?}"
+    );
+
+    // 4. A touch by A over this action, made for an earlier decision (another nonce): a replay.
+    let replayed = proof_of(
+        fido::touch(
+            &mut a,
+            &fido::challenge(&vault_id, &hash, "an-earlier-nonce-000"),
+            &allow,
+        )
+        .unwrap(),
+    );
+    let give = |t: TouchProof| {
+        move |_: &[u8; 32], _: &[Vec<u8>]| -> Result<TouchProof, String> { Ok(t.clone()) }
+    };
+    let r = client.decide_touched(
+        &keys.approver,
+        &view,
+        &Verdict::Approve,
+        Proof::Passphrase,
+        grant,
+        Some(&mut give(replayed)),
+    );
+    assert!(matches!(&r, Err(ClientError::Refused { .. })), "{r:?}");
+
+    // 5. A key the person never registered (a same-uid process's own authenticator).
+    let mut b = SoftKey::es256();
+    let b_reg = fido::register(&mut b, &vault_id, "fedcba9876543210fedc", &[]).unwrap();
+    let mut b_touch = |c: &[u8; 32], _: &[Vec<u8>]| -> Result<TouchProof, String> {
+        Ok(proof_of(
+            fido::touch(&mut b, c, std::slice::from_ref(&b_reg.credential_id)).unwrap(),
+        ))
+    };
+    let r = client.decide_touched(
+        &keys.approver,
+        &view,
+        &Verdict::Approve,
+        Proof::Passphrase,
+        grant,
+        Some(&mut b_touch),
+    );
+    assert!(
+        matches!(&r, Err(ClientError::Refused { message, .. }) if message.contains("not registered")),
+        "{r:?}"
+    );
+    assert_eq!(
+        deletes(&target),
+        0,
+        "no refused approval let the DELETE out"
+    );
+
+    // 6. A's real touch over this action and this decision: it runs.
+    let clone = a.snapshot();
+    let mut a_touch = |c: &[u8; 32], allow: &[Vec<u8>]| -> Result<TouchProof, String> {
+        fido::touch(&mut a, c, allow)
+            .map(proof_of)
+            .map_err(|e| e.to_string())
+    };
+    let decided = client
+        .decide_touched(
+            &keys.approver,
+            &view,
+            &Verdict::ApproveSession,
+            Proof::Passphrase,
+            grant,
+            Some(&mut a_touch),
+        )
+        .unwrap();
+    assert!(
+        decided.session_until.is_none(),
+        "a touch is per action: no grant"
+    );
+    let (done, _) = p.until_id(&json!(1), Duration::from_secs(30));
+    assert_eq!(
+        done["result"]["structuredContent"]["state"], "completed",
+        "{done}"
+    );
+    assert_eq!(deletes(&target), 1);
+
+    // 7. A clone of A, taken before that touch, signs the next action with a counter behind.
+    p.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "http_request",
+        "arguments": {"credential": "api", "method": "DELETE", "url": format!("{base}/repos/acme/stage"), "wait_s": 0}}}));
+    let act2 = v.pending_with("/repos/acme/stage")["action_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let view2 = match client
+        .call(Request::ForApproval { action_id: act2 })
+        .unwrap()
+    {
+        Reply::View(v) => v,
+        other => panic!("{other:?}"),
+    };
+    a.restore(clone);
+    let mut a_touch = |c: &[u8; 32], allow: &[Vec<u8>]| -> Result<TouchProof, String> {
+        fido::touch(&mut a, c, allow)
+            .map(proof_of)
+            .map_err(|e| e.to_string())
+    };
+    let r = client.decide_touched(
+        &keys.approver,
+        &view2,
+        &Verdict::Approve,
+        Proof::Passphrase,
+        grant,
+        Some(&mut a_touch),
+    );
+    assert!(
+        matches!(&r, Err(ClientError::Refused { message, .. }) if message.contains("counter went back")),
+        "{r:?}"
+    );
+    assert_eq!(
+        deletes(&target),
+        1,
+        "the cloned key's approval sent nothing"
+    );
+
+    // The journal holds the touch in the approved row, and verifies.
+    let export = v.vault_dir().join("touch-export.jsonl");
+    v.run_pp(&["export-audit", export.to_str().unwrap()], None)
+        .ok();
+    let text = std::fs::read_to_string(&export).unwrap();
+    let approved: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("\"action.approved\""))
+        .collect();
+    assert_eq!(approved.len(), 1, "{text}");
+    assert!(
+        approved[0].contains("authenticator_data"),
+        "{}",
+        approved[0]
+    );
+    v.run(&["verify"], None).ok();
+    v.run(&["verify", "--file", export.to_str().unwrap()], None)
+        .ok();
+}
