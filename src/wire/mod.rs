@@ -28,8 +28,8 @@ pub use credential::{
 pub use normalized::{CredentialRef, NormalizedAction, NormalizedHttp, NormalizedSsh};
 pub use outcome::Outcome;
 pub use payload::{
-    ApprovalMethod, Decision, DecisionPayload, GrantPayload, GrantScope, Op, OpenBaoAuth,
-    OpenBaoLogin, OpenBaoPayload, Payload, PinPayload, PolicyPayload, RemovalPayload,
+    ApprovalMethod, Decision, DecisionPayload, GrantPayload, GrantScope, KeyPayload, Op,
+    OpenBaoAuth, OpenBaoLogin, OpenBaoPayload, Payload, PinPayload, PolicyPayload, RemovalPayload,
     ResumePayload, RevocationPayload,
 };
 pub use result::{internal, locked, ToolResult};

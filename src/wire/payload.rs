@@ -20,7 +20,7 @@ pub trait Payload: Serialize + DeserializeOwned {
 
 macro_rules! payload {
     ($t:ty, $tag:literal, $v:literal) => {
-        impl $crate::wire::Payload for $t {
+        impl Payload for $t {
             const TAG: &'static [u8] = $tag;
             const VERSION: u32 = $v;
             fn version(&self) -> u32 {
@@ -32,7 +32,6 @@ macro_rules! payload {
         }
     };
 }
-pub(super) use payload;
 
 /// What the person decided about one action.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -269,3 +268,18 @@ pub struct OpenBaoPayload {
     pub issued_at: Timestamp,
 }
 payload!(OpenBaoPayload, b"agent-vault openbao login v1\n", 1);
+
+/// Registering (`op: add_key`) or removing (`op: remove_key`) one key, once (by its nonce), soon
+/// after it was issued, signed by the approver (the passphrase).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyPayload {
+    pub v: u32,
+    pub vault_id: String,
+    pub op: Op,
+    pub nonce: String,
+    pub key: super::touch::RegisteredKey,
+    #[serde(with = "millis")]
+    pub issued_at: Timestamp,
+}
+payload!(KeyPayload, b"agent-vault approver key v1\n", 1);

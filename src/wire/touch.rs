@@ -1,11 +1,8 @@
 //! Security-key approvals as they travel and are signed: a registered key (its credential id and
 //! COSE public key, never anything secret), the approver's signed request to register or remove
-//! one, what a credential requires (`Presence`), and the proof a touch gives (`TouchProof`: the
+//! one (`payload::KeyPayload`), what a credential requires (`Presence`), and the proof a touch gives (`TouchProof`: the
 //! key's assertion over the challenge `fido::challenge` derives from the vault id, the action hash
 //! and the decision's nonce). Registering and checking is `approvals::touch`'s.
-use super::ts::millis;
-use super::Op;
-use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 /// A FIDO2 credential the approver registered: a name for people, the credential id and the
@@ -18,21 +15,6 @@ pub struct RegisteredKey {
     pub public_key: String,
     pub algorithm: String,
 }
-
-/// Registering (`op: add_key`) or removing (`op: remove_key`) one key, once (by its nonce), soon
-/// after it was issued, signed by the approver (the passphrase).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct KeyPayload {
-    pub v: u32,
-    pub vault_id: String,
-    pub op: Op,
-    pub nonce: String,
-    pub key: RegisteredKey,
-    #[serde(with = "millis")]
-    pub issued_at: Timestamp,
-}
-super::payload::payload!(KeyPayload, b"agent-vault approver key v1\n", 1);
 
 /// What an approval of a credential's actions needs besides the PIN or passphrase.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

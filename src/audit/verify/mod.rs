@@ -9,6 +9,7 @@ mod line;
 pub(crate) mod parallel;
 mod seen;
 mod sources;
+mod touches;
 
 pub use seen::Transitions;
 pub use sources::{
@@ -73,6 +74,10 @@ pub enum Reason {
     /// A `grant.add` or `grant.revoke` row that does not read or contradicts the journal: a
     /// grant recorded twice or in another session's rows, a revocation of an unrecorded grant.
     GrantMismatch,
+    /// An approval of a credential that needs a security-key touch carries none, or a touch that
+    /// does not verify: from an unregistered or removed key, over another action or decision, or
+    /// with a counter that went back; or a key row that does not read.
+    BadTouch,
 }
 
 impl Reason {
@@ -92,6 +97,7 @@ impl Reason {
             Reason::PauseStateMismatch => "pause state mismatch",
             Reason::NoValidBasis => "no valid basis",
             Reason::GrantMismatch => "grant mismatch",
+            Reason::BadTouch => "bad touch",
         }
     }
 }
@@ -231,6 +237,8 @@ pub struct Verifier {
     spent: seen::Spent,
     /// The grants recorded so far, and whether each was revoked.
     grants: basis::Grants,
+    /// Registered keys, what credentials require, sessions' profiles (`touches.rs`).
+    touches: touches::Touches,
     /// Whether the last `vault.pause` / `vault.resume` row was a pause.
     paused: bool,
     buf: String,
@@ -255,6 +263,7 @@ impl Verifier {
             transitions: Transitions::default(),
             spent: Default::default(),
             grants: basis::Grants::default(),
+            touches: touches::Touches::default(),
             paused: false,
             buf: String::with_capacity(512),
         }
@@ -439,6 +448,11 @@ impl Verifier {
         if exp == 1 {
             self.check_genesis(row, facts.kind)
                 .map_err(|detail| (Reason::BadGenesis, detail))?;
+            if self.vault_id.is_none() {
+                self.vault_id = serde_json::from_str::<VaultInit>(row.body)
+                    .ok()
+                    .map(|b| b.vault_id);
+            }
         } else if row.prev != self.prev {
             return Err((Reason::PrevMismatch, format!("row {exp}'s prev is not the hash of row {}: the history before it was rewritten", exp - 1)));
         }
@@ -462,10 +476,20 @@ impl Verifier {
         }
         if let Some(action) = row.action {
             self.check_lifecycle(exp, row, action, facts)?;
+            if facts.kind == Some(Kind::Action(crate::wire::State::Approved)) {
+                let vault_id = self.vault_id.as_deref().unwrap_or_default();
+                self.touches
+                    .check_approved(vault_id, exp, row.session, row.body)
+                    .map_err(|d| (Reason::BadTouch, d))?;
+            }
         } else if matches!(facts.detail, Detail::GrantAdd(_) | Detail::GrantRevoke(_)) {
             self.grants
                 .apply(exp, row.session, &facts.detail)
                 .map_err(|d| (Reason::GrantMismatch, d))?;
+        } else if touches::reads_body(facts.kind) {
+            self.touches
+                .apply(exp, facts.kind, row.session, row.body)
+                .map_err(|d| (Reason::BadTouch, d))?;
         }
         Ok(hash)
     }

@@ -47,13 +47,14 @@ struct Spans {
 
 impl Chunk {
     /// Takes the facts of `row` (its hash, kind and spent decision) and keeps a copy of it, with no
-    /// body unless its seq is 1.
+    /// body unless its seq is 1 or the touch checks read it.
     pub(crate) fn push(&mut self, row: &RowRef<'_>, scratch: &mut String) {
         self.push_with(row, Facts::of(scratch, row));
     }
 
     /// `push` for a row whose facts were taken already.
     pub(crate) fn push_with(&mut self, row: &RowRef<'_>, facts: Facts) {
+        let keep_body = row.seq == 1 || super::touches::reads_body(facts.kind);
         self.facts.push(facts);
         let text = &mut self.text;
         let mut t = |s: &str| {
@@ -63,9 +64,10 @@ impl Chunk {
         };
         let (ts, kind) = (t(row.ts), t(row.kind));
         let (session, action) = (row.session.map(&mut t), row.action.map(&mut t));
-        // The in-order checks read a body only at seq 1 (the genesis, `check_genesis`); what they
-        // need of any other row's body is in its facts, so only that one is kept.
-        let body = t(if row.seq == 1 { row.body } else { "" });
+        // The in-order checks read a body only at seq 1 (the genesis, `check_genesis`) and in the
+        // few kinds the touch checks read (`touches::reads_body`); what they need of any other
+        // row's body is in its facts, so only those are kept.
+        let body = t(if keep_body { row.body } else { "" });
         let bytes = &mut self.bytes;
         let mut b = |s: &[u8]| {
             let at = bytes.len();
