@@ -4,13 +4,18 @@
 //! touch from a key that was never registered (signed with the passphrase), and a cloned key
 //! whose counter went back: each is refused by the agent, and the HTTP target counts zero
 //! requests. The valid one runs, and its touch is in the journal's `approved` row. The key is a
-//! software authenticator behind the CTAP2 bytes a USB key carries (`support::soft_key`).
+//! software authenticator behind the CTAP2 bytes a USB key carries (`support::soft_key`). A forged
+//! export (the touch dropped, or its signature changed, and the chain recomputed) fails `vault
+//! verify --file` with no key. In a real tmux pane, the card says a touch is needed and offers no
+//! grant; with no key plugged in, `a` and the PIN end in "no FIDO2 security key found" and the
+//! target counts zero requests.
 mod support;
 
-use agent_vault::agent::client::{ClientError, Proof};
+use agent_vault::agent::client::{Client, ClientError, Proof};
 use agent_vault::agent::protocol::{Reply, Request};
 use agent_vault::approvals::{touch, Verdict};
 use agent_vault::fido;
+use agent_vault::keys::KeyMaterial;
 use agent_vault::wire::touch::TouchProof;
 use agent_vault::wire::Op;
 use serde_json::json;
@@ -18,6 +23,7 @@ use std::time::Duration;
 use support::mcp::McpProc;
 use support::soft_key::SoftKey;
 use support::target::HttpTarget;
+use support::tmux::Tmux;
 use support::*;
 
 const SECRET: &str = "DECOY_touch_tok_8c1d44e0";
@@ -38,15 +44,117 @@ fn deletes(target: &HttpTarget) -> usize {
         .count()
 }
 
-#[test]
-fn an_action_under_presence_key_runs_only_with_a_registered_keys_touch_over_its_own_hash() {
-    let target = HttpTarget::start(SECRET);
-    let mut v = TestVault::init("touch");
+/// The approver's keys (opened with the passphrase) and its authenticated connection.
+fn approver(v: &TestVault) -> (KeyMaterial, Client) {
     let paths = agent_vault::paths::VaultPaths::new(v.vault_dir());
     let pp = agent_vault::keys::Passphrase::from_string(PASSPHRASE.into());
     let keyfile = std::fs::read(v.vault_dir().join("vault.key.age")).unwrap();
     let keys = agent_vault::keys::unwrap_key_file(&keyfile, &pp).unwrap();
-    let mut client = agent_vault::agent::handoff::approver_client(&paths, &keys).unwrap();
+    let client = agent_vault::agent::handoff::approver_client(&paths, &keys).unwrap();
+    (keys, client)
+}
+
+/// A software key registered as `main`, signed with the approver key, as `vault approver
+/// add-key` does with a USB one.
+fn register_a_key(keys: &KeyMaterial, client: &mut Client) -> (SoftKey, fido::Registration) {
+    let mut a = SoftKey::es256();
+    let vault_id = client.vault_id.clone();
+    let reg = fido::register(&mut a, &vault_id, "0123456789abcdef0123", &[]).unwrap();
+    let request = touch::sign_key_change(
+        &keys.approver,
+        &vault_id,
+        Op::AddKey,
+        touch::registered(&reg, "main"),
+    );
+    match client.call(Request::AddApproverKey { request }).unwrap() {
+        Reply::ApproverKeys(k) => assert_eq!(k.len(), 1),
+        other => panic!("{other:?}"),
+    }
+    (a, reg)
+}
+
+#[test]
+fn on_the_card_a_key_credential_says_so_and_with_no_key_plugged_in_nothing_is_sent() {
+    // The person's `vault approve` in a real tmux pane. This machine has no USB key (and no
+    // UHID to fake one): after `a` and the PIN, the screen names the hash to touch for, says
+    // that no key was found, and the DELETE stays waiting with zero bytes at the target.
+    let target = HttpTarget::start(SECRET);
+    let mut v = TestVault::init("touchcard");
+    let (keys, mut client) = approver(&v);
+    register_a_key(&keys, &mut client);
+    let base = target.base();
+    v.run_pp(
+        &[
+            "add",
+            "http",
+            "api",
+            "--host",
+            &base,
+            "--bearer",
+            "--secret-stdin",
+            "--presence",
+            "key",
+        ],
+        Some(&format!("{SECRET}\n")),
+    )
+    .ok();
+    let tmux = Tmux::start(
+        "touchcard",
+        &[("VAULT_DIR", v.vault_dir().display().to_string())],
+        120,
+        40,
+    );
+    tmux.type_text(&format!("{} approve", bin()));
+    tmux.press("Enter");
+    tmux.wait_for("Vault passphrase", Duration::from_secs(20));
+    tmux.type_text(PASSPHRASE);
+    tmux.press("Enter");
+    tmux.wait_for("No action waits", Duration::from_secs(30));
+
+    let mut p = McpProc::spawn(v.command(&["mcp"]));
+    p.initialize();
+    p.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "http_request",
+        "arguments": {"credential": "api", "method": "DELETE", "url": format!("{base}/repos/acme/prod"), "wait_s": 0}}}));
+    let pending = v.pending_with("/repos/acme/prod");
+    let hash = match client
+        .call(Request::ForApproval {
+            action_id: pending["action_id"].as_str().unwrap().to_owned(),
+        })
+        .unwrap()
+    {
+        Reply::View(view) => view.action.action_hash,
+        other => panic!("{other:?}"),
+    };
+    let card = tmux.wait_for("[a]", Duration::from_secs(20));
+    assert!(card.contains("key touch   needed"), "{card}");
+    assert!(card.contains("a key touch is per action"), "{card}");
+    std::thread::sleep(Duration::from_millis(800));
+    tmux.press("a");
+    tmux.wait_for("PIN to approve", Duration::from_secs(10));
+    tmux.type_text(PIN);
+    tmux.press("Enter");
+    let told = tmux.wait_for("no FIDO2 security key found", Duration::from_secs(20));
+    // (The "Touch your security key for <hash>" prompt is drawn first and replaced by this at
+    // once: with no key there is nothing to wait for.)
+    assert!(
+        told.contains(&hash[..16]),
+        "the card names the hash: {told}"
+    );
+    assert!(told.contains("Not decided"), "{told}");
+    assert_eq!(deletes(&target), 0, "nothing reached the target");
+    let still = v.pending_with("/repos/acme/prod");
+    assert_eq!(
+        still["action_id"], pending["action_id"],
+        "the action still waits"
+    );
+}
+
+#[test]
+fn an_action_under_presence_key_runs_only_with_a_registered_keys_touch_over_its_own_hash() {
+    let target = HttpTarget::start(SECRET);
+    let mut v = TestVault::init("touch");
+    let (keys, mut client) = approver(&v);
     let vault_id = client.vault_id.clone();
 
     // Without a registered key, a credential cannot ask for one.
@@ -67,18 +175,7 @@ fn an_action_under_presence_key_runs_only_with_a_registered_keys_touch_over_its_
     assert!(r.stderr.contains("vault approver add-key"), "{}", r.stderr);
 
     // The person registers key A (signed with the approver key the passphrase opens).
-    let mut a = SoftKey::es256();
-    let reg = fido::register(&mut a, &vault_id, "0123456789abcdef0123", &[]).unwrap();
-    let request = touch::sign_key_change(
-        &keys.approver,
-        &vault_id,
-        Op::AddKey,
-        touch::registered(&reg, "main"),
-    );
-    match client.call(Request::AddApproverKey { request }).unwrap() {
-        Reply::ApproverKeys(k) => assert_eq!(k.len(), 1),
-        other => panic!("{other:?}"),
-    }
+    let (mut a, reg) = register_a_key(&keys, &mut client);
     let listed = v.run(&["approver", "keys", "--json"], None).ok();
     assert!(listed.stdout.contains(&hex::encode(&reg.credential_id)));
     v.run_pp(&add[..add.len()], Some(&format!("{SECRET}\n")))
@@ -292,4 +389,69 @@ fn an_action_under_presence_key_runs_only_with_a_registered_keys_touch_over_its_
     v.run(&["verify"], None).ok();
     v.run(&["verify", "--file", export.to_str().unwrap()], None)
         .ok();
+
+    // A forger with the database key rewrites the approved row and recomputes every hash after
+    // it: the chain holds, the touch does not. `vault verify --file` needs no key to see it.
+    let forged = |name: &str, edit: &dyn Fn(&mut serde_json::Value)| {
+        let file = v.vault_dir().join(format!("forged-{name}.jsonl"));
+        std::fs::write(&file, rechain(&text, edit)).unwrap();
+        let out = std::process::Command::new(bin())
+            .args(["verify", "--json", "--file"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(out.status.code(), Some(3), "{name}: {report}");
+        let reason = report["reason"].as_str().unwrap_or_default().to_owned();
+        assert!(reason.starts_with("bad touch: row "), "{name}: {report}");
+        reason
+    };
+    let said = forged("no-touch", &|body| {
+        body.as_object_mut().unwrap().remove("touch");
+    });
+    assert!(said.contains("needs a security-key touch"), "{said}");
+    let said = forged("flipped", &|body| {
+        let sig = body["touch"]["signature"].as_str().unwrap().to_owned();
+        let flipped = if sig.ends_with('0') { "1" } else { "0" };
+        body["touch"]["signature"] = json!(format!("{}{flipped}", &sig[..sig.len() - 1]));
+    });
+    assert!(said.contains("does not verify"), "{said}");
+}
+
+/// `text` (an export) with `edit` applied to the body of its `action.approved` row, and every
+/// row's `prev` and `hash` recomputed from there on, as a forger holding the key would.
+fn rechain(text: &str, edit: &dyn Fn(&mut serde_json::Value)) -> String {
+    let mut prev: Option<[u8; 32]> = None;
+    let mut out = String::new();
+    for line in text.lines() {
+        let mut row: serde_json::Value = serde_json::from_str(line).unwrap();
+        if row["kind"] == "action.approved" {
+            edit(&mut row["body"]);
+        }
+        let p = match prev {
+            Some(p) => p,
+            None => hex::decode(row["prev"].as_str().unwrap())
+                .unwrap()
+                .try_into()
+                .unwrap(),
+        };
+        let canonical = agent_vault::audit::canonical_row(
+            row["seq"].as_i64().unwrap(),
+            row["ts"].as_str().unwrap(),
+            row["kind"].as_str().unwrap(),
+            row["session"].as_str(),
+            row["action"].as_str(),
+            &row["body"],
+        );
+        let hash = agent_vault::audit::row_hash(&p, &canonical);
+        let fields = serde_json::json!({
+            "seq": row["seq"], "ts": row["ts"], "kind": row["kind"], "session": row["session"],
+            "action": row["action"], "body": row["body"], "prev": hex::encode(p),
+            "hash": hex::encode(hash),
+        });
+        out.push_str(&fields.to_string());
+        out.push('\n');
+        prev = Some(hash);
+    }
+    out
 }
