@@ -63,6 +63,7 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("vault setup claude", "Register vault mcp with Claude Code (also cursor, vscode, codex, gemini)."),
     ("vault run -- claude", "Start the AI client contained: it reaches the project and the vault, not your terminal, desktop or other secrets."),
     ("vault approve", "Decide what the agent asked for: one card per action; an approval takes the PIN."),
+    ("vault approver add-key --name main && vault edit prod --presence key", "Register a FIDO2 security key (then a backup one), and make the prod credential's every action need its touch."),
     ("vault edit web1 --key-file ~/.ssh/new_key", "Rotate an SSH key: its type and fingerprint are shown and old approvals stop matching."),
     ("vault status", "Whether the vault is up, paused, or waiting on you; exit 4 when locked or paused."),
     ("vault log", "What each agent did, and why each action ran (a card, a grant or a policy)."),
