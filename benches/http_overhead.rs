@@ -3,8 +3,10 @@
 //! validation, the action row and its journal rows, the dispatch claim, the guarded request, the
 //! scrubbed result — against a direct ureq GET to the same loopback target in the same run.
 //!
-//! Run: `cargo bench --bench http_overhead` (prints a table; the goal is the product's, a p50
-//! overhead ≤ 1 ms; it was ≤ 2 ms while a call committed twice).
+//! Run: `cargo bench --bench http_overhead` (prints a table). The goal, as decided in issue 32:
+//! no absolute target, since the journal's intent row is durable (fsync) before the first byte
+//! leaves; the p50 overhead must not grow past 1.5 ms on this machine (it was ≤ 2 ms while a call
+//! committed twice, 1.25–1.95 ms since).
 //! `-- --quick`: a few requests, checks only that every one completed (what CI runs).
 mod common;
 
@@ -87,7 +89,7 @@ fn main() {
         vmean - dmean
     );
     println!("ratio vault / direct at p50: {:.1}x", v50 / d50);
-    let goal = 1.0;
+    let goal = 1.5;
     println!(
         "p50 overhead {:.3} ms, goal <= {goal} ms: {}",
         v50 - d50,
