@@ -44,6 +44,23 @@ fn deletes(target: &HttpTarget) -> usize {
         .count()
 }
 
+/// `vault add http api --presence key` for the target at `base`, the secret on stdin.
+fn add_keyed(v: &mut TestVault, base: &str) -> Run {
+    let args = [
+        "add",
+        "http",
+        "api",
+        "--host",
+        base,
+        "--bearer",
+        "--secret-stdin",
+    ];
+    v.run_pp(
+        &[&args[..], &["--presence", "key"]].concat(),
+        Some(&format!("{SECRET}\n")),
+    )
+}
+
 /// The approver's keys (opened with the passphrase) and its authenticated connection.
 fn approver(v: &TestVault) -> (KeyMaterial, Client) {
     let paths = agent_vault::paths::VaultPaths::new(v.vault_dir());
@@ -83,21 +100,7 @@ fn on_the_card_a_key_credential_says_so_and_with_no_key_plugged_in_nothing_is_se
     let (keys, mut client) = approver(&v);
     register_a_key(&keys, &mut client);
     let base = target.base();
-    v.run_pp(
-        &[
-            "add",
-            "http",
-            "api",
-            "--host",
-            &base,
-            "--bearer",
-            "--secret-stdin",
-            "--presence",
-            "key",
-        ],
-        Some(&format!("{SECRET}\n")),
-    )
-    .ok();
+    add_keyed(&mut v, &base).ok();
     let tmux = Tmux::start(
         "touchcard",
         &[("VAULT_DIR", v.vault_dir().display().to_string())],
@@ -159,18 +162,7 @@ fn an_action_under_presence_key_runs_only_with_a_registered_keys_touch_over_its_
 
     // Without a registered key, a credential cannot ask for one.
     let base = target.base();
-    let add = [
-        "add",
-        "http",
-        "api",
-        "--host",
-        &base,
-        "--bearer",
-        "--secret-stdin",
-        "--presence",
-        "key",
-    ];
-    let r = v.run_pp(&add, Some(&format!("{SECRET}\n")));
+    let r = add_keyed(&mut v, &base);
     assert_ne!(r.code, 0);
     assert!(r.stderr.contains("vault approver add-key"), "{}", r.stderr);
 
@@ -178,8 +170,7 @@ fn an_action_under_presence_key_runs_only_with_a_registered_keys_touch_over_its_
     let (mut a, reg) = register_a_key(&keys, &mut client);
     let listed = v.run(&["approver", "keys", "--json"], None).ok();
     assert!(listed.stdout.contains(&hex::encode(&reg.credential_id)));
-    v.run_pp(&add[..add.len()], Some(&format!("{SECRET}\n")))
-        .ok();
+    add_keyed(&mut v, &base).ok();
 
     let mut p = McpProc::spawn(v.command(&["mcp"]));
     p.initialize();
