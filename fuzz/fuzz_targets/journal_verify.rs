@@ -79,6 +79,7 @@ use agent_vault::wire::journal::{
     ActionRow, Basis, CallSuppressed, ClientLabel, GrantAdded, GrantRevoked, Kind, Process,
     SessionEnd, SessionStart, VaultInit, VaultLock, VaultPause, VaultResume, VaultUnlock,
 };
+use agent_vault::wire::touch::Presence;
 use agent_vault::wire::{GrantScope, Hardening, State};
 use libfuzzer_sys::arbitrary::Unstructured;
 use libfuzzer_sys::fuzz_target;
@@ -385,6 +386,7 @@ fn build(vault: &mut Vault, keys: &agent_vault::keys::KeyMaterial) {
             ca_file: None,
             allow_headers: Vec::new(),
             secret_from: None,
+            presence: Presence::None,
         }),
         secret: credentials::Secret::new(b"fuzz-token-not-a-secret".to_vec()),
     };
@@ -417,6 +419,7 @@ fn build(vault: &mut Vault, keys: &agent_vault::keys::KeyMaterial) {
                 .then(|| "refused \"here\"\nby the person".into()),
             basis,
             method: None,
+            touch: None,
         };
         (format!("act_{n:032x}"), row)
     };

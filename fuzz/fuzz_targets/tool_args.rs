@@ -23,6 +23,7 @@ use agent_vault::credentials::{
 };
 use agent_vault::policy::{self, action_hash, HttpArgs, SshArgs, ValidatedRequest};
 use agent_vault::term::{needs_escape, show_body, MAX_SHOWN_BODY_BYTES};
+use agent_vault::wire::touch::Presence;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 use std::sync::OnceLock;
@@ -54,6 +55,7 @@ fn http(
             ca_file: None,
             allow_headers: allow.iter().map(|s| s.to_string()).collect(),
             secret_from: None,
+            presence: Presence::None,
         }),
         created_at: String::new(),
         updated_at: String::new(),
@@ -110,6 +112,7 @@ fn creds() -> &'static [Credential] {
                     host_key: format!("SHA256:{}", "a".repeat(43)),
                     auth: SshAuth::Password,
                     allow_commands: vec!["systemctl status *".into(), "uptime".into()],
+                    presence: Presence::None,
                 }),
                 ..http(
                     "ssh",
