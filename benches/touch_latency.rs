@@ -49,8 +49,18 @@ fn main() {
     let mut bv = BenchVault::new("touch-latency", target.port, Approval::Each);
     let vault_id = bv.cli.vault_id.clone();
     let mut key = soft_key::SoftKey::es256();
-    let reg = agent_vault::fido::register(&mut key, &vault_id, "bench-registration-01", &[])
-        .expect("registration");
+    let reg = agent_vault::fido::register(
+        &mut key,
+        &vault_id,
+        "bench-registration-01",
+        &[],
+        &mut || {
+            Err(agent_vault::fido::FidoError::NoPin(
+                "the bench's key has none".into(),
+            ))
+        },
+    )
+    .expect("registration");
     let request = touch::sign_key_change(
         &bv.keys.approver,
         &vault_id,

@@ -7,14 +7,14 @@ mod support;
 
 use agent_vault::fido::{self, FidoError};
 use std::sync::atomic::Ordering;
-use support::soft_key::SoftKey;
+use support::soft_key::{no_pin, SoftKey};
 
 const VAULT: &str = "vlt_0123456789abcdef";
 const HASH: &str = "9f2c1e5b7a3d4f60112233445566778899aabbccddeeff00112233445566778";
 const NONCE: &str = "00112233445566778899aabbccddeeff";
 
 fn registered(key: &mut SoftKey) -> fido::Registration {
-    fido::register(key, VAULT, "reg-nonce-0001", &[]).expect("registration")
+    fido::register(key, VAULT, "reg-nonce-0001", &[], &mut no_pin).expect("registration")
 }
 
 fn check(
@@ -109,7 +109,7 @@ fn a_lifted_finger_is_a_refusal() {
         std::slice::from_ref(&reg.credential_id),
     );
     assert!(matches!(err, Err(FidoError::Refused)), "{err:?}");
-    let err = fido::register(&mut key, VAULT, "reg-nonce-0002", &[]);
+    let err = fido::register(&mut key, VAULT, "reg-nonce-0002", &[], &mut no_pin);
     assert!(matches!(err, Err(FidoError::Refused)), "{err:?}");
     // (A second registration of the same key is refused by a key that honours the excludeList
     // the request carries; passkey-authenticator 0.6 checks presence and then makes a new

@@ -21,7 +21,7 @@ use agent_vault::wire::Op;
 use serde_json::json;
 use std::time::Duration;
 use support::mcp::McpProc;
-use support::soft_key::SoftKey;
+use support::soft_key::{no_pin, SoftKey};
 use support::target::HttpTarget;
 use support::tmux::Tmux;
 use support::*;
@@ -76,7 +76,7 @@ fn approver(v: &TestVault) -> (KeyMaterial, Client) {
 fn register_a_key(keys: &KeyMaterial, client: &mut Client) -> (SoftKey, fido::Registration) {
     let mut a = SoftKey::es256();
     let vault_id = client.vault_id.clone();
-    let reg = fido::register(&mut a, &vault_id, "0123456789abcdef0123", &[]).unwrap();
+    let reg = fido::register(&mut a, &vault_id, "0123456789abcdef0123", &[], &mut no_pin).unwrap();
     let request = touch::sign_key_change(
         &keys.approver,
         &vault_id,
@@ -271,7 +271,8 @@ fn an_action_under_presence_key_runs_only_with_a_registered_keys_touch_over_its_
 
     // 5. A key the person never registered (a same-uid process's own authenticator).
     let mut b = SoftKey::es256();
-    let b_reg = fido::register(&mut b, &vault_id, "fedcba9876543210fedc", &[]).unwrap();
+    let b_reg =
+        fido::register(&mut b, &vault_id, "fedcba9876543210fedc", &[], &mut no_pin).unwrap();
     let mut b_touch = |c: &[u8; 32], _: &[Vec<u8>]| -> Result<TouchProof, String> {
         Ok(proof_of(
             fido::touch(&mut b, c, std::slice::from_ref(&b_reg.credential_id)).unwrap(),

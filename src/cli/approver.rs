@@ -15,8 +15,8 @@ use std::time::Duration;
 
 #[derive(Debug, clap::Subcommand)]
 pub(super) enum Sub {
-    /// Register a security key (touch it when it blinks); asks for the passphrase. Two keys may be
-    /// registered: a main one and a backup.
+    /// Register a security key (touch it when it blinks); asks for the passphrase, and for the
+    /// key's PIN when it has one. Two keys may be registered: a main one and a backup.
     AddKey(AddArgs),
     /// List the registered security keys.
     Keys(KeysArgs),
@@ -112,7 +112,25 @@ fn add(paths: VaultPaths, a: AddArgs) -> anyhow::Result<Exit> {
     ));
     let mut nonce = [0u8; 16];
     getrandom::fill(&mut nonce).expect("the OS random number generator failed");
-    let reg = fido::register(&mut key, &vault_id, &hex::encode(nonce), &exclude)?;
+    // A key with a PIN verifies its person too: the PIN is asked on the terminal only (never
+    // stdin or a file: the person is at the key anyway), goes to the key encrypted, and is
+    // dropped once the key has turned it into a token.
+    let mut ask_pin = || {
+        crate::keys::read_terminal(
+            "security key PIN",
+            "Security key PIN (this key has one): ",
+            "run `vault approver add-key` in a terminal to type it",
+        )
+        .map(|pin| secrecy::SecretString::from(pin.as_str()))
+        .map_err(|e| fido::FidoError::NoPin(e.to_string()))
+    };
+    let reg = fido::register(
+        &mut key,
+        &vault_id,
+        &hex::encode(nonce),
+        &exclude,
+        &mut ask_pin,
+    )?;
     let registered = touch::registered(&reg, &name);
     let request = touch::sign_key_change(
         super::approver(&backend)?,

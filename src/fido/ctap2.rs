@@ -16,6 +16,14 @@ pub const ES256: i64 = -7;
 /// COSE algorithm EdDSA (Ed25519).
 pub const EDDSA: i64 = -8;
 
+/// What a command carries to show the key a PIN token (`pin::Token::auth`): `pinUvAuthParam`
+/// and the PIN/UV auth protocol.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UvAuth {
+    pub param: [u8; 32],
+    pub protocol: u8,
+}
+
 /// What `makeCredential` returned: the authenticator data (which holds the new credential id and
 /// its COSE public key) and the attestation format, which is recorded and not checked (the
 /// registration is trusted because the person signed it with the passphrase, not because of a
@@ -36,7 +44,7 @@ pub struct GotAssertion {
     pub signature: Vec<u8>,
 }
 
-fn int(i: i64) -> Value {
+pub(super) fn int(i: i64) -> Value {
     Value::Integer(Integer::from(i))
 }
 
@@ -52,7 +60,7 @@ fn descriptor(id: &[u8]) -> Value {
     ])
 }
 
-fn encode(v: &Value) -> Vec<u8> {
+pub(super) fn encode(v: &Value) -> Vec<u8> {
     let mut out = Vec::with_capacity(256);
     ciborium::ser::into_writer(v, &mut out).expect("writing CBOR into memory cannot fail");
     out
@@ -60,12 +68,14 @@ fn encode(v: &Value) -> Vec<u8> {
 
 /// The parameters of `makeCredential` for the vault `user_id`, over `client_data_hash`, refusing
 /// the credentials in `exclude` (so a key registered once is not registered again). Asks for
-/// user presence, ES256 or EdDSA, and a non-resident credential: the key stores nothing.
+/// user presence, ES256 or EdDSA, and a non-resident credential: the key stores nothing. With
+/// `uv`, the key also verifies its person (its PIN, shown by the token's `pinUvAuthParam`).
 pub fn make_credential_request(
     client_data_hash: &[u8; 32],
     user_id: &[u8],
     user_name: &str,
     exclude: &[Vec<u8>],
+    uv: Option<&UvAuth>,
 ) -> Vec<u8> {
     let mut map = vec![
         (int(1), Value::Bytes(client_data_hash.to_vec())),
@@ -103,13 +113,26 @@ pub fn make_credential_request(
         ));
     }
     map.push((int(7), Value::Map(vec![(text("rk"), Value::Bool(false))])));
+    push_uv(&mut map, 8, uv);
     encode(&Value::Map(map))
 }
 
+/// `pinUvAuthParam` at `at` and its protocol at `at + 1`, when there is a token.
+fn push_uv(map: &mut Vec<(Value, Value)>, at: i64, uv: Option<&UvAuth>) {
+    if let Some(uv) = uv {
+        map.push((int(at), Value::Bytes(uv.param.to_vec())));
+        map.push((int(at + 1), int(uv.protocol.into())));
+    }
+}
+
 /// The parameters of `getAssertion` over `client_data_hash`, for any of `allow` (the registered
-/// credentials), with user presence required.
-pub fn get_assertion_request(client_data_hash: &[u8; 32], allow: &[Vec<u8>]) -> Vec<u8> {
-    encode(&Value::Map(vec![
+/// credentials), with user presence required, and with `uv` the key's PIN token.
+pub fn get_assertion_request(
+    client_data_hash: &[u8; 32],
+    allow: &[Vec<u8>],
+    uv: Option<&UvAuth>,
+) -> Vec<u8> {
+    let mut map = vec![
         (int(1), text(RP_ID)),
         (int(2), Value::Bytes(client_data_hash.to_vec())),
         (
@@ -117,7 +140,9 @@ pub fn get_assertion_request(client_data_hash: &[u8; 32], allow: &[Vec<u8>]) -> 
             Value::Array(allow.iter().map(|id| descriptor(id)).collect()),
         ),
         (int(5), Value::Map(vec![(text("up"), Value::Bool(true))])),
-    ]))
+    ];
+    push_uv(&mut map, 6, uv);
+    encode(&Value::Map(map))
 }
 
 /// A response's status byte: 0 is success and the CBOR follows; anything else is the
@@ -134,8 +159,15 @@ pub fn status(response: &[u8]) -> Result<&[u8], FidoError> {
             0x2E => FidoError::NotRegistered,
             // CTAP2_ERR_CREDENTIAL_EXCLUDED
             0x19 => FidoError::AlreadyRegistered,
-            // CTAP2_ERR_PIN_REQUIRED, CTAP2_ERR_PIN_AUTH_INVALID, CTAP2_ERR_PUAT_REQUIRED
-            0x36 | 0x33 | 0x35 => FidoError::PinRequired,
+            // CTAP2_ERR_PUAT_REQUIRED (CTAP 2.0's PIN_REQUIRED): the command needs a PIN token.
+            0x36 => FidoError::PinRequired,
+            // CTAP2_ERR_PIN_INVALID (the caller asks how many tries are left)
+            0x31 => FidoError::WrongPin(None),
+            0x32 => FidoError::PinBlocked,
+            0x34 => FidoError::PinAuthBlocked,
+            0x35 => FidoError::PinNotSet,
+            // CTAP2_ERR_PIN_AUTH_INVALID: the token did not authenticate the command.
+            0x33 => FidoError::Malformed("a PIN token the key did not accept"),
             // CTAP2_ERR_UNSUPPORTED_ALGORITHM
             0x26 => FidoError::UnsupportedAlgorithm(None),
             other => FidoError::Status(other),
@@ -144,7 +176,7 @@ pub fn status(response: &[u8]) -> Result<&[u8], FidoError> {
 }
 
 /// The top-level map of a response body, by integer key.
-fn response_map(body: &[u8]) -> Result<Vec<(i64, Value)>, FidoError> {
+pub(super) fn response_map(body: &[u8]) -> Result<Vec<(i64, Value)>, FidoError> {
     let v: Value = ciborium::de::from_reader(body)
         .map_err(|_| FidoError::Malformed("a response that is not CBOR"))?;
     let Value::Map(entries) = v else {
@@ -163,12 +195,12 @@ fn response_map(body: &[u8]) -> Result<Vec<(i64, Value)>, FidoError> {
         .collect()
 }
 
-fn take(entries: &mut Vec<(i64, Value)>, key: i64) -> Option<Value> {
+pub(super) fn take(entries: &mut Vec<(i64, Value)>, key: i64) -> Option<Value> {
     let at = entries.iter().position(|(k, _)| *k == key)?;
     Some(entries.swap_remove(at).1)
 }
 
-fn bytes(v: Option<Value>, what: &'static str) -> Result<Vec<u8>, FidoError> {
+pub(super) fn bytes(v: Option<Value>, what: &'static str) -> Result<Vec<u8>, FidoError> {
     match v {
         Some(Value::Bytes(b)) => Ok(b),
         _ => Err(FidoError::Malformed(what)),
@@ -225,8 +257,9 @@ pub fn make_credential(
     user_id: &[u8],
     user_name: &str,
     exclude: &[Vec<u8>],
+    uv: Option<&UvAuth>,
 ) -> Result<MadeCredential, FidoError> {
-    let request = make_credential_request(client_data_hash, user_id, user_name, exclude);
+    let request = make_credential_request(client_data_hash, user_id, user_name, exclude, uv);
     let response = key.call(MAKE_CREDENTIAL, &request)?;
     parse_made_credential(status(&response)?)
 }
@@ -237,8 +270,9 @@ pub fn get_assertion(
     key: &mut dyn Transport,
     client_data_hash: &[u8; 32],
     allow: &[Vec<u8>],
+    uv: Option<&UvAuth>,
 ) -> Result<GotAssertion, FidoError> {
-    let request = get_assertion_request(client_data_hash, allow);
+    let request = get_assertion_request(client_data_hash, allow, uv);
     let response = key.call(GET_ASSERTION, &request)?;
     let mut got = parse_got_assertion(status(&response)?)?;
     if got.credential_id.is_none() {
@@ -261,23 +295,29 @@ mod tests {
         assert!(matches!(status(&[0x2E]), Err(FidoError::NotRegistered)));
         assert!(matches!(status(&[0x19]), Err(FidoError::AlreadyRegistered)));
         assert!(matches!(status(&[0x36]), Err(FidoError::PinRequired)));
+        assert!(matches!(status(&[0x31]), Err(FidoError::WrongPin(None))));
+        assert!(matches!(status(&[0x32]), Err(FidoError::PinBlocked)));
         assert!(matches!(status(&[0x7f]), Err(FidoError::Status(0x7f))));
         assert!(matches!(status(&[]), Err(FidoError::Malformed(_))));
     }
 
     #[test]
     fn requests_are_canonical_cbor_maps_in_key_order() {
-        let r = get_assertion_request(&[7; 32], &[vec![1, 2, 3]]);
+        let r = get_assertion_request(&[7; 32], &[vec![1, 2, 3]], None);
         // map(4): 1 => "agent-vault", 2 => bytes(32), 3 => [{"id","type"}], 5 => {"up": true}
         assert_eq!(r[0], 0xa4);
         assert_eq!(&r[1..3], &[0x01, 0x6b]);
-        let m = make_credential_request(&[7; 32], b"vault", "agent-vault v", &[vec![9]]);
+        let uv = UvAuth {
+            param: [3; 32],
+            protocol: 2,
+        };
+        let m = make_credential_request(&[7; 32], b"vault", "agent-vault v", &[vec![9]], Some(&uv));
         let v: Value = ciborium::de::from_reader(m.as_slice()).unwrap();
         let Value::Map(entries) = v else { panic!() };
         let keys: Vec<i64> = entries
             .iter()
             .map(|(k, _)| i64::try_from(i128::from(k.as_integer().unwrap())).unwrap())
             .collect();
-        assert_eq!(keys, [1, 2, 3, 4, 5, 7]);
+        assert_eq!(keys, [1, 2, 3, 4, 5, 7, 8, 9]);
     }
 }

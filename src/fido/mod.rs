@@ -6,6 +6,7 @@
 //! fields it is given.
 pub mod ctap2;
 pub mod hid;
+pub mod pin;
 pub mod verify;
 
 pub use verify::{counter_moved_on, parse_cose_key, verify_assertion, PublicKey};
@@ -41,8 +42,22 @@ pub enum FidoError {
     NotRegistered,
     #[error("this security key is already registered with this vault (`vault approver keys`)")]
     AlreadyRegistered,
-    #[error("the security key asks for its PIN, which agent-vault does not send yet: use a key without a PIN, or one that asks for a touch only")]
+    #[error("the security key asks for its PIN for every signature (its alwaysUv option), which `vault approve` does not ask: turn alwaysUv off on the key (for example `ykman fido config toggle-always-uv`), or use another key")]
     PinRequired,
+    #[error("wrong PIN for the security key{}; nothing was registered or approved", .0.map_or(String::new(), |n| format!(" ({n} tries left before it locks)")))]
+    WrongPin(Option<u8>),
+    #[error("the security key's PIN is blocked after too many wrong tries; only a reset of the key unblocks it, and a reset deletes its credentials (register it again afterwards)")]
+    PinBlocked,
+    #[error("the security key refuses PINs after three wrong ones in a row: unplug it, plug it in again, and retry")]
+    PinAuthBlocked,
+    #[error("the security key needs a PIN and has none: set one with the key's own tool (for example `ykman fido access change-pin` or `fido2-token -S`), then retry")]
+    PinNotSet,
+    #[error("the security key speaks PIN/UV auth protocol {0:?}; agent-vault speaks protocol 2 (CTAP 2.1): use a key with newer firmware, or remove its PIN")]
+    PinProtocol(Vec<u8>),
+    #[error("no PIN was given for the security key: {0}")]
+    NoPin(String),
+    #[error("the security key registered without verifying its PIN (no user-verified flag)")]
+    NotVerified,
     #[error("the security key offered an algorithm agent-vault does not check ({}); it accepts ES256 and EdDSA", .0.map_or("none".to_owned(), |a| a.to_string()))]
     UnsupportedAlgorithm(Option<i64>),
     #[error("the security key answered with CTAP2 status 0x{0:02x}; try again, or another key")]
@@ -110,24 +125,41 @@ pub fn registration_challenge(vault_id: &str, nonce: &str) -> [u8; 32] {
     )
 }
 
-/// Registers a new credential on `key` for the vault `vault_id` (the key wants a touch),
-/// refusing a key that already holds one of `exclude`. The answer is checked: agent-vault's
-/// relying party, a touch, a credential with an ES256 or EdDSA key.
+/// Where a key's PIN comes from when the key has one: asked at the moment it is needed, never
+/// kept. `Err` (no terminal, nothing typed) stops with nothing registered.
+pub type AskPin<'a> = &'a mut dyn FnMut() -> Result<secrecy::SecretString, FidoError>;
+
+/// Registers a new credential on `key` for the vault `vault_id` (the key wants a touch, and,
+/// when it has a PIN, the PIN: `ask_pin` is called then, once), refusing a key that already
+/// holds one of `exclude`. The answer is checked: agent-vault's relying party, a touch (and the
+/// verified flag when a PIN was given), a credential with an ES256 or EdDSA key.
 pub fn register(
     key: &mut dyn Transport,
     vault_id: &str,
     nonce: &str,
     exclude: &[Vec<u8>],
+    ask_pin: AskPin<'_>,
 ) -> Result<Registration, FidoError> {
     let hash = registration_challenge(vault_id, nonce);
     let name = format!("agent-vault {}", vault_id.get(..12).unwrap_or(vault_id));
-    let made = ctap2::make_credential(key, &hash, vault_id.as_bytes(), &name, exclude)?;
+    let info = pin::get_info(key)?;
+    let uv = if info.has_pin() {
+        let secret = ask_pin()?;
+        Some(pin::token(key, &info, &secret, pin::PERMISSION_MAKE_CREDENTIAL)?.auth(&hash))
+    } else {
+        None
+    };
+    let made =
+        ctap2::make_credential(key, &hash, vault_id.as_bytes(), &name, exclude, uv.as_ref())?;
     let data = verify::parse_auth_data(&made.auth_data)?;
     if data.rp_id_hash != verify::rp_id_hash() {
         return Err(FidoError::WrongRelyingParty);
     }
     if data.flags & verify::UP == 0 {
         return Err(FidoError::NotPresent);
+    }
+    if uv.is_some() && data.flags & verify::UV == 0 {
+        return Err(FidoError::NotVerified);
     }
     let cred = data
         .credential
@@ -151,7 +183,7 @@ pub fn touch(
     challenge: &[u8; 32],
     allow: &[Vec<u8>],
 ) -> Result<Touch, FidoError> {
-    let got = ctap2::get_assertion(key, challenge, allow)?;
+    let got = ctap2::get_assertion(key, challenge, allow, None)?;
     let data = verify::parse_auth_data(&got.auth_data)?;
     Ok(Touch {
         credential_id: got.credential_id.expect("filled in by get_assertion"),

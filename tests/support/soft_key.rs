@@ -11,6 +11,13 @@ use passkey_types::Passkey;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+/// What `fido::register` is given for a key without a PIN: it is never called.
+pub fn no_pin() -> Result<secrecy::SecretString, FidoError> {
+    Err(FidoError::NoPin(
+        "a key with no PIN was asked for one".into(),
+    ))
+}
+
 /// The person's finger on the key: touches, or does not.
 pub struct Finger(Arc<AtomicBool>);
 
@@ -118,6 +125,7 @@ impl Transport for SoftKey {
                     Err(code) => vec![u8::from(code)],
                 },
             },
+            0x04 => cbor(&*self.rt.block_on(self.auth.get_info())),
             _ => vec![0x01],
         };
         Ok(out)
