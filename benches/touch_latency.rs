@@ -17,7 +17,7 @@ mod soft_key;
 use agent_vault::agent::client::Proof;
 use agent_vault::agent::protocol::{Reply, Request};
 use agent_vault::approvals::{touch, Verdict};
-use agent_vault::credentials::{self, Approval, HttpAuth, HttpTarget, NewCredential, Target};
+use agent_vault::credentials::{self, Approval, NewCredential};
 use agent_vault::wire::touch::{Presence, TouchProof};
 use agent_vault::wire::{Op, Secret};
 use common::{stats, BenchVault, FastTarget, Mcp, Side};
@@ -76,18 +76,7 @@ fn main() {
         profile: "default".into(),
         name: "keyed".into(),
         approval: Approval::Each,
-        target: Target::Http(HttpTarget {
-            presence: Presence::Key,
-            scheme: "http".into(),
-            host: "127.0.0.1".into(),
-            port: target.port,
-            path_prefix: "/".into(),
-            methods: None,
-            auth: HttpAuth::Bearer,
-            ca_file: None,
-            allow_headers: Vec::new(),
-            secret_from: None,
-        }),
+        target: common::loopback_bearer(target.port, Presence::Key),
         secret: Secret::new(b"DECOY_bench_keyed_7d1e".to_vec()),
     };
     common::add_signed(&mut bv.cli, &bv.keys, keyed);

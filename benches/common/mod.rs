@@ -218,18 +218,7 @@ impl BenchVault {
             profile: "default".into(),
             name: "api".into(),
             approval,
-            target: Target::Http(HttpTarget {
-                presence: agent_vault::wire::touch::Presence::None,
-                scheme: "http".into(),
-                host: "127.0.0.1".into(),
-                port,
-                path_prefix: "/".into(),
-                methods: None,
-                auth: HttpAuth::Bearer,
-                ca_file: None,
-                allow_headers: Vec::new(),
-                secret_from: None,
-            }),
+            target: loopback_bearer(port, agent_vault::wire::touch::Presence::None),
             secret: Secret::new(SECRET.as_bytes().to_vec()),
         };
         add_signed(&mut cli, &keys, new);
@@ -364,4 +353,20 @@ impl Drop for Mcp {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A bearer-token HTTP credential's target on a loopback port, with `presence`.
+pub fn loopback_bearer(port: u16, presence: agent_vault::wire::touch::Presence) -> Target {
+    Target::Http(HttpTarget {
+        presence,
+        scheme: "http".into(),
+        host: "127.0.0.1".into(),
+        port,
+        path_prefix: "/".into(),
+        methods: None,
+        auth: HttpAuth::Bearer,
+        ca_file: None,
+        allow_headers: Vec::new(),
+        secret_from: None,
+    })
 }
