@@ -214,3 +214,30 @@ fn a_key_without_a_pin_is_never_asked_for_one() {
     assert_eq!(key.sent(fido::pin::CLIENT_PIN), 0);
     assert_eq!(key.sent(fido::ctap2::MAKE_CREDENTIAL), 1);
 }
+
+#[test]
+fn a_key_refuses_to_register_again_for_a_credential_it_already_holds() {
+    // The exclude list, as a key applies it (passkey-rs ignores it): registering one key twice
+    // is refused by the key itself, not only by the vault's own credential-id check.
+    let mut key = PinKey::new(None);
+    let mut asked = 0;
+    let first = fido::register(
+        &mut key,
+        VAULT,
+        "reg-nonce-0006",
+        &[],
+        &mut typed(PIN, &mut asked),
+    )
+    .unwrap();
+    let again = fido::register(
+        &mut key,
+        VAULT,
+        "reg-nonce-0007",
+        std::slice::from_ref(&first.credential_id),
+        &mut typed(PIN, &mut asked),
+    );
+    assert!(
+        matches!(again, Err(FidoError::AlreadyRegistered)),
+        "{again:?}"
+    );
+}
