@@ -240,7 +240,9 @@ pub fn token(
         return Err(FidoError::PinProtocol(info.protocols.clone()));
     }
     let shared = Shared::agree(key)?;
-    let digest = Sha256::digest(pin.expose_secret().as_bytes());
+    // LEFT(SHA-256(PIN), 16): as good as the PIN to whoever reads it, so wiped after use.
+    let digest: Zeroizing<[u8; 32]> =
+        Zeroizing::new(Sha256::digest(pin.expose_secret().as_bytes()).into());
     let pin_hash_enc = shared.encrypt(&digest[..16]);
     let mut rest = vec![
         (int(3), shared.platform_key.clone()),
