@@ -64,6 +64,11 @@ impl PinKey {
     /// A key with `pin` set, or none. soft-fido2 takes a preset PIN from a process-wide slot
     /// when a key is made: one key at a time is made here, so no other test's key takes it.
     fn new(pin: Option<&str>) -> Self {
+        Self::with(pin, false)
+    }
+
+    /// `new`, and with `always_uv` a key set to verify its person for every signature.
+    fn with(pin: Option<&str>, always_uv: bool) -> Self {
         static MAKING: Mutex<()> = Mutex::new(());
         let _one = MAKING.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(pin) = pin {
@@ -73,7 +78,12 @@ impl PinKey {
             .with_user_presence(true)
             .with_user_verification(None)
             .with_client_pin(Some(pin.is_some()))
-            .with_pin_uv_auth_token(Some(true));
+            // soft-fido2 answers an alwaysUv getAssertion with PUAT_REQUIRED (as CTAP 2.1 says
+            // a key without noMcGaPermissionsWithClientPin does) only when it takes no
+            // permission tokens; with them it answers OPERATION_DENIED. So its alwaysUv key is a
+            // CTAP 2.0-style one, and the PIN goes through getPinToken there.
+            .with_pin_uv_auth_token(Some(!always_uv))
+            .with_always_uv(Some(always_uv));
         // Credentials as agent-vault asks for them (rk false), as a USB key makes them: wrapped in
         // their id, nothing stored on the key.
         let config = AuthenticatorConfig::builder()
@@ -143,12 +153,17 @@ fn a_key_with_a_pin_registers_with_its_pin_verified_and_then_signs_on_a_touch() 
         &mut key,
         &challenge,
         std::slice::from_ref(&reg.credential_id),
+        &mut typed(PIN, &mut asked),
     )
     .unwrap();
     let public = fido::parse_cose_key(&reg.public_key).unwrap();
     fido::verify_assertion(&public, &challenge, &t.auth_data, &t.signature)
         .expect("the touch verifies");
     assert_eq!(key.sent(fido::pin::CLIENT_PIN), before);
+    assert_eq!(
+        asked, 1,
+        "a touch asks no PIN of a key that does not want it"
+    );
 }
 
 #[test]
@@ -240,4 +255,36 @@ fn a_key_refuses_to_register_again_for_a_credential_it_already_holds() {
         matches!(again, Err(FidoError::AlreadyRegistered)),
         "{again:?}"
     );
+}
+
+#[test]
+fn a_key_set_to_always_verify_gets_its_pin_at_each_touch_and_nothing_without_it() {
+    let mut key = PinKey::with(Some(PIN), true);
+    let mut asked = 0;
+    let reg = fido::register(
+        &mut key,
+        VAULT,
+        "reg-nonce-0008",
+        &[],
+        &mut typed(PIN, &mut asked),
+    )
+    .unwrap();
+    let allow = std::slice::from_ref(&reg.credential_id);
+    let public = fido::parse_cose_key(&reg.public_key).unwrap();
+
+    // The key answers that it needs its PIN; it is asked once and the signature verifies, with
+    // the verified flag set.
+    let c = fido::challenge(VAULT, "act-hash-2", "nonce-2");
+    let t = fido::touch(&mut key, &c, allow, &mut typed(PIN, &mut asked)).unwrap();
+    assert_eq!(asked, 2);
+    let read = fido::verify_assertion(&public, &c, &t.auth_data, &t.signature).unwrap();
+    assert!(read.flags & fido::verify::UV != 0, "user verified");
+
+    // No PIN given, or a wrong one: no signature at all.
+    let c = fido::challenge(VAULT, "act-hash-3", "nonce-3");
+    let mut refuse = || Err(FidoError::NoPin("Esc".into()));
+    let err = fido::touch(&mut key, &c, allow, &mut refuse).unwrap_err();
+    assert!(matches!(err, FidoError::NoPin(_)), "{err:?}");
+    let err = fido::touch(&mut key, &c, allow, &mut typed("999999", &mut asked)).unwrap_err();
+    assert!(matches!(err, FidoError::WrongPin(Some(_))), "{err:?}");
 }

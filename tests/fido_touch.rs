@@ -36,6 +36,7 @@ fn a_touch_verifies_for_its_own_action_with_either_algorithm() {
             &mut key,
             &challenge,
             std::slice::from_ref(&reg.credential_id),
+            &mut no_pin,
         )
         .expect("a touch");
         assert_eq!(t.credential_id, reg.credential_id);
@@ -53,6 +54,7 @@ fn a_touch_for_another_action_nonce_or_vault_does_not_verify() {
         &mut key,
         &challenge,
         std::slice::from_ref(&reg.credential_id),
+        &mut no_pin,
     )
     .unwrap();
     let other_hash = HASH.replace('9', "8");
@@ -81,6 +83,7 @@ fn another_key_neither_answers_for_a_registered_credential_nor_verifies_as_it() 
         &mut theirs,
         &challenge,
         std::slice::from_ref(&reg.credential_id),
+        &mut no_pin,
     );
     assert!(matches!(err, Err(FidoError::NotRegistered)), "{err:?}");
     // Their own touch, presented as mine, does not verify against my key.
@@ -88,6 +91,7 @@ fn another_key_neither_answers_for_a_registered_credential_nor_verifies_as_it() 
         &mut theirs,
         &challenge,
         std::slice::from_ref(&their_reg.credential_id),
+        &mut no_pin,
     )
     .unwrap();
     assert!(matches!(
@@ -107,6 +111,7 @@ fn a_lifted_finger_is_a_refusal() {
         &mut key,
         &challenge,
         std::slice::from_ref(&reg.credential_id),
+        &mut no_pin,
     );
     assert!(matches!(err, Err(FidoError::Refused)), "{err:?}");
     let err = fido::register(&mut key, VAULT, "reg-nonce-0002", &[], &mut no_pin);
@@ -125,14 +130,24 @@ fn a_counter_that_goes_back_is_told_apart() {
     let mut last = Some(reg.counter);
     for nonce in ["n-1-0123456789abcdef", "n-2-0123456789abcdef"] {
         let c = fido::challenge(VAULT, HASH, nonce);
-        let now = check(&reg, &c, &fido::touch(&mut key, &c, allow).unwrap()).unwrap();
+        let now = check(
+            &reg,
+            &c,
+            &fido::touch(&mut key, &c, allow, &mut no_pin).unwrap(),
+        )
+        .unwrap();
         assert!(fido::counter_moved_on(last, now));
         last = Some(now);
     }
     // The clone, made before those two touches, signs validly, with a counter behind.
     key.restore(clone);
     let c = fido::challenge(VAULT, HASH, "n-3-0123456789abcdef");
-    let now = check(&reg, &c, &fido::touch(&mut key, &c, allow).unwrap()).unwrap();
+    let now = check(
+        &reg,
+        &c,
+        &fido::touch(&mut key, &c, allow, &mut no_pin).unwrap(),
+    )
+    .unwrap();
     assert!(!fido::counter_moved_on(last, now), "{last:?} then {now}");
 }
 
@@ -145,6 +160,7 @@ fn a_changed_byte_anywhere_in_a_touch_fails_it() {
         &mut key,
         &challenge,
         std::slice::from_ref(&reg.credential_id),
+        &mut no_pin,
     )
     .unwrap();
     for i in 0..t.auth_data.len() {

@@ -237,7 +237,9 @@ fn an_action_under_presence_key_runs_only_with_a_registered_keys_touch_over_its_
             .unwrap()
             .nonce;
     let other = fido::challenge(&vault_id, &hash.replace(&hash[..1], "f"), &nonce);
-    signed.touch = Some(proof_of(fido::touch(&mut a, &other, &allow).unwrap()));
+    signed.touch = Some(proof_of(
+        fido::touch(&mut a, &other, &allow, &mut no_pin).unwrap(),
+    ));
     let refused = client.call(Request::Decide {
         decision: signed.clone(),
         pin: None,
@@ -253,6 +255,7 @@ fn an_action_under_presence_key_runs_only_with_a_registered_keys_touch_over_its_
             &mut a,
             &fido::challenge(&vault_id, &hash, "an-earlier-nonce-000"),
             &allow,
+            &mut no_pin,
         )
         .unwrap(),
     );
@@ -275,7 +278,13 @@ fn an_action_under_presence_key_runs_only_with_a_registered_keys_touch_over_its_
         fido::register(&mut b, &vault_id, "fedcba9876543210fedc", &[], &mut no_pin).unwrap();
     let mut b_touch = |c: &[u8; 32], _: &[Vec<u8>]| -> Result<TouchProof, String> {
         Ok(proof_of(
-            fido::touch(&mut b, c, std::slice::from_ref(&b_reg.credential_id)).unwrap(),
+            fido::touch(
+                &mut b,
+                c,
+                std::slice::from_ref(&b_reg.credential_id),
+                &mut no_pin,
+            )
+            .unwrap(),
         ))
     };
     let r = client.decide_touched(
@@ -299,7 +308,7 @@ fn an_action_under_presence_key_runs_only_with_a_registered_keys_touch_over_its_
     // 6. A's real touch over this action and this decision: it runs.
     let clone = a.snapshot();
     let mut a_touch = |c: &[u8; 32], allow: &[Vec<u8>]| -> Result<TouchProof, String> {
-        fido::touch(&mut a, c, allow)
+        fido::touch(&mut a, c, allow, &mut no_pin)
             .map(proof_of)
             .map_err(|e| e.to_string())
     };
@@ -341,7 +350,7 @@ fn an_action_under_presence_key_runs_only_with_a_registered_keys_touch_over_its_
     };
     a.restore(clone);
     let mut a_touch = |c: &[u8; 32], allow: &[Vec<u8>]| -> Result<TouchProof, String> {
-        fido::touch(&mut a, c, allow)
+        fido::touch(&mut a, c, allow, &mut no_pin)
             .map(proof_of)
             .map_err(|e| e.to_string())
     };

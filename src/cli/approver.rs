@@ -115,15 +115,7 @@ fn add(paths: VaultPaths, a: AddArgs) -> anyhow::Result<Exit> {
     // A key with a PIN verifies its person too: the PIN is asked on the terminal only (never
     // stdin or a file: the person is at the key anyway), goes to the key encrypted, and is
     // dropped once the key has turned it into a token.
-    let mut ask_pin = || {
-        crate::keys::read_terminal(
-            "security key PIN",
-            "Security key PIN (this key has one): ",
-            "run `vault approver add-key` in a terminal to type it",
-        )
-        .map(|pin| secrecy::SecretString::from(pin.as_str()))
-        .map_err(|e| fido::FidoError::NoPin(e.to_string()))
-    };
+    let mut ask_pin = || terminal_pin("run `vault approver add-key` in a terminal to type it");
     let reg = fido::register(
         &mut key,
         &vault_id,
@@ -214,19 +206,31 @@ fn remove(paths: VaultPaths, a: RemoveArgs) -> anyhow::Result<Exit> {
 }
 
 /// A touch of the first security key on USB over `challenge`, for one of `allow`: what `vault
-/// approve` does on `a` where the credential needs one.
+/// approve` does on `a` where the credential needs one. `ask_pin` is called only for a key that
+/// wants its PIN for every signature (alwaysUv).
 pub(super) fn usb_touch(
     challenge: &[u8; 32],
     allow: &[Vec<u8>],
     wait: Duration,
+    ask_pin: fido::AskPin<'_>,
 ) -> Result<crate::wire::touch::TouchProof, String> {
     let mut key = fido::hid::HidKey::first(wait).map_err(|e| e.to_string())?;
-    let t = fido::touch(&mut key, challenge, allow).map_err(|e| e.to_string())?;
+    let t = fido::touch(&mut key, challenge, allow, ask_pin).map_err(|e| e.to_string())?;
     Ok(crate::wire::touch::TouchProof {
         credential_id: hex::encode(t.credential_id),
         authenticator_data: hex::encode(t.auth_data),
         signature: hex::encode(t.signature),
     })
+}
+
+/// A security key's PIN, asked on the controlling terminal with echo off (never stdin or a file:
+/// whoever types it is at the key anyway); `instead` says what to do without a terminal.
+pub(super) fn terminal_pin(
+    instead: &'static str,
+) -> Result<secrecy::SecretString, fido::FidoError> {
+    crate::keys::read_terminal("security key PIN", "Security key PIN: ", instead)
+        .map(|pin| secrecy::SecretString::from(pin.as_str()))
+        .map_err(|e| fido::FidoError::NoPin(e.to_string()))
 }
 
 /// The first 16 hex digits of a credential id.

@@ -42,7 +42,7 @@ pub enum FidoError {
     NotRegistered,
     #[error("this security key is already registered with this vault (`vault approver keys`)")]
     AlreadyRegistered,
-    #[error("the security key asks for its PIN for every signature (its alwaysUv option), which `vault approve` does not ask: turn alwaysUv off on the key (for example `ykman fido config toggle-always-uv`), or use another key")]
+    #[error("the security key still asks for its PIN after it was given one; unplug it, plug it in again and retry")]
     PinRequired,
     #[error("wrong PIN for the security key{}; nothing was registered or approved", .0.map_or(String::new(), |n| format!(" ({n} tries left before it locks)")))]
     WrongPin(Option<u8>),
@@ -175,15 +175,29 @@ pub fn register(
     })
 }
 
-/// Asks `key` to sign `challenge` with any of `allow` (the key wants a touch). The answer is
+/// Asks `key` to sign `challenge` with any of `allow` (the key wants a touch). A key set to verify
+/// its person for every signature (alwaysUv) answers that it needs its PIN: `ask_pin` is called
+/// then, once, and the request is sent again with a token for `getAssertion`. The answer is
 /// read, not trusted: whoever acts on it checks it with `verify_assertion` against the key it
 /// names.
 pub fn touch(
     key: &mut dyn Transport,
     challenge: &[u8; 32],
     allow: &[Vec<u8>],
+    ask_pin: AskPin<'_>,
 ) -> Result<Touch, FidoError> {
-    let got = ctap2::get_assertion(key, challenge, allow, None)?;
+    let got = match ctap2::get_assertion(key, challenge, allow, None) {
+        Err(FidoError::PinRequired) => {
+            let info = pin::get_info(key)?;
+            if !info.has_pin() {
+                return Err(FidoError::PinNotSet);
+            }
+            let secret = ask_pin()?;
+            let token = pin::token(key, &info, &secret, pin::PERMISSION_GET_ASSERTION)?;
+            ctap2::get_assertion(key, challenge, allow, Some(&token.auth(challenge)))?
+        }
+        other => other?,
+    };
     let data = verify::parse_auth_data(&got.auth_data)?;
     Ok(Touch {
         credential_id: got.credential_id.expect("filled in by get_assertion"),

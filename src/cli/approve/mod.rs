@@ -99,7 +99,9 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
             "Touch your security key for {short}… (waiting {} s)",
             TOUCH_WAIT.as_secs()
         ));
-        super::approver::usb_touch(challenge, allow, TOUCH_WAIT)
+        let mut ask_pin =
+            || super::approver::terminal_pin("run `vault approve` in a terminal to type it");
+        super::approver::usb_touch(challenge, allow, TOUCH_WAIT, &mut ask_pin)
     };
     let decided = match client.decide_touched(
         &approver,

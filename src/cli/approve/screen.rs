@@ -151,7 +151,22 @@ pub(super) fn run(
                                 "\r\nTouch your security key for {short}… (waiting {} s)\r\n",
                                 super::TOUCH_WAIT.as_secs()
                             ));
-                            crate::cli::approver::usb_touch(challenge, allow, super::TOUCH_WAIT)
+                            // Only a key set to verify its person for every signature
+                            // (alwaysUv) asks: its PIN, typed like the approval PIN.
+                            let mut ask_pin = || {
+                                read_pin(&mut tty, "Security key PIN (Enter; Esc cancels): ")
+                                    .and_then(|p| String::from_utf8(p.expose().to_vec()).ok())
+                                    .map(secrecy::SecretString::from)
+                                    .ok_or_else(|| {
+                                        crate::fido::FidoError::NoPin("none was typed".into())
+                                    })
+                            };
+                            crate::cli::approver::usb_touch(
+                                challenge,
+                                allow,
+                                super::TOUCH_WAIT,
+                                &mut ask_pin,
+                            )
                         };
                         match client.decide_touched(
                             &keys,
