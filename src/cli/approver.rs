@@ -107,7 +107,7 @@ fn add(paths: VaultPaths, a: AddArgs) -> anyhow::Result<Exit> {
         .collect();
     let mut key = fido::hid::HidKey::first(Duration::from_secs(a.timeout))?;
     super::out::note(format_args!(
-        "Touch your security key to register it as {name} (waiting {} s)…",
+        "Registering your security key as {name}: type its PIN if it asks, then touch it when it blinks (waiting {} s)…",
         a.timeout
     ));
     let mut nonce = [0u8; 16];
