@@ -54,11 +54,7 @@ fn main() {
         &vault_id,
         "bench-registration-01",
         &[],
-        &mut || {
-            Err(agent_vault::fido::FidoError::NoPin(
-                "the bench's key has none".into(),
-            ))
-        },
+        &mut soft_key::no_pin,
     )
     .expect("registration");
     let request = touch::sign_key_change(
@@ -116,12 +112,8 @@ fn main() {
         let mut own = Duration::ZERO;
         let mut toucher = |c: &[u8; 32], allow: &[Vec<u8>]| -> Result<TouchProof, String> {
             let t0 = Instant::now();
-            let t = agent_vault::fido::touch(&mut key, c, allow, &mut || {
-                Err(agent_vault::fido::FidoError::NoPin(
-                    "the bench's key has none".into(),
-                ))
-            })
-            .map_err(|e| e.to_string())?;
+            let t = agent_vault::fido::touch(&mut key, c, allow, &mut soft_key::no_pin)
+                .map_err(|e| e.to_string())?;
             returned = Instant::now();
             own = returned - t0;
             Ok(TouchProof {

@@ -96,6 +96,15 @@ impl PinKey {
         }
     }
 
+    /// `fido::register` for the vault `VAULT`, excluding nothing.
+    fn register(
+        &mut self,
+        nonce: &str,
+        ask_pin: fido::AskPin<'_>,
+    ) -> Result<fido::Registration, FidoError> {
+        fido::register(self, VAULT, nonce, &[], ask_pin)
+    }
+
     fn sent(&self, command: u8) -> usize {
         self.commands.iter().filter(|c| **c == command).count()
     }
@@ -130,14 +139,9 @@ fn a_key_with_a_pin_registers_with_its_pin_verified_and_then_signs_on_a_touch() 
     let mut key = PinKey::new(Some(PIN));
     assert!(fido::pin::get_info(&mut key).unwrap().has_pin());
     let mut asked = 0;
-    let reg = fido::register(
-        &mut key,
-        VAULT,
-        "reg-nonce-0001",
-        &[],
-        &mut typed(PIN, &mut asked),
-    )
-    .expect("registration with the right PIN");
+    let reg = key
+        .register("reg-nonce-0001", &mut typed(PIN, &mut asked))
+        .expect("registration with the right PIN");
     // Asked once (and `register` checked the key's verified flag).
     assert_eq!(asked, 1);
     assert_eq!(
@@ -170,14 +174,9 @@ fn a_key_with_a_pin_registers_with_its_pin_verified_and_then_signs_on_a_touch() 
 fn a_wrong_pin_registers_nothing_and_says_how_many_tries_are_left() {
     let mut key = PinKey::new(Some(PIN));
     let mut asked = 0;
-    let err = fido::register(
-        &mut key,
-        VAULT,
-        "reg-nonce-0002",
-        &[],
-        &mut typed("999999", &mut asked),
-    )
-    .unwrap_err();
+    let err = key
+        .register("reg-nonce-0002", &mut typed("999999", &mut asked))
+        .unwrap_err();
     let FidoError::WrongPin(Some(left)) = err else {
         panic!("expected a wrong PIN with the tries left, got {err:?}");
     };
@@ -192,14 +191,8 @@ fn a_wrong_pin_registers_nothing_and_says_how_many_tries_are_left() {
         "nothing was made"
     );
     // The right PIN afterwards still works.
-    fido::register(
-        &mut key,
-        VAULT,
-        "reg-nonce-0003",
-        &[],
-        &mut typed(PIN, &mut asked),
-    )
-    .unwrap();
+    key.register("reg-nonce-0003", &mut typed(PIN, &mut asked))
+        .unwrap();
     assert_eq!(key.sent(fido::ctap2::MAKE_CREDENTIAL), 1);
 }
 
@@ -207,7 +200,7 @@ fn a_wrong_pin_registers_nothing_and_says_how_many_tries_are_left() {
 fn no_pin_given_means_nothing_reaches_the_key_past_its_info() {
     let mut key = PinKey::new(Some(PIN));
     let mut refuse = || Err(FidoError::NoPin("no terminal to type it".into()));
-    let err = fido::register(&mut key, VAULT, "reg-nonce-0004", &[], &mut refuse).unwrap_err();
+    let err = key.register("reg-nonce-0004", &mut refuse).unwrap_err();
     assert!(matches!(err, FidoError::NoPin(_)), "{err:?}");
     assert_eq!(key.commands, [fido::pin::GET_INFO]);
 }
@@ -217,14 +210,8 @@ fn a_key_without_a_pin_is_never_asked_for_one() {
     let mut key = PinKey::new(None);
     assert!(!fido::pin::get_info(&mut key).unwrap().has_pin());
     let mut asked = 0;
-    fido::register(
-        &mut key,
-        VAULT,
-        "reg-nonce-0005",
-        &[],
-        &mut typed(PIN, &mut asked),
-    )
-    .unwrap();
+    key.register("reg-nonce-0005", &mut typed(PIN, &mut asked))
+        .unwrap();
     assert_eq!(asked, 0);
     assert_eq!(key.sent(fido::pin::CLIENT_PIN), 0);
     assert_eq!(key.sent(fido::ctap2::MAKE_CREDENTIAL), 1);
@@ -236,14 +223,9 @@ fn a_key_refuses_to_register_again_for_a_credential_it_already_holds() {
     // is refused by the key itself, not only by the vault's own credential-id check.
     let mut key = PinKey::new(None);
     let mut asked = 0;
-    let first = fido::register(
-        &mut key,
-        VAULT,
-        "reg-nonce-0006",
-        &[],
-        &mut typed(PIN, &mut asked),
-    )
-    .unwrap();
+    let first = key
+        .register("reg-nonce-0006", &mut typed(PIN, &mut asked))
+        .unwrap();
     let again = fido::register(
         &mut key,
         VAULT,
@@ -261,14 +243,9 @@ fn a_key_refuses_to_register_again_for_a_credential_it_already_holds() {
 fn a_key_set_to_always_verify_gets_its_pin_at_each_touch_and_nothing_without_it() {
     let mut key = PinKey::with(Some(PIN), true);
     let mut asked = 0;
-    let reg = fido::register(
-        &mut key,
-        VAULT,
-        "reg-nonce-0008",
-        &[],
-        &mut typed(PIN, &mut asked),
-    )
-    .unwrap();
+    let reg = key
+        .register("reg-nonce-0008", &mut typed(PIN, &mut asked))
+        .unwrap();
     let allow = std::slice::from_ref(&reg.credential_id);
     let public = fido::parse_cose_key(&reg.public_key).unwrap();
 

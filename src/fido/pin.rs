@@ -39,8 +39,6 @@ pub struct Info {
     pub client_pin: Option<bool>,
     /// `pinUvAuthToken`: the key takes tokens with permissions (CTAP 2.1).
     pub permissions: bool,
-    /// `alwaysUv`: every signature needs the PIN (or the key's own verification).
-    pub always_uv: bool,
     /// The PIN/UV auth protocols the key speaks.
     pub protocols: Vec<u8>,
 }
@@ -73,7 +71,6 @@ pub fn parse_info(body: &[u8]) -> Result<Info, FidoError> {
             match k.as_str() {
                 "clientPin" => info.client_pin = Some(on),
                 "pinUvAuthToken" => info.permissions = on,
-                "alwaysUv" => info.always_uv = on,
                 _ => {}
             }
         }
@@ -284,7 +281,7 @@ mod tests {
             (int(6), Value::Array(vec![int(2), int(1)])),
         ]));
         let info = parse_info(&body).unwrap();
-        assert!(info.has_pin() && info.permissions && !info.always_uv);
+        assert!(info.has_pin() && info.permissions);
         assert_eq!(info.protocols, [2, 1]);
         let none = parse_info(&encode(&Value::Map(vec![]))).unwrap();
         assert!(!none.has_pin() && none.client_pin.is_none());
