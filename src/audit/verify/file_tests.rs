@@ -13,7 +13,7 @@ fn sequential(path: &Path, anchors: &[Anchor]) -> Report {
     for (i, text) in file.split(b'\n').enumerate() {
         let text = text.unwrap();
         let mut more = true;
-        if let Err(rest) = line::parse_line(&text, |row, _| more = v.push(row)) {
+        if let Err(rest) = line::parse_line(&text, &mut Vec::new(), |row, _| more = v.push(row)) {
             more = v.push_malformed(format!("line {}{rest}", i + 1));
         }
         if !more {

@@ -7,6 +7,7 @@ mod basis;
 mod file_tests;
 mod line;
 pub(crate) mod parallel;
+mod plain;
 mod seen;
 mod sources;
 mod touches;

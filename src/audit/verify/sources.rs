@@ -232,13 +232,15 @@ pub(super) fn verify_file_blocks(
     let parsers = (0..workers.max(1))
         .map(|_| {
             let (file, mut buf, mut scratch) = (&file, Vec::new(), String::with_capacity(512));
+            let mut quotes = Vec::with_capacity(128);
             move |(from, to): (u64, u64), chunk: &mut parallel::Chunk| {
                 let lines = lines_starting_in(file, from, to, len, &mut buf).map_err(read_err)?;
                 for text in lines {
-                    let pushed = super::line::parse_line(text, |row, hash| match hash {
-                        Some(hash) => chunk.push_with(row, super::Facts::hashed(hash, row)),
-                        None => chunk.push(row, &mut scratch),
-                    });
+                    let pushed =
+                        super::line::parse_line(text, &mut quotes, |row, hash| match hash {
+                            Some(hash) => chunk.push_with(row, super::Facts::hashed(hash, row)),
+                            None => chunk.push(row, &mut scratch),
+                        });
                     if let Err(detail) = pushed {
                         chunk.malformed_line(detail);
                         break;
