@@ -141,7 +141,7 @@ impl Chunk {
 }
 
 /// Runs each of `workers` on a thread of its own over `inputs`, and feeds the chunks to `v` in the
-/// order of `inputs`. At most two chunks per worker are in flight; once `v` finds the chain
+/// order of `inputs`. At most four chunks per worker are in flight; once `v` finds the chain
 /// broken, no further input is handed out. A worker's error stops the run.
 pub(crate) fn run<I, E, W>(
     v: &mut Verifier,
@@ -186,7 +186,7 @@ where
         let mut fed = 0u64;
         let mut result = Ok(());
         'run: loop {
-            while !exhausted && sent < next + 2 * n {
+            while !exhausted && sent < next + 4 * n {
                 match inputs.next().map(|job| job_tx.send(job)) {
                     Some(Ok(())) => sent += 1,
                     _ => exhausted = true,
