@@ -5,7 +5,7 @@ use super::{Facts, RowRef, Verifier};
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Mutex};
+use std::sync::{Condvar, Mutex};
 
 /// Rows per chunk: large enough that handing a chunk over costs nothing next to reading it, small
 /// enough that a failure early in the journal stops the workers soon.
@@ -140,12 +140,29 @@ impl Chunk {
     }
 }
 
-/// Runs each of `workers` on a thread of its own over `inputs`, and feeds the chunks to `v` in the
-/// order of `inputs`. At most four chunks per worker are in flight; once `v` finds the chain
-/// broken, no further input is handed out. A worker's error stops the run.
+/// What the workers share to keep the chunks in order: the next chunk to check, the chunks read
+/// ahead of it, and whether the run is over.
+struct Order<I> {
+    inputs: I,
+    /// Inputs handed out so far (the index of the next one).
+    sent: usize,
+    exhausted: bool,
+    /// The index of the next chunk to check.
+    next: usize,
+    ready: BTreeMap<usize, (usize, Chunk)>,
+    /// Rows in the chunks checked so far.
+    fed: u64,
+}
+
+/// Runs each of `workers` over `inputs`, one on this thread and each other on a thread of its own,
+/// and feeds the chunks to `v` in the order of `inputs`. There is no checking thread: a worker
+/// that finishes a chunk and finds `v` free feeds it every chunk that is ready in order, then goes
+/// back to reading (a combining lock: on two cores a third thread only takes turns with the
+/// readers). At most four chunks per worker are in flight; once `v` finds the chain broken, no
+/// further input is handed out. A worker's error stops the run.
 pub(crate) fn run<I, E, W>(
     v: &mut Verifier,
-    inputs: impl Iterator<Item = I>,
+    inputs: impl Iterator<Item = I> + Send,
     workers: Vec<W>,
 ) -> Result<(), E>
 where
@@ -154,73 +171,158 @@ where
     W: FnMut(I, &mut Chunk) -> Result<(), E> + Send,
 {
     let n = workers.len().max(1);
-    let (job_tx, job_rx) = mpsc::channel::<(usize, I)>();
-    let job_rx = Mutex::new(job_rx);
+    let order = Mutex::new(Order {
+        inputs: inputs.enumerate(),
+        sent: 0,
+        exhausted: false,
+        next: 0,
+        ready: BTreeMap::new(),
+        fed: 0,
+    });
+    // Signalled when `next` moves or the run stops: a worker waits on it while it is too far ahead.
+    let moved = Condvar::new();
+    let verifier = Mutex::new(v);
     let stop = AtomicBool::new(false);
-    let (out_tx, out_rx) = mpsc::channel::<(usize, usize, Result<Chunk, E>)>();
+    let error: Mutex<Option<E>> = Mutex::new(None);
     // Chunks already checked, per worker that filled them, for it to empty and fill again: what
-    // a chunk's rows allocated is freed on the thread that allocated it, not on this one.
+    // a chunk's rows allocated is freed on the thread that allocated it.
     let spare: Vec<Mutex<Vec<Chunk>>> = (0..n).map(|_| Mutex::new(Vec::new())).collect();
+    let shared = Shared {
+        order: &order,
+        moved: &moved,
+        verifier: &verifier,
+        stop: &stop,
+        error: &error,
+        spare: &spare,
+        window: 4 * n,
+    };
     std::thread::scope(|scope| {
-        for (w, mut work) in workers.into_iter().enumerate() {
-            let (out_tx, job_rx, stop, spare) = (out_tx.clone(), &job_rx, &stop, &spare[w]);
-            scope.spawn(move || loop {
-                let job = job_rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
-                let Ok((i, input)) = job else { break };
-                if stop.load(Ordering::Relaxed) {
-                    break;
-                }
-                let spare = spare.lock().unwrap_or_else(|p| p.into_inner()).pop();
-                let mut chunk = spare.unwrap_or_default();
-                chunk.clear();
-                let done = work(input, &mut chunk).map(|()| chunk);
-                if out_tx.send((i, w, done)).is_err() {
-                    break;
-                }
-            });
+        let mut workers = workers.into_iter().enumerate();
+        let first = workers.next();
+        for (w, work) in workers {
+            scope.spawn(move || shared.work(w, work));
         }
-        drop(out_tx);
-        let mut inputs = inputs.enumerate();
-        let (mut sent, mut next, mut exhausted) = (0usize, 0usize, false);
-        let mut ready: BTreeMap<usize, (usize, Chunk)> = BTreeMap::new();
-        let mut fed = 0u64;
-        let mut result = Ok(());
-        'run: loop {
-            while !exhausted && sent < next + 4 * n {
-                match inputs.next().map(|job| job_tx.send(job)) {
-                    Some(Ok(())) => sent += 1,
-                    _ => exhausted = true,
-                }
-            }
-            if exhausted && next == sent {
+        if let Some((w, work)) = first {
+            shared.work(w, work);
+        }
+    });
+    match error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// The workers' view of a run.
+struct Shared<'a, It, E> {
+    order: &'a Mutex<Order<It>>,
+    moved: &'a Condvar,
+    verifier: &'a Mutex<&'a mut Verifier>,
+    stop: &'a AtomicBool,
+    error: &'a Mutex<Option<E>>,
+    spare: &'a [Mutex<Vec<Chunk>>],
+    /// Chunks that may be in flight past the next one to check.
+    window: usize,
+}
+
+impl<It, E> Clone for Shared<'_, It, E> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<It, E> Copy for Shared<'_, It, E> {}
+
+fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl<It, I, E> Shared<'_, It, E>
+where
+    It: Iterator<Item = (usize, I)>,
+{
+    /// One worker's loop: take the next input, fill a chunk from it, post the chunk, and check
+    /// whatever is ready in order if no other worker is checking.
+    fn work<W: FnMut(I, &mut Chunk) -> Result<(), E>>(self, w: usize, mut work: W) {
+        loop {
+            let Some((i, input)) = self.take() else { break };
+            let mut chunk = locked(&self.spare[w]).pop().unwrap_or_default();
+            chunk.clear();
+            if let Err(e) = work(input, &mut chunk) {
+                locked(self.error).get_or_insert(e);
+                self.halt();
                 break;
             }
-            let Ok((i, w, done)) = out_rx.recv() else {
+            locked(self.order).ready.insert(i, (w, chunk));
+            self.check_ready();
+        }
+    }
+
+    /// The next input, once it is within the window of the next chunk to check; None when the
+    /// inputs are used up or the run stopped.
+    fn take(&self) -> Option<(usize, I)> {
+        let mut order = locked(self.order);
+        loop {
+            if self.stop.load(Ordering::Relaxed) || order.exhausted {
+                return None;
+            }
+            if order.sent < order.next + self.window {
                 break;
+            }
+            order = self.moved.wait(order).unwrap_or_else(|p| p.into_inner());
+        }
+        match order.inputs.next() {
+            Some(job) => {
+                order.sent += 1;
+                Some(job)
+            }
+            None => {
+                order.exhausted = true;
+                None
+            }
+        }
+    }
+
+    /// Feeds `v` every chunk that is ready in order, unless another worker is doing so; after
+    /// letting go of `v`, looks again, so a chunk posted meanwhile is never left behind.
+    fn check_ready(&self) {
+        loop {
+            let Ok(mut v) = self.verifier.try_lock() else {
+                return;
             };
-            match done {
-                Err(e) => {
-                    result = Err(e);
-                    break;
+            loop {
+                let (chunk, before) = {
+                    let mut order = locked(self.order);
+                    let next = order.next;
+                    match order.ready.remove(&next) {
+                        Some(c) => (c, order.fed),
+                        None => break,
+                    }
+                };
+                let (w, chunk) = chunk;
+                let whole = chunk.feed(&mut v, before);
+                {
+                    let mut order = locked(self.order);
+                    order.next += 1;
+                    order.fed += chunk.rows.len() as u64;
                 }
-                Ok(chunk) => {
-                    ready.insert(i, (w, chunk));
+                self.moved.notify_all();
+                locked(&self.spare[w]).push(chunk);
+                if !whole {
+                    self.halt();
+                    return;
                 }
             }
-            while let Some((w, chunk)) = ready.remove(&next) {
-                next += 1;
-                if !chunk.feed(v, fed) {
-                    break 'run;
-                }
-                fed += chunk.rows.len() as u64;
-                spare[w]
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push(chunk);
+            drop(v);
+            let order = locked(self.order);
+            if !order.ready.contains_key(&order.next) || self.stop.load(Ordering::Relaxed) {
+                return;
             }
         }
-        stop.store(true, Ordering::Relaxed);
-        drop(job_tx);
-        result
-    })
+    }
+
+    /// Stops the run: no further input is handed out, and waiting workers wake to see it.
+    fn halt(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _order = locked(self.order);
+        self.moved.notify_all();
+    }
 }
