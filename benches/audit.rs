@@ -276,7 +276,7 @@ fn in_order_checks(conn: &Connection, vault_id: &str) -> Duration {
             hash: &r.7,
         })
         .collect();
-    let mut buf = String::new();
+    let mut buf = Vec::new();
     let facts: Vec<audit::Facts> = refs.iter().map(|r| audit::Facts::of(&mut buf, r)).collect();
     median3(|| {
         let t = Instant::now();

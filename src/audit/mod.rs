@@ -120,26 +120,49 @@ pub fn canonical_row(
 /// the stored hash. Equal to `canonical_row` for a canonical body (tested).
 pub(crate) fn write_canonical_row(buf: &mut String, row: &RowRef<'_>) {
     buf.clear();
-    buf.push_str("{\"action\":");
-    write_opt_str(buf, row.action);
-    buf.push_str(",\"body\":");
-    buf.push_str(row.body);
-    buf.push_str(",\"kind\":");
-    write_json_str(buf, row.kind);
-    buf.push_str(",\"seq\":");
-    push_decimal(buf, row.seq);
-    buf.push_str(",\"session\":");
-    write_opt_str(buf, row.session);
-    buf.push_str(",\"ts\":");
-    write_json_str(buf, row.ts);
-    buf.push('}');
+    put_canonical_row(buf, row);
+}
+
+/// Where a canonical row is written: a `String`, or bytes after a row's `prev` (the verifier
+/// hashes `prev ‖ canonical row` in one call, as the per-row peer of its bench does).
+pub(crate) trait Out {
+    fn put(&mut self, s: &str);
+}
+
+impl Out for String {
+    fn put(&mut self, s: &str) {
+        self.push_str(s);
+    }
+}
+
+impl Out for Vec<u8> {
+    fn put(&mut self, s: &str) {
+        self.extend_from_slice(s.as_bytes());
+    }
+}
+
+/// `write_canonical_row` appending to what `out` holds.
+pub(crate) fn put_canonical_row(out: &mut impl Out, row: &RowRef<'_>) {
+    out.put("{\"action\":");
+    write_opt_str(out, row.action);
+    out.put(",\"body\":");
+    out.put(row.body);
+    out.put(",\"kind\":");
+    write_json_str(out, row.kind);
+    out.put(",\"seq\":");
+    push_decimal(out, row.seq);
+    out.put(",\"session\":");
+    write_opt_str(out, row.session);
+    out.put(",\"ts\":");
+    write_json_str(out, row.ts);
+    out.put("}");
 }
 
 /// `n` in decimal, as JSON and `Display` write it, without going through `fmt` (the verifier
 /// writes one per row).
-fn push_decimal(buf: &mut String, n: i64) {
+fn push_decimal(out: &mut impl Out, n: i64) {
     if n < 0 {
-        buf.push('-');
+        out.put("-");
     }
     let mut digits = [0u8; 20];
     let (mut at, mut v) = (digits.len(), n.unsigned_abs());
@@ -151,28 +174,28 @@ fn push_decimal(buf: &mut String, n: i64) {
             break;
         }
     }
-    buf.push_str(std::str::from_utf8(&digits[at..]).expect("ASCII digits"));
+    out.put(std::str::from_utf8(&digits[at..]).expect("ASCII digits"));
 }
 
-fn write_opt_str(buf: &mut String, s: Option<&str>) {
+fn write_opt_str(out: &mut impl Out, s: Option<&str>) {
     match s {
-        Some(s) => write_json_str(buf, s),
-        None => buf.push_str("null"),
+        Some(s) => write_json_str(out, s),
+        None => out.put("null"),
     }
 }
 
 /// A JSON string escaped as `canonical` escapes it.
-pub(crate) fn write_json_str(buf: &mut String, s: &str) {
+pub(crate) fn write_json_str(out: &mut impl Out, s: &str) {
     // Without an early exit, so that it compiles to a vector loop (the verifier writes four per row).
     let plain = !s.bytes().fold(false, |any, b| {
         any | (b < 0x20) | (b == b'"') | (b == b'\\')
     });
     if plain {
-        buf.push('"');
-        buf.push_str(s);
-        buf.push('"');
+        out.put("\"");
+        out.put(s);
+        out.put("\"");
     } else {
-        buf.push_str(&canonical::to_string(&Value::String(s.to_owned())));
+        out.put(&canonical::to_string(&Value::String(s.to_owned())));
     }
 }
 

@@ -114,7 +114,7 @@ fn verify_rows(rows: &[Owned], anchors: &[Anchor]) -> Report {
     let mut v = Verifier::new(Some("vlt_test"), anchors);
     let workers = (0..2)
         .map(|_| {
-            let mut scratch = String::new();
+            let mut scratch = Vec::new();
             move |chunk: &[Owned], out: &mut verify::parallel::Chunk| {
                 chunk
                     .iter()

@@ -37,7 +37,7 @@ fn by_fast(text: &[u8]) -> Option<Owned> {
         let show = String::from_utf8_lossy(text);
         assert_eq!(
             computed,
-            super::super::computed_hash(&mut String::new(), &row),
+            super::super::computed_hash(&mut Vec::new(), &row),
             "{show}"
         );
         return Some(owned(&row));

@@ -18,7 +18,7 @@ pub use sources::{
 };
 
 use super::anchor::Anchor;
-use super::{genesis, write_canonical_row};
+use super::{genesis, put_canonical_row};
 use crate::wire::journal::{Basis, HeadLine, Kind, VaultInit, VerifyLine};
 use basis::Detail;
 use std::collections::BTreeMap;
@@ -175,12 +175,11 @@ pub struct RowRef<'a> {
 
 /// blake3(prev ‖ canonical row) of a row as read (`buf` is scratch space): what its stored `hash`
 /// must be.
-fn computed_hash(buf: &mut String, row: &RowRef<'_>) -> [u8; 32] {
-    write_canonical_row(buf, row);
-    let mut h = blake3::Hasher::new();
-    h.update(row.prev);
-    h.update(buf.as_bytes());
-    *h.finalize().as_bytes()
+fn computed_hash(buf: &mut Vec<u8>, row: &RowRef<'_>) -> [u8; 32] {
+    buf.clear();
+    buf.extend_from_slice(row.prev);
+    put_canonical_row(buf, row);
+    *blake3::hash(buf).as_bytes()
 }
 
 /// What the in-order checks need of a row that depends on that row alone, so that a worker
@@ -198,7 +197,7 @@ pub struct Facts {
 
 impl Facts {
     /// The facts of `row` (`buf` is scratch space for its canonical form).
-    pub fn of(buf: &mut String, row: &RowRef<'_>) -> Self {
+    pub fn of(buf: &mut Vec<u8>, row: &RowRef<'_>) -> Self {
         Self::hashed(computed_hash(buf, row), row)
     }
 
@@ -242,7 +241,7 @@ pub struct Verifier {
     touches: touches::Touches,
     /// Whether the last `vault.pause` / `vault.resume` row was a pause.
     paused: bool,
-    buf: String,
+    buf: Vec<u8>,
 }
 
 impl Verifier {
@@ -266,7 +265,7 @@ impl Verifier {
             grants: basis::Grants::default(),
             touches: touches::Touches::default(),
             paused: false,
-            buf: String::with_capacity(512),
+            buf: Vec::with_capacity(512),
         }
     }
 

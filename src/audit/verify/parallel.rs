@@ -48,7 +48,7 @@ struct Spans {
 impl Chunk {
     /// Takes the facts of `row` (its hash, kind and spent decision) and keeps a copy of it, with no
     /// body unless its seq is 1 or the touch checks read it.
-    pub(crate) fn push(&mut self, row: &RowRef<'_>, scratch: &mut String) {
+    pub(crate) fn push(&mut self, row: &RowRef<'_>, scratch: &mut Vec<u8>) {
         self.push_with(row, Facts::of(scratch, row));
     }
 

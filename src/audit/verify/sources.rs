@@ -101,7 +101,7 @@ pub fn verify_store_with(
         let mut readers = Vec::new();
         for _ in 0..workers.max(1) {
             let conn = store.reader()?;
-            let mut scratch = String::with_capacity(512);
+            let mut scratch = Vec::with_capacity(512);
             readers.push(move |(lo, hi): (i64, i64), chunk: &mut parallel::Chunk| {
                 let mut stmt = conn.prepare_cached(crate::audit::journal_select!(
                     "WHERE seq BETWEEN ?1 AND ?2 ORDER BY seq"
@@ -231,7 +231,7 @@ pub(super) fn verify_file_blocks(
     let blocks = (0..len.div_ceil(block)).map(|k| (k * block, ((k + 1) * block).min(len)));
     let parsers = (0..workers.max(1))
         .map(|_| {
-            let (file, mut buf, mut scratch) = (&file, Vec::new(), String::with_capacity(512));
+            let (file, mut buf, mut scratch) = (&file, Vec::new(), Vec::with_capacity(512));
             let mut quotes = Vec::with_capacity(128);
             move |(from, to): (u64, u64), chunk: &mut parallel::Chunk| {
                 let lines = lines_starting_in(file, from, to, len, &mut buf).map_err(read_err)?;
