@@ -1,6 +1,7 @@
-//! Verifying on every core: worker threads read (decrypt or parse) and hash chunks of rows, each
-//! row's hash depending only on the row (its stored `prev` is in it), and the calling thread checks
-//! the chunks in order: seq, links, anchors, lifecycle. The verdict is the sequential one.
+//! Verifying on every core: workers read (decrypt or parse) and hash chunks of rows, each row's
+//! hash depending only on the row (its stored `prev` is in it), and whichever worker finds the
+//! checker free checks the chunks ready in order: seq, links, anchors, lifecycle. The verdict is
+//! the sequential one.
 use super::{Facts, RowRef, Verifier};
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -88,7 +89,7 @@ impl Chunk {
     }
 
     /// Empty, its buffers kept for the next chunk (by the worker that fills it next, which is the
-    /// one that filled it last: the checking thread frees nothing).
+    /// one that filled it last: a worker checking another's chunk frees nothing of it).
     fn clear(&mut self) {
         self.text.clear();
         self.bytes.clear();

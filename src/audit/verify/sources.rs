@@ -70,7 +70,7 @@ pub fn verify_store(
 
 /// `verify_store` on every core: each worker opens its own reader of `store` and reads and hashes
 /// ranges of `CHUNK_ROWS` seqs up to the snapshot's last row (rows up to it never change: the
-/// journal only grows), and this thread checks them in order. Same verdict.
+/// journal only grows), and the workers take turns checking them in order. Same verdict.
 pub fn verify_store_parallel(
     store: &crate::store::Store,
     vault_id: &str,
