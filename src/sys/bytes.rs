@@ -1,7 +1,21 @@
-//! Scanning 64 bytes at a time with the CPU's vector compares: where the quotes are, and whether
-//! a backslash or a control character is there (the audit verifier's plain-JSON reader, one call
-//! per 64 bytes of an export). SSE2 on x86_64, which every x86_64 target has; plain words
-//! elsewhere, tested against the same definition.
+//! Scanning bytes with the CPU's vector compares: where the quotes are, and whether a backslash or
+//! a control character is there, 64 bytes at a time (the audit verifier's plain-JSON reader, one
+//! call per 64 bytes of an export; SSE2 on x86_64, which every x86_64 target has, plain words
+//! elsewhere, tested against the same definition); and text that is ASCII taken as UTF-8 in one
+//! pass (the verifier reads five text columns per row).
+
+/// `bytes` as text: ASCII is UTF-8 as it stands, found in one pass with no early exit (an OR of
+/// every byte, which compiles to vector code); anything else goes to `std::str::from_utf8`.
+/// Same answer as `from_utf8`; verifying vault.db on one reader took ~2% less CPU with it
+/// (alternating runs, 1M rows), the journal's text being ASCII but for what people typed.
+pub fn utf8(bytes: &[u8]) -> Result<&str, std::str::Utf8Error> {
+    if bytes.iter().fold(0u8, |any, &b| any | b) < 0x80 {
+        // SAFETY: every byte is below 0x80, and a string of ASCII bytes is valid UTF-8.
+        Ok(unsafe { std::str::from_utf8_unchecked(bytes) })
+    } else {
+        std::str::from_utf8(bytes)
+    }
+}
 
 /// One bit per byte of `block`, set for a quote; and whether `block` holds a backslash or a
 /// control character. SSE2, which every x86_64 target has: 16 bytes per compare.
@@ -51,6 +65,27 @@ pub use scan_words as scan;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn utf8_answers_as_from_utf8_does() {
+        let cases: &[&[u8]] = &[
+            b"",
+            b"plain ascii, with \"quotes\" and \\ and \x01 and \x7f",
+            "caf\u{e9} \u{1f512}".as_bytes(),
+            b"\x80",
+            b"ok then \xff",
+            b"\xe2\x82",
+            b"\xed\xa0\x80",
+            &[b'a'; 200],
+        ];
+        for &bytes in cases {
+            let mut long = bytes.to_vec();
+            long.extend_from_slice(&[b'x'; 70]);
+            for b in [bytes, &long[..]] {
+                assert_eq!(utf8(b).ok(), std::str::from_utf8(b).ok(), "{b:?}");
+            }
+        }
+    }
 
     #[test]
     fn every_quote_and_refused_byte_is_found() {

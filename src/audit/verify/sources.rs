@@ -7,7 +7,7 @@ use std::path::Path;
 
 fn text<'a>(v: ValueRef<'a>, col: &str) -> Result<&'a str, String> {
     match v {
-        ValueRef::Text(t) => std::str::from_utf8(t).map_err(|_| format!("{col} is not UTF-8")),
+        ValueRef::Text(t) => crate::sys::bytes::utf8(t).map_err(|_| format!("{col} is not UTF-8")),
         _ => Err(format!("{col} is not text")),
     }
 }
