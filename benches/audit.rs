@@ -368,7 +368,9 @@ fn main() {
     };
     // What `vault verify` runs (one reader per core), then the same on one thread.
     let verify_db = timed(&|| audit::verify_store_parallel(&store, &vault_id, &[]).unwrap());
-    let verify_db_1 = timed(&|| audit::verify_store_with(&store, &vault_id, &[], 1, 2048).unwrap());
+    let verify_db_1 = timed(&|| {
+        audit::verify_store_with(&store, &vault_id, &[], 1, audit::VERIFY_CHUNK_ROWS).unwrap()
+    });
     // What reading alone costs: every row decrypted and stepped over, nothing hashed.
     let read_db = median3(|| {
         let t = Instant::now();

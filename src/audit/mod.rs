@@ -32,6 +32,7 @@ pub use export::{export, export_to, ExportError, Exported};
 pub use verify::{
     verify_file, verify_file_with, verify_store, verify_store_parallel, verify_store_with, Facts,
     Failure, Head, Reason, Report, RowRef, Transitions, Verifier, VerifyError,
+    CHUNK_ROWS as VERIFY_CHUNK_ROWS,
 };
 
 use crate::canonical;

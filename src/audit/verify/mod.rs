@@ -12,6 +12,7 @@ mod seen;
 mod sources;
 mod touches;
 
+pub use parallel::CHUNK_ROWS;
 pub use seen::Transitions;
 pub use sources::{
     verify_file, verify_file_with, verify_store, verify_store_parallel, verify_store_with,

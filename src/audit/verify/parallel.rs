@@ -11,9 +11,9 @@ use std::sync::{Condvar, Mutex};
 /// Rows per chunk: large enough that handing a chunk over costs nothing next to reading it (a
 /// chunk is ~4 ms of a worker's time), small enough that a chunk just read (its spans, text and
 /// facts) is still mostly in the core's L2 when it is checked, and that the workers finish
-/// within a chunk of each other. On 2 cores, 1M rows: 8,192 took ~3% longer than 2,048; 1,024
+/// within a chunk of each other. On 2 cores, 1M rows: 8,192 took 2-3% longer than 2,048; 1,024
 /// and 512 were no faster.
-pub(crate) const CHUNK_ROWS: i64 = 2048;
+pub const CHUNK_ROWS: i64 = 2048;
 
 /// Worker threads: one per core, at most 8.
 pub(crate) fn workers() -> usize {
