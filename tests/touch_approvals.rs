@@ -236,7 +236,11 @@ fn an_action_under_presence_key_runs_only_with_a_registered_keys_touch_over_its_
         serde_json::from_str::<agent_vault::wire::DecisionPayload>(&signed.decision.payload)
             .unwrap()
             .nonce;
-    let other = fido::challenge(&vault_id, &hash.replace(&hash[..1], "f"), &nonce);
+    // Another hash: the first hex digit changed, so it differs whatever this one starts with.
+    let flipped = if hash.starts_with('0') { "1" } else { "0" };
+    let other_hash = format!("{flipped}{}", &hash[1..]);
+    assert_ne!(other_hash, hash);
+    let other = fido::challenge(&vault_id, &other_hash, &nonce);
     signed.touch = Some(proof_of(
         fido::touch(&mut a, &other, &allow, &mut no_pin).unwrap(),
     ));
