@@ -244,3 +244,60 @@ fn doctor_says_who_else_can_type_into_the_terminal_and_what_holds() {
         pin.stdout
     );
 }
+
+/// A typo is not tampering: the person mistypes the PIN once on a card in a real tmux pane, then
+/// types it right. The action runs, and the journal those rows made verifies, in `vault.db` and
+/// as an export (issue 46: `approval.pin_wrong` names the action it was typed for).
+#[test]
+fn a_mistyped_pin_then_the_right_one_leaves_a_journal_that_verifies() {
+    let target = HttpTarget::start(SECRET);
+    let mut v = TestVault::init("pintypo");
+    v.add_bearer("api", &target.base(), SECRET);
+    let url = format!("{}/repos/acme/app", target.base());
+    let tmux = Tmux::start(
+        "pintypo",
+        &[("VAULT_DIR", v.vault_dir().display().to_string())],
+        120,
+        40,
+    );
+    start_approver(&tmux);
+    let mut mcp = McpProc::spawn(v.command(&["mcp"]));
+    mcp.initialize();
+    mcp.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "http_request",
+        "arguments": {"credential": "api", "method": "DELETE", "url": url, "wait_s": 60}}}));
+    tmux.wait_for("[a]", Duration::from_secs(20));
+    // A key pressed as a card appears is ignored (the card asks to read it first).
+    std::thread::sleep(Duration::from_millis(800));
+    tmux.press("a");
+    tmux.wait_for("PIN to approve", Duration::from_secs(10));
+    tmux.type_text("13579");
+    tmux.press("Enter");
+    tmux.wait_for("wrong approval PIN", Duration::from_secs(10));
+    assert_eq!(deletes(&target).len(), 0, "a wrong PIN approved");
+    tmux.wait_for("[a]", Duration::from_secs(20));
+    // A key pressed as a card appears is ignored (the card asks to read it first).
+    std::thread::sleep(Duration::from_millis(800));
+    tmux.press("a");
+    tmux.wait_for("PIN to approve", Duration::from_secs(10));
+    tmux.type_text(PIN);
+    tmux.press("Enter");
+    let (reply, _) = mcp.until_id(&json!(3), Duration::from_secs(60));
+    assert_eq!(
+        reply["result"]["structuredContent"]["state"], "completed",
+        "{reply}"
+    );
+    assert_eq!(deletes(&target).len(), 1);
+    let kinds = journal_kinds(&mut v);
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "approval.pin_wrong").count(),
+        1,
+        "{kinds:?}"
+    );
+    let verified = v.run_pp(&["verify"], None);
+    assert_eq!(verified.code, 0, "vault verify: {verified:?}");
+    let file = v.vault_dir().join("../typo-export.jsonl");
+    v.run_pp(&["export-audit", file.to_str().unwrap()], None)
+        .ok();
+    let offline = v.run(&["verify", "--file", file.to_str().unwrap()], None);
+    assert_eq!(offline.code, 0, "vault verify --file: {offline:?}");
+}

@@ -114,6 +114,12 @@ impl Kind {
         }
     }
 
+    /// Whether a row of this kind may name an action without being a step of its lifecycle: a
+    /// note about the action (a wrong PIN typed on its card), which moves it nowhere.
+    pub fn notes_action(self) -> bool {
+        matches!(self, Kind::PinWrong)
+    }
+
     pub fn parse(s: &str) -> Option<Kind> {
         match s.strip_prefix("action.") {
             Some(state) => State::parse(state).map(Kind::Action),

@@ -96,6 +96,10 @@ fn an_approval_by_pin_needs_the_right_pin_and_three_wrong_ones_pause() {
     let d = pending(&mut s, &c, "https://api.example.com/d");
     let ok = decide_with(&mut s, &key, &d, ApprovalMethod::Passphrase, None).unwrap();
     assert_eq!(ok.state, State::Approved);
+    // Every row written above is the vault's own: wrong PINs, the pause they caused, the resume.
+    // The journal verifies; a typo is not tampering.
+    let report = crate::audit::verify_store(s.conn(), "vlt_t", &[]).unwrap();
+    assert!(report.ok(), "{:?}", report.failure);
 }
 
 #[test]

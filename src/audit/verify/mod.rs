@@ -285,6 +285,8 @@ impl Verifier {
         let kind = row.kind;
         let to = match facts.kind {
             Some(Kind::Action(to)) => to,
+            // A note about the action (`approval.pin_wrong`) is history, not a step of it.
+            Some(note) if note.notes_action() => return Ok(()),
             Some(other) => {
                 return Err(illegal(format!(
                     "row {exp} is a {other} row but names action {action}"
