@@ -755,3 +755,91 @@ fn killing_vault_run_ends_everything_the_client_started() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// The MCP role is an MCP session and nothing more (issue 45, item 1): a same-uid process that
+/// says hello as `mcp` on the agent's socket, and then sends every request kind the protocol
+/// defines (enumerated from the type), is refused each one but the session's own (its tools,
+/// cancel, reject, end, ping). Judged from outside: no export file, the agent alive and
+/// unpaused, the other session's action still waiting and its body never sent here, no row of
+/// what was asked.
+#[test]
+fn an_mcp_connection_is_refused_every_request_but_an_mcp_sessions_own() {
+    let target = HttpTarget::start(SECRET);
+    let mut v = TestVault::init("mcpgate");
+    v.add_bearer("api", &target.base(), SECRET);
+    // Another session's action waits, with a body the raw client must never see.
+    let mut other = support::mcp::McpProc::spawn(v.command(&["mcp"]));
+    other.initialize();
+    let body_marker = "BODY_of_another_session_4f1a";
+    other.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "http_request",
+        "arguments": {"credential": "api", "method": "POST", "url": format!("{}/x", target.base()),
+        "body": body_marker, "wait_s": 0}}}));
+    let waiting = v.wait_pending(1);
+    let export = v.dir.path().join("planted-export.sh");
+    let samples = support::requests::every_kind(export.to_str().unwrap());
+    let mut raw = support::raw::RawClient::connect(&v);
+    let hello = raw.ask(
+        1,
+        json!({"op": "hello", "v": agent_vault::agent::protocol::VERSION, "role": "mcp"}),
+    );
+    assert_eq!(hello["kind"], "welcome", "{hello}");
+    let mut said = String::new();
+    let mut refused = Vec::new();
+    for (n, (kind, req)) in samples.iter().enumerate() {
+        // A second hello ends the connection (a protocol error); it is tried last, below.
+        if *kind == agent_vault::agent::protocol::RequestKind::Hello || kind.for_mcp() {
+            continue;
+        }
+        let reply = raw
+            .try_ask(100 + n as u64, req.clone())
+            .unwrap_or_else(|| panic!("the agent hung up on {kind:?}"));
+        said.push_str(&reply.to_string());
+        assert_eq!(reply["kind"], "error", "{kind:?} was served: {reply}");
+        refused.push(*kind);
+    }
+    // A second hello is a protocol error: refused, and the connection closed.
+    assert!(raw
+        .try_ask(99, json!({"op": "hello", "v": 6, "role": "cli"}))
+        .is_none());
+    // Every person's command was tried (the list is the type's, less the session's own).
+    assert!(refused.len() >= 25, "{refused:?}");
+    assert!(
+        !export.exists(),
+        "the agent wrote the export a client asked for"
+    );
+    assert!(
+        !said.contains(body_marker),
+        "another session's body was sent: {said}"
+    );
+    assert!(!said.contains(SECRET));
+    let pid = v.agent_pid().expect("the agent still runs");
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let state = stat[stat.rfind(')').unwrap() + 2..].chars().next();
+    assert!(
+        matches!(state, Some('S' | 'R')),
+        "the agent is not running: {stat}"
+    );
+    let status: Value =
+        serde_json::from_str(v.run(&["status", "--json"], None).ok().stdout.trim()).unwrap();
+    assert!(
+        status["paused"].is_null() || status["paused"] == false,
+        "{status}"
+    );
+    let still: Vec<Value> = v.wait_pending(1);
+    assert_eq!(still[0]["action_id"], waiting[0]["action_id"]);
+    let journal = support::journal::kinds(&v);
+    let adds = journal.iter().filter(|k| *k == "credential.add").count();
+    assert_eq!(adds, 1, "a credential was added: {journal:?}");
+    for kind in [
+        "vault.lock",
+        "vault.pause",
+        "credential.edit",
+        "credential.rm",
+    ] {
+        assert!(
+            !journal.iter().any(|k| k == kind),
+            "{kind} was journaled: {journal:?}"
+        );
+    }
+    assert_eq!(target.requests().len(), 0, "the waiting POST ran");
+}

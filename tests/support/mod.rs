@@ -4,7 +4,8 @@
 //! (`team.rs`), SSH helpers
 //! (`ssh.rs`), re-running a test as the unprivileged user (`uid.rs`), and the same-uid
 //! attacker's tools: reading another process's memory (`memory.rs`), speaking the agent's
-//! protocol (`raw.rs`) and relaying its socket (`relay.rs`).
+//! protocol (`raw.rs`, with a sample of every request kind in `requests.rs`) and relaying its
+//! socket (`relay.rs`).
 #![allow(dead_code)]
 
 pub mod ai;
@@ -17,6 +18,7 @@ pub mod memory;
 pub mod pty;
 pub mod raw;
 pub mod relay;
+pub mod requests;
 pub mod shapes;
 pub mod soft_key;
 pub mod ssh;
