@@ -177,8 +177,9 @@ fn with_marker(marker: &str) -> Vec<u32> {
 /// A directory for the person's world outside `/tmp` (which `vault run` makes private, so a
 /// home under it would prove nothing): under cargo's target, owned by the test user.
 fn world_root(test: &str) -> Option<PathBuf> {
-    const VAR: &str = "AV_CONTAIN_ROOT";
-    if let Some(r) = std::env::var_os(VAR) {
+    // One variable per test: the tests of this file run side by side in one process.
+    let var = format!("AV_CONTAIN_ROOT_{test}");
+    if let Some(r) = std::env::var_os(&var) {
         return Some(PathBuf::from(r));
     }
     let root =
@@ -190,7 +191,7 @@ fn world_root(test: &str) -> Option<PathBuf> {
         let gid = support::uid::id_of(support::uid::USER, "-g").unwrap();
         std::os::unix::fs::chown(&root, Some(uid), Some(gid)).unwrap();
         // The re-run as the test user inherits it.
-        std::env::set_var(VAR, &root);
+        std::env::set_var(&var, &root);
     }
     Some(root)
 }
@@ -842,4 +843,84 @@ fn an_mcp_connection_is_refused_every_request_but_an_mcp_sessions_own() {
         );
     }
     assert_eq!(target.requests().len(), 0, "the waiting POST ran");
+}
+
+/// The flag is the channel's (issue 45, item 4): a process outside any sandbox that reaches the
+/// relay's socket through `/proc/PID/root` of a contained process (same uid, so the kernel lets
+/// it) gets no contained session. Judged from outside: `vault sessions --json` marks no session
+/// of its contained, and the relay's refusal leaves the agent untouched.
+#[test]
+fn a_process_outside_reaching_the_relay_through_proc_root_is_not_contained() {
+    let root = world_root("procroot").unwrap();
+    if !run_unprivileged("a_process_outside_reaching_the_relay_through_proc_root_is_not_contained")
+    {
+        let _ = std::fs::remove_dir_all(&root);
+        return;
+    }
+    let mut v = TestVault::init("procroot");
+    let marker = format!("avtest-procroot-{}", std::process::id());
+    let (home, project) = (root.join("home"), root.join("home/project"));
+    std::fs::create_dir_all(&project).unwrap();
+    let mut c = v.command(&["run", "--", "sh", "-c", "sleep 60", &marker]);
+    c.current_dir(&project)
+        .env("HOME", &home)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut run = c.spawn().unwrap();
+    let t0 = Instant::now();
+    let inside = loop {
+        if let Some(p) = with_marker(&marker)
+            .into_iter()
+            .find(|p| std::fs::read(format!("/proc/{p}/comm")).is_ok_and(|c| c.starts_with(b"sh")))
+        {
+            break p;
+        }
+        if t0.elapsed() > Duration::from_secs(20) || run.try_wait().unwrap().is_some() {
+            let _ = run.kill();
+            let out = run.wait_with_output().unwrap();
+            panic!(
+                "the client never started: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let doctor: Value =
+        serde_json::from_str(v.run(&["doctor", "--json"], None).ok().stdout.trim()).unwrap();
+    let socket = v.socket();
+    let via_proc = format!("/proc/{inside}/root{}", socket.display());
+    assert!(doctor.is_object());
+    // The attacker: a second process, outside, speaking the agent's protocol through the path.
+    let said = Command::new(system_python())
+        .arg("-c")
+        .arg(
+            "import socket,sys,json\n\
+             s=socket.socket(socket.AF_UNIX); s.settimeout(10); s.connect(sys.argv[1])\n\
+             print('connected')\n\
+             s.sendall(b'{\"id\":1,\"req\":{\"op\":\"hello\",\"v\":6,\"role\":\"mcp\"}}\\n')\n\
+             try:\n  print(s.recv(65536).decode())\n\
+             except Exception as e:\n  print('no answer:', e)\n",
+        )
+        .arg(&via_proc)
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&said.stdout).into_owned() + &String::from_utf8_lossy(&said.stderr);
+    let sessions: Vec<Value> =
+        serde_json::from_str(v.run(&["sessions", "--json"], None).ok().stdout.trim()).unwrap();
+    // The path itself works: the attack reached the relay (so its refusal is what is judged).
+    assert!(text.starts_with("connected"), "{via_proc}: {text}");
+    let contained: Vec<&Value> = sessions.iter().filter(|s| s["contained"] == true).collect();
+    assert!(
+        contained.is_empty(),
+        "an outside process got a contained session: {text} {sessions:?}"
+    );
+    assert!(
+        !text.contains("\"welcome\""),
+        "the relay served an outside process: {text}"
+    );
+    let _ = run.kill();
+    let _ = run.wait();
+    let _ = std::fs::remove_dir_all(&root);
 }

@@ -184,7 +184,7 @@ pub fn run(
         Forked::Parent { child } => child,
     };
     drop(report);
-    let names = relay.map(|(listener, paths, mark)| listener.serve(paths, mark));
+    let names = relay.map(|(listener, paths, mark)| listener.serve(paths, mark, outer));
     let mut said = String::new();
     let _ = errors.read_to_string(&mut said);
     // The client runs (or setup failed): the sandbox holds its own bind of the socket.
