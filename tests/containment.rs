@@ -395,8 +395,16 @@ fn the_contained_client_reaches_nothing_of_the_person_and_still_does_its_work() 
     std::fs::write(&config_path, config.to_string()).unwrap();
 
     // The client, started by `vault run` with the environment of a client in a tmux pane.
-    let mut run = p.cmd(&["run", "--", &system_python().display().to_string()]);
-    run.arg(support_file("contained_attacker.py"))
+    // The attacker's script is shown read-only (nothing outside the project is, unless named).
+    let script = support_file("contained_attacker.py");
+    let mut run = p.cmd(&[
+        "run",
+        "--allow-read",
+        &script.display().to_string(),
+        "--",
+        &system_python().display().to_string(),
+    ]);
+    run.arg(&script)
         .arg(&config_path)
         .current_dir(&p.project)
         .env("TMUX", format!("{},{server_pid},0", tmux_socket.display()))
@@ -411,7 +419,7 @@ fn the_contained_client_reaches_nothing_of_the_person_and_still_does_its_work() 
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let child = run.spawn().unwrap();
+    let mut child = run.spawn().unwrap();
     // The person approves the contained GET outside, with the passphrase (scripted).
     let t0 = Instant::now();
     let pending = loop {
@@ -423,10 +431,15 @@ fn the_contained_client_reaches_nothing_of_the_person_and_still_does_its_work() 
         {
             break a;
         }
-        assert!(
-            t0.elapsed() < Duration::from_secs(60),
-            "the contained GET never became pending"
-        );
+        if t0.elapsed() > Duration::from_secs(60) || child.try_wait().unwrap().is_some() {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "the contained GET never became pending: {}\n{}",
+                String::from_utf8_lossy(&out.stderr),
+                std::fs::read_to_string(&report_path).unwrap_or_default()
+            );
+        }
         std::thread::sleep(Duration::from_millis(100));
     };
     assert_eq!(pending["contained"], true, "{pending}");

@@ -69,12 +69,7 @@ pub(super) fn landlock(plan: &Plan, weaker_ok: bool) -> Result<(), ConfineError>
     ruleset = ruleset
         .add_rule(PathBeneath::new(PathFd::new("/").map_err(ll)?, read))
         .map_err(ll)?;
-    let writable = plan
-        .writable
-        .iter()
-        .chain(&plan.private)
-        .cloned()
-        .chain(extra_writable());
+    let writable = plan.writable().cloned().chain(extra_writable());
     for p in writable {
         if !p.exists() {
             continue;

@@ -10,7 +10,9 @@
 //! ends. When PID 1 ends, the kernel ends every process left in the namespace; when `vault run`
 //! ends, a parent-death signal ends PID 1. Setup errors come back to `vault run` over a pipe
 //! that closes when the client is exec'd.
+pub mod clients;
 mod confine;
+pub mod guard;
 mod mounts;
 pub mod plan;
 mod relay;
@@ -127,6 +129,8 @@ pub struct Launch {
     pub socket: Option<SocketAt>,
     pub vault: VaultFiles,
     pub weaker_ok: bool,
+    /// The person's umask (before `vault run` made its own 077): the client's.
+    pub umask: u32,
 }
 
 /// The exit code of a child from its wait status (128 + the signal that ended it).
@@ -285,6 +289,12 @@ fn init(launch: &Launch, report: std::io::PipeWriter) -> i32 {
         Ok(Forked::Child) => {
             for sig in [libc::SIGINT, libc::SIGQUIT, libc::SIGPIPE] {
                 sandbox::set_signal(sig, Disposition::Default);
+            }
+            // The person's umask, and no descriptor but the terminal's three: whatever the
+            // launcher left open (and `vault run`'s own) closes at the exec.
+            rustix::process::umask(rustix::fs::Mode::from_raw_mode(launch.umask));
+            if let Err(e) = sandbox::close_on_exec_from(3) {
+                sandbox::exit_now(tell(report, &format!("setup: closing descriptors: {e}")));
             }
             let e = sandbox::exec(&launch.program, &launch.argv, &env);
             sandbox::exit_now(tell(report, &format!("exec: {e}")))

@@ -12,9 +12,22 @@ pub mod sandbox;
 use rustix::process::{Resource, Rlimit};
 use std::io;
 
-/// Sets the process umask to 077 so nothing we (or SQLite) create is readable by others.
+/// The umask this process started with, before `restrict_umask` (what `vault run` gives its
+/// client: the person's, not ours).
+static STARTED_WITH: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0o022);
+
+/// Sets the process umask to 077 so nothing we (or SQLite) create is readable by others, and
+/// remembers the one it had.
 pub fn restrict_umask() {
-    rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
+    let was = rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
+    // The first call records the person's; a later one would record our own 077.
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| STARTED_WITH.store(was.as_raw_mode(), std::sync::atomic::Ordering::Relaxed));
+}
+
+/// The umask this process started with.
+pub fn started_umask() -> u32 {
+    STARTED_WITH.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 pub use crate::wire::Hardening;
