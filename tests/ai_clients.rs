@@ -467,3 +467,69 @@ fn http_request_opening() -> String {
     let description = schema["description"].as_str().expect("a description");
     description.split(". ").next().unwrap().to_owned()
 }
+
+/// Claude Code started interactively under `vault run` in a tmux pane, as a person starts it
+/// (issue 45): its prompt shows. Its `~/.claude.json` is a private copy inside (the client
+/// rewrites it by rename, and what it writes there could name MCP servers that run later
+/// outside): the person's own file is unchanged after the run, and the rename worked inside.
+#[test]
+fn claude_code_starts_interactively_under_vault_run_and_shows_its_prompt() {
+    let claude = client_bin("claude", "@anthropic-ai/claude-code");
+    let w = World::new("claude-tty");
+    let key = "sk-ant-standin-dummy-interactive-0001";
+    // Onboarding done, this folder trusted, the key approved: what a person's file holds.
+    let config = w.home.path().join(".claude.json");
+    let person = json!({"hasCompletedOnboarding": true, "theme": "dark",
+        "customApiKeyResponses": {"approved": [&key[key.len() - 20..]], "rejected": []},
+        "projects": {w.project.to_str().unwrap(): {"hasTrustDialogAccepted": true}}});
+    std::fs::write(&config, person.to_string()).unwrap();
+    let before = std::fs::read(&config).unwrap();
+    let standin = StandIn::start("anthropic", &w.plan(None));
+    let tmux = support::tmux::Tmux::start(
+        "claude-tty",
+        &[
+            ("HOME", w.home.path().display().to_string()),
+            ("VAULT_DIR", w.vault.vault_dir().display().to_string()),
+            ("ANTHROPIC_API_KEY", key.to_owned()),
+            ("ANTHROPIC_BASE_URL", standin.base()),
+            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".to_owned()),
+        ],
+        120,
+        40,
+    );
+    tmux.type_text(&format!(
+        "cd {} && {} run -- {}; echo \"vault run ended: $?\"",
+        w.project.display(),
+        bin(),
+        claude.display()
+    ));
+    tmux.press("Enter");
+    tmux.wait_for("Claude Code v", Duration::from_secs(60));
+    let prompt = tmux.wait_for("\u{276f}", Duration::from_secs(30));
+    assert!(!prompt.contains("Unable to connect"), "{prompt}");
+    // From outside: the client that shows it runs in namespaces of its own.
+    let real = std::fs::canonicalize(&claude).unwrap();
+    let running: Vec<u32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .filter(|p: &u32| std::fs::read_link(format!("/proc/{p}/exe")).is_ok_and(|e| e == real))
+        .collect();
+    assert!(!running.is_empty(), "no Claude Code process runs");
+    let ns = |p: &str| std::fs::read_link(format!("{p}/ns/mnt")).unwrap();
+    for p in running {
+        assert_ne!(
+            ns(&format!("/proc/{p}")),
+            ns("/proc/self"),
+            "Claude Code is not contained"
+        );
+    }
+    tmux.type_text("/exit");
+    tmux.press("Enter");
+    tmux.wait_for("vault run ended: 0", Duration::from_secs(30));
+    assert_eq!(
+        std::fs::read(&config).unwrap(),
+        before,
+        "the person's ~/.claude.json changed"
+    );
+}

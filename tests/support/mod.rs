@@ -29,6 +29,7 @@ pub mod team;
 pub mod tls;
 pub mod tmux;
 pub mod uid;
+pub mod world;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
