@@ -595,3 +595,38 @@ fn killing_vault_run_ends_everything_the_client_started() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Friction gone (issue 45, item 5): a client installed under `/tmp` (a clone of this repository
+/// there, with its `.ci/ai-clients`) starts, because its installation is shown wherever it lives,
+/// even inside the private `/tmp`; a program it reads beside itself is there too.
+#[test]
+fn a_client_installed_under_tmp_starts_with_its_installation() {
+    let v = TestVault::init("tmpclient");
+    let install = std::env::temp_dir().join(format!("av-tmp-client-{}", std::process::id()));
+    let bin_dir = install.join("node_modules/.bin");
+    let pkg = install.join("node_modules/tool");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    std::fs::create_dir_all(&pkg).unwrap();
+    std::fs::write(pkg.join("data.txt"), "beside the client\n").unwrap();
+    let client = pkg.join("client.sh");
+    std::fs::write(
+        &client,
+        "#!/bin/sh\nprintf 'hello from %s: ' \"$0\"; cat \"$(dirname \"$(readlink -f \"$0\")\")/data.txt\"\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&client, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink("../tool/client.sh", bin_dir.join("client")).unwrap();
+    let project = v.dir.path().join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    let mut c = v.command(&["run", "--", bin_dir.join("client").to_str().unwrap()]);
+    c.current_dir(&project);
+    let out = run_limited(&mut c, Duration::from_secs(30)).unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.and_then(|s| s.code()), Some(0), "{stderr}");
+    assert!(stdout.contains("beside the client"), "{stdout}{stderr}");
+    let _ = std::fs::remove_dir_all(&install);
+}

@@ -37,7 +37,7 @@ pub enum ContainError {
     Plan(#[from] PlanError),
     #[error("setting up the sandbox failed: {0}; nothing was started")]
     Setup(String),
-    #[error("cannot start {program}: {why}")]
+    #[error("cannot start {program} inside the sandbox: {why}. The sandbox shows the system's directories, the client's own installation and the project; if the client needs files elsewhere, show them with --allow-read PATH (or --allow-write PATH)")]
     Exec { program: String, why: String },
     #[error("{0}")]
     Io(#[from] std::io::Error),
