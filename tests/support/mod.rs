@@ -485,13 +485,17 @@ pub fn wait_until(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
-/// The forms a secret could leak in: raw, base64 (standard, URL-safe, unpadded), hex.
+/// The forms a secret could leak in: raw, JSON-escaped, base64 (standard, URL-safe, unpadded),
+/// hex.
 pub fn encodings(secret: &str) -> Vec<String> {
     use base64::Engine;
     let b = secret.as_bytes();
     let e = base64::engine::general_purpose::STANDARD.encode(b);
+    let json = serde_json::to_string(secret).unwrap();
     let mut forms = vec![
         secret.to_owned(),
+        // What a JSON output holds of a secret with `"`, `\` or a control character.
+        json[1..json.len() - 1].to_owned(),
         e.trim_end_matches('=').to_owned(),
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b),
         hex::encode(b),
