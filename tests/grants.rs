@@ -211,6 +211,16 @@ fn a_reads_grant_covers_reads_under_its_directory_and_revoke_ends_it() {
     assert_eq!(sc["state"], "pending", "after revoke --all: {sc}");
     let gets = count(&target, "GET") + count(&target, "HEAD");
     assert_eq!(gets, 6);
+    // The writes that waited all along still have not run: no grant, revoked or not, covered
+    // them (counted at the target again, at the end).
+    assert_eq!(count(&target, "DELETE"), 0, "a DELETE reached the target");
+    assert_eq!(count(&target, "POST"), 0, "a POST reached the target");
+    let requests = target.requests();
+    assert_eq!(
+        requests.len(),
+        6,
+        "only the six reads reached the target: {requests:?}"
+    );
 
     // Every dispatched action names why it ran: a card (with its decision) or the grant.
     let log = v.run(&["log", "--json"], None).ok().stdout;
