@@ -458,6 +458,11 @@ except OSError as e:\n    print('push: ' + errno.errorcode[e.errno])\n";
 
 #[test]
 fn keys_pushed_into_the_terminal_from_inside_reach_nothing() {
+    // The pusher is a second process of the same non-root uid (CI: the test user), not root.
+    if !run_unprivileged("keys_pushed_into_the_terminal_from_inside_reach_nothing") {
+        return;
+    }
+    assert!(!is_root());
     let legacy = std::fs::read_to_string("/proc/sys/dev/tty/legacy_tiocsti")
         .map(|s| s.trim() == "1")
         .unwrap_or(true);
@@ -559,6 +564,11 @@ fn vault_run_refuses_where_user_namespaces_are_unavailable() {
 
 #[test]
 fn killing_vault_run_ends_everything_the_client_started() {
+    // The processes that try to outlive the run belong to the unprivileged test user (CI).
+    if !run_unprivileged("killing_vault_run_ends_everything_the_client_started") {
+        return;
+    }
+    assert!(!is_root());
     let v = TestVault::init("killrun");
     let marker = format!("avtest-killed-{}", std::process::id());
     let mut c = v.command(&[
