@@ -191,7 +191,11 @@ pub(super) fn build(plan: &Plan, socket: Option<&SocketAt>, vault: &VaultFiles) 
             mount_bind(&to, &to).map_err(fail("pin", p))?;
         }
     }
-    for p in &plan.read_only {
+    for p in plan
+        .read_only
+        .iter()
+        .filter(|_| !crate::mutation::off("read_only_guards"))
+    {
         let to = at(NEW, p);
         if to.exists() {
             mount_bind(&to, &to).map_err(fail("bind", p))?;

@@ -326,7 +326,11 @@ fn environment(spec: &Spec, client: Option<&ClientFacts>) -> Vec<(OsString, OsSt
         .env
         .iter()
         .filter(|(k, _)| match k.to_str() {
-            Some(k) => kept(k) || (!dropped.contains(k) && !clients::secret_like(k)),
+            Some(k) => {
+                kept(k)
+                    || (!dropped.contains(k)
+                        && (!clients::secret_like(k) || crate::mutation::off("env_filter")))
+            }
             None => false,
         })
         .cloned()

@@ -495,8 +495,9 @@ impl Session {
             // Only a call the client cancelled goes unanswered (docs/design.md §2), even when
             // its action had already gone out: its outcome is journaled, and get_action and
             // `vault log` give it. A call cancelled by the session's end is still answered.
-            if let Some(r) = result.filter(|_| !by_client.load(std::sync::atomic::Ordering::SeqCst))
-            {
+            let silent = by_client.load(std::sync::atomic::Ordering::SeqCst)
+                && !crate::mutation::off("cancel_silence");
+            if let Some(r) = result.filter(|_| !silent) {
                 let _ = out.send(response(&id, r.to_json(modern))).await;
             }
         });
