@@ -11,6 +11,7 @@
 //! ends, a parent-death signal ends PID 1. Setup errors come back to `vault run` over a pipe
 //! that closes when the client is exec'd.
 mod confine;
+pub mod gate;
 mod mounts;
 pub mod plan;
 mod relay;

@@ -1,6 +1,7 @@
 //! What `vault run`'s sandbox lets the client see and change, decided before anything is
 //! mounted, from the person's home, the project, the vault and the flags (docs/design.md §8,
 //! SECURITY.md "Containment"). Pure: no mount, no file written, so it is tested on its own.
+use super::gate::GateRules;
 use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -115,6 +116,8 @@ pub struct Plan {
     pub read_only: Vec<PathBuf>,
     /// The client's environment.
     pub env: Vec<(OsString, OsString)>,
+    /// What may not be created in the writable paths (`gate.rs`, enforced by PID 1).
+    pub gate: GateRules,
 }
 
 /// Why a plan cannot be made.
@@ -130,9 +133,9 @@ fn is_under(p: &Path, root: &Path) -> bool {
     p.starts_with(root)
 }
 
-/// The project's git files that run later (`hooks/`, `config`), following a `.git` file (a
-/// worktree or submodule) to its git directory and that directory's common directory.
-pub fn git_guarded(project: &Path) -> Vec<PathBuf> {
+/// The project's git directories: `.git`, or where a `.git` file (a worktree or submodule)
+/// leads, and that directory's common directory.
+pub fn git_dirs(project: &Path) -> Vec<PathBuf> {
     let dot = project.join(".git");
     let mut dirs = Vec::new();
     if dot.is_dir() {
@@ -146,8 +149,13 @@ pub fn git_guarded(project: &Path) -> Vec<PathBuf> {
             dirs.push(g);
         }
     }
+    dirs
+}
+
+/// The project's git files that run later (`hooks/`, `config`) in each of its `git_dirs`.
+pub fn git_guarded(project: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    for d in dirs {
+    for d in git_dirs(project) {
         out.push(d.join("hooks"));
         out.push(d.join("config"));
     }
@@ -220,7 +228,9 @@ impl Plan {
             .cloned()
             .collect();
         writable.dedup();
+        let gate = super::gate::rules(&writable, &git_dirs(&spec.project), &[]);
         Ok(Self {
+            gate,
             writable,
             private,
             hidden_dirs,
@@ -307,6 +317,9 @@ mod tests {
         assert!(p.read_only.contains(&home.join("proj/.git/config")));
         assert!(p.read_only.contains(&home.join("proj/.git/hooks")));
         assert!(p.to_create().contains(&home.join("proj/.git/hooks")));
+        // The gate: the writable paths, where only the project's git directory may hold HEAD.
+        assert_eq!(p.gate.trees, p.writable);
+        assert_eq!(p.gate.allowed_under, [home.join("proj/.git")]);
         // The home itself is not writable, so its rc files need no guard of their own.
         assert!(!p.read_only.contains(&home.join(".bashrc")));
         let names: Vec<&str> = p.env.iter().map(|(k, _)| k.to_str().unwrap()).collect();
