@@ -10,6 +10,7 @@
 //! ends. When PID 1 ends, the kernel ends every process left in the namespace; when `vault run`
 //! ends, a parent-death signal ends PID 1. Setup errors come back to `vault run` over a pipe
 //! that closes when the client is exec'd.
+mod calls;
 mod confine;
 pub mod gate;
 mod mounts;
