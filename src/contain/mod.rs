@@ -12,10 +12,13 @@
 //! that closes when the client is exec'd.
 mod calls;
 mod confine;
+mod filter;
 pub mod gate;
 mod mounts;
 pub mod plan;
 mod relay;
+mod resolve;
+mod supervise;
 
 pub use mounts::{SocketAt, VaultFiles};
 pub use plan::{Plan, PlanError, Spec};
@@ -272,6 +275,36 @@ fn init(launch: &Launch, report: std::io::PipeWriter) -> i32 {
     if let Err(e) = confine::seccomp() {
         return tell(report, &format!("setup: {e}"));
     }
+    // The creation gate (`supervise.rs`): the client's child installs its filter and hands the
+    // listener to PID 1, which answers the suspended calls with no capability left. Off only in
+    // a debug build, by `VAULT_RUN_GATE=off` (to measure its cost, and for the test's control).
+    let gate_off =
+        cfg!(debug_assertions) && std::env::var_os("VAULT_RUN_GATE").is_some_and(|v| v == "off");
+    let gate = if gate_off {
+        // The sandbox's own line on PID 1's stderr (it has no CLI to print through).
+        let _ = writeln!(std::io::stderr(), "vault run: the creation gate is OFF (VAULT_RUN_GATE=off, a debug build's switch): a repository can be planted");
+        None
+    } else {
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        let program = filter::kernel_supports(&release).and_then(|()| filter::program());
+        let pair = rustix::net::socketpair(
+            rustix::net::AddressFamily::UNIX,
+            rustix::net::SocketType::SEQPACKET,
+            rustix::net::SocketFlags::CLOEXEC,
+            None,
+        );
+        match (program, pair) {
+            (Ok(p), Ok(pair)) => Some((p, pair)),
+            (Err(e), _) => return tell(report, &format!("setup: {e}")),
+            (_, Err(e)) => return tell(report, &format!("setup: socketpair: {e}")),
+        }
+    };
+    if let Err(e) = supervise::drop_capabilities() {
+        return tell(
+            report,
+            &format!("setup: dropping PID 1's capabilities: {e}"),
+        );
+    }
     let env: Vec<CString> = launch
         .plan
         .env
@@ -283,10 +316,20 @@ fn init(launch: &Launch, report: std::io::PipeWriter) -> i32 {
             CString::new(std::os::unix::ffi::OsStringExt::into_vec(kv)).ok()
         })
         .collect();
+    let (gate, theirs) = match gate {
+        Some((program, (ours, theirs))) => (Some((program, ours)), Some(theirs)),
+        None => (None, None),
+    };
     let client = match sandbox::fork() {
         Ok(Forked::Child) => {
             for sig in [libc::SIGINT, libc::SIGQUIT, libc::SIGPIPE] {
                 sandbox::set_signal(sig, Disposition::Default);
+            }
+            if let (Some((program, ours)), Some(theirs)) = (gate, theirs) {
+                drop(ours);
+                if let Err(e) = supervise::hand_over(&program, theirs) {
+                    sandbox::exit_now(tell(report, &format!("setup: the creation gate: {e}")));
+                }
             }
             let e = sandbox::exec(&launch.program, &launch.argv, &env);
             sandbox::exit_now(tell(report, &format!("exec: {e}")))
@@ -295,12 +338,9 @@ fn init(launch: &Launch, report: std::io::PipeWriter) -> i32 {
         Err(e) => return tell(report, &format!("setup: fork: {e}")),
     };
     drop(report);
-    loop {
-        match rustix::process::wait(rustix::process::WaitOptions::empty()) {
-            Ok(Some((pid, st))) if pid.as_raw_nonzero().get() == client => return code_of(st),
-            Ok(_) => {}
-            Err(rustix::io::Errno::INTR) => {}
-            Err(_) => return 1,
-        }
-    }
+    drop(theirs);
+    let gate = gate
+        .and_then(|(_, ours)| supervise::take_listener(&ours))
+        .map(|l| supervise::Gate::new(l, &launch.plan.gate));
+    supervise::supervise(gate, client)
 }
