@@ -969,15 +969,17 @@ fn gate_attack(home: &Path, project: &Path, marker: &Path, gate: bool) -> (Value
 }
 
 /// Runs `git status` as the person (outside, `HOME` the test's home) in `project` and in every
-/// directory under it; returns how many times a planted command ran (the marker's lines).
+/// directory under it (and every link to one); returns how many times a planted command ran (the marker's lines).
 fn planted_runs(home: &Path, project: &Path, marker: &Path) -> usize {
     let mut dirs = vec![project.to_owned()];
     let mut i = 0;
     while i < dirs.len() {
-        for e in std::fs::read_dir(&dirs[i]).unwrap().flatten() {
-            let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
-            if is_dir && e.file_name() != ".git" {
-                dirs.push(e.path());
+        // A link to a directory is where a person may run git too; it is not walked further.
+        if !dirs[i].is_symlink() {
+            for e in std::fs::read_dir(&dirs[i]).unwrap().flatten() {
+                if e.path().is_dir() && e.file_name() != ".git" {
+                    dirs.push(e.path());
+                }
             }
         }
         i += 1;
@@ -1061,6 +1063,12 @@ fn a_repository_cannot_be_planted_from_inside_and_the_work_still_works() {
         "mkdir /proc/PID/cwd/s16/.git",
         "rename .git",
         "file s17/.git",
+        "mkdir .git/logs/objects",
+        "mkdir .git/evil/objects",
+        "file .git/evil/HEAD",
+        "file .git/evil/commondir",
+        "rename .git/logs out",
+        "rename prep21 into .git/refs",
     ] {
         assert_eq!(plants[name], "EACCES", "{name}: {report}");
     }
@@ -1092,6 +1100,12 @@ fn a_repository_cannot_be_planted_from_inside_and_the_work_still_works() {
         "s16/.git",
         "s17/.git",
         "moved-git",
+        ".git/logs/objects",
+        ".git/evil/objects",
+        ".git/evil/HEAD",
+        ".git/evil/commondir",
+        "s20",
+        ".git/refs/prep21",
     ] {
         assert!(
             project.join(p).symlink_metadata().is_err(),

@@ -24,7 +24,8 @@ pub struct GateRules {
     /// beneath an entry of that name, except beneath `allowed_under`. Compared without regard
     /// to ASCII case: on a case-folding directory (ext4 `+F`, vfat) `.GIT` is `.git`.
     pub refused_names: Vec<OsString>,
-    /// Existing git directories, where git itself creates HEAD, HEAD.lock → HEAD, refs, objects…
+    /// Existing git directories, where git itself creates HEAD, HEAD.lock → HEAD, refs,
+    /// objects…: beneath one, a name is judged by git's own layout instead (`in_git_dir`).
     pub allowed_under: Vec<PathBuf>,
 }
 
@@ -76,39 +77,85 @@ fn named(name: &OsStr, names: &[OsString]) -> bool {
     })
 }
 
+/// Whether creating `rel` (a path beneath a git directory) is what git itself does. A directory
+/// that holds `HEAD` and `objects` and `refs` (or a `commondir`) is a repository to git, and a
+/// symbolic link made elsewhere can lead the person's git into it; so inside the git directory
+/// each of those names may be made only where git makes it: `HEAD` at the top, in `logs/` and
+/// beneath `refs/` and `logs/refs/` (`refs/remotes/origin/HEAD`), `objects` at the top, `refs`
+/// at the top and beneath `logs/`, `refs/`; `commondir` and `.git` nowhere (no worktree or
+/// submodule is made inside: their `.git` files are refused anyway).
+fn in_git_dir(rel: &Path) -> bool {
+    let Some(name) = rel.file_name() else {
+        return true;
+    };
+    let is = |n: &str| name.as_encoded_bytes().eq_ignore_ascii_case(n.as_bytes());
+    let under_refs = rel.starts_with("refs") || rel.starts_with("logs/refs");
+    if is(".git") || is("commondir") {
+        false
+    } else if is("HEAD") {
+        rel == Path::new("HEAD") || rel == Path::new("logs/HEAD") || under_refs
+    } else if is("objects") {
+        rel == Path::new("objects")
+    } else if is("refs") {
+        rel == Path::new("refs") || rel == Path::new("logs/refs") || under_refs
+    } else {
+        true
+    }
+}
+
 impl GateRules {
     /// Whether creating `abs` (absolute, as the view names it) is refused, and why. Only paths
     /// inside `trees` are judged.
     pub fn refuses(&self, abs: &Path) -> Option<Refusal> {
-        let tree = self
-            .trees
-            .iter()
-            .filter(|t| abs.starts_with(t))
-            .max_by_key(|t| t.components().count())?;
+        let tree = self.tree_of(abs)?;
         if let Some(p) = self.refused.iter().find(|p| abs.starts_with(p)) {
             return Some(Refusal::Protected {
                 path: abs.to_owned(),
                 protected: p.clone(),
             });
         }
-        // Beneath a git directory git itself uses, git makes what it needs.
-        if self
-            .allowed_under
+        let made = match self.git_dir_of(abs) {
+            // Beneath a git directory git itself uses, what git makes, where git makes it.
+            Some(g) => !in_git_dir(abs.strip_prefix(g).unwrap_or(abs)),
+            None => abs
+                .strip_prefix(tree)
+                .unwrap_or(abs)
+                .components()
+                .any(|c| named(c.as_os_str(), &self.refused_names)),
+        };
+        made.then(|| Refusal::Repository {
+            path: abs.to_owned(),
+        })
+    }
+
+    /// Whether moving `from` to `to` (a rename) is refused: either path refused, or a move into
+    /// or out of a git directory within the trees. Git never moves anything across that border,
+    /// and a directory that crossed it could carry a `HEAD` out, or be dressed as a repository
+    /// inside.
+    pub fn refuses_move(&self, from: &Path, to: &Path) -> Option<Refusal> {
+        if let Some(r) = self.refuses(to).or_else(|| self.refuses(from)) {
+            return Some(r);
+        }
+        let crossing = self.git_dir_of(from) != self.git_dir_of(to)
+            && self.tree_of(from).is_some()
+            && self.tree_of(to).is_some();
+        crossing.then(|| Refusal::Repository {
+            path: to.to_owned(),
+        })
+    }
+
+    fn tree_of(&self, abs: &Path) -> Option<&PathBuf> {
+        self.trees
             .iter()
-            .any(|g| abs.starts_with(g) && abs != g)
-        {
-            return None;
-        }
-        let below = abs.strip_prefix(tree).unwrap_or(abs);
-        if below
-            .components()
-            .any(|c| named(c.as_os_str(), &self.refused_names))
-        {
-            return Some(Refusal::Repository {
-                path: abs.to_owned(),
-            });
-        }
-        None
+            .filter(|t| abs.starts_with(t))
+            .max_by_key(|t| t.components().count())
+    }
+
+    /// The git directory `abs` lies strictly beneath.
+    fn git_dir_of(&self, abs: &Path) -> Option<&PathBuf> {
+        self.allowed_under
+            .iter()
+            .find(|g| abs.starts_with(g) && abs != g.as_path())
     }
 }
 
@@ -171,11 +218,65 @@ mod tests {
             "/home/p/proj/.git/HEAD.lock",
             "/home/p/proj/.git/logs/HEAD",
             "/home/p/proj/.git/refs/remotes/origin/HEAD",
+            "/home/p/proj/.git/logs/refs/remotes/origin/HEAD",
+            "/home/p/proj/.git/refs/heads/feature/x",
+            "/home/p/proj/.git/refs/stash",
             "/home/p/proj/.git/objects/ab/cdef",
-            "/home/p/proj/.git/modules/sub/HEAD",
+            "/home/p/proj/.git/objects/pack/pack-1.idx",
+            "/home/p/proj/.git/ORIG_HEAD",
+            "/home/p/proj/.git/FETCH_HEAD",
+            "/home/p/proj/.git/index.lock",
+            "/home/p/proj/.git/rebase-merge/head-name",
         ] {
             assert!(!refused(p), "{p}");
         }
+    }
+
+    #[test]
+    fn a_repository_dressed_inside_the_git_directory_is_refused() {
+        for p in [
+            "/home/p/proj/.git/logs/objects",
+            "/home/p/proj/.git/logs/commondir",
+            "/home/p/proj/.git/x/HEAD",
+            "/home/p/proj/.git/refs/x/objects",
+            "/home/p/proj/.git/objects/ab/HEAD",
+            "/home/p/proj/.git/x/refs",
+            "/home/p/proj/.git/x/.git",
+            "/home/p/proj/.git/worktrees/w/HEAD",
+            "/home/p/proj/.git/modules/sub/HEAD",
+        ] {
+            assert!(refused(p), "{p}");
+        }
+    }
+
+    #[test]
+    fn nothing_is_moved_into_or_out_of_the_git_directory() {
+        let g = gate();
+        let mv = |a: &str, b: &str| g.refuses_move(Path::new(a), Path::new(b));
+        // Git's own renames stay inside it.
+        assert_eq!(
+            mv("/home/p/proj/.git/HEAD.lock", "/home/p/proj/.git/HEAD"),
+            None
+        );
+        assert_eq!(
+            mv("/home/p/proj/.git/config.lock", "/home/p/proj/.git/config"),
+            None
+        );
+        assert_eq!(mv("/home/p/proj/a.tmp", "/home/p/proj/a"), None);
+        // A directory that holds HEAD carried out, or a prepared one carried in.
+        let out = mv("/home/p/proj/.git/logs", "/home/p/proj/x");
+        assert_eq!(
+            out,
+            Some(Refusal::Repository {
+                path: "/home/p/proj/x".into()
+            })
+        );
+        assert!(mv("/home/p/proj/x", "/home/p/proj/.git/refs/x").is_some());
+        // The new name, and the old, are judged as any creation.
+        assert!(mv("/home/p/proj/prep", "/home/p/proj/sub/.git").is_some());
+        assert!(mv("/home/p/proj/.mcp.json", "/home/p/proj/old.json").is_some());
+        // Outside the trees, nothing is judged.
+        assert_eq!(mv("/home/p/proj/.git/x", "/tmp/y"), None);
     }
 
     #[test]

@@ -213,6 +213,22 @@ impl Gate {
         }
     }
 
+    /// Refuses moving `from` to `to` where the gate says so.
+    fn check_move(&self, from: &Entry, to: &Entry) -> Result<(), Stop> {
+        let abs = |e: &Entry| -> Result<PathBuf, Stop> {
+            let dir = self.logical(&e.dir)?;
+            Ok(if e.is_new_name() {
+                dir.join(OsStr::from_bytes(&e.name))
+            } else {
+                dir
+            })
+        };
+        match self.rules.refuses_move(&abs(from)?, &abs(to)?) {
+            Some(r) => Err(Stop::Refused(r)),
+            None => Ok(()),
+        }
+    }
+
     /// As `check`, for a call that makes a new name only: where the name is there already the
     /// kernel's own answer (`EEXIST`) is the truth, and nothing is made (`mkdir -p` through an
     /// existing repository goes on).

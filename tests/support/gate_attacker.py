@@ -119,11 +119,28 @@ os.symlink("s14", "s14-link")
 tried("mkdir s14-link/.git", lambda: os.mkdir("s14-link/.git"))
 tried("mkdir /proc/self/cwd/s15/.git", lambda: os.mkdir("/proc/self/cwd/s15/.git"))
 tried("mkdir /proc/PID/cwd/s16/.git", lambda: os.mkdir(f"/proc/{os.getpid()}/cwd/s16/.git"))
-# The project's own git directory moved away (a new one could then be made).
-tried("rename .git", lambda: os.rename(".git", "moved-git"))
 # Beneath the project's own .git, git makes what it needs; a repository inside .git's objects
 # would be opened by nobody, but a .git file there still is one.
 tried("file s17/.git", lambda: write("s17/.git", "gitdir: ../.git\n"))
+
+# Inside the project's own git directory, where git makes HEAD, objects and refs: a directory
+# there dressed as a repository (for a symbolic link from outside to lead git into), and
+# directories carried out of it (with its HEAD) or into it.
+tried("mkdir .git/logs/objects", lambda: os.mkdir(".git/logs/objects"))
+os.mkdir(".git/evil")
+tried("mkdir .git/evil/objects", lambda: os.mkdir(".git/evil/objects"))
+tried("file .git/evil/HEAD", lambda: write(".git/evil/HEAD", "ref: refs/heads/main\n"))
+tried("file .git/evil/commondir", lambda: write(".git/evil/commondir", "..\n"))
+os.symlink(".git/logs", "s18")
+os.symlink(".git/evil", "s19")
+tried("rename .git/logs out", lambda: os.rename(".git/logs", "s20"))
+os.makedirs("prep21/objects")
+os.makedirs("prep21/refs")
+write("prep21/config", EVIL)
+tried("rename prep21 into .git/refs", lambda: os.rename("prep21", ".git/refs/prep21"))
+
+# The project's own git directory moved away (a new one could then be made).
+tried("rename .git", lambda: os.rename(".git", "moved-git"))
 
 # What would go around the gate: a user namespace of its own (then mounts, and a /proc of
 # its own), io_uring (its workers make files where no filter sees them), openat2 and clone3
