@@ -29,8 +29,18 @@ pub struct Notification {
     pub args: [u64; 6],
 }
 
-/// The kernel's sizes of its notification structures (they may grow: the buffers follow them).
+/// The kernel's sizes of its notification structures (they may grow: the buffers follow them),
+/// asked once.
 fn sizes() -> io::Result<libc::seccomp_notif_sizes> {
+    static SIZES: std::sync::OnceLock<libc::seccomp_notif_sizes> = std::sync::OnceLock::new();
+    if let Some(s) = SIZES.get() {
+        return Ok(*s);
+    }
+    let s = ask_sizes()?;
+    Ok(*SIZES.get_or_init(|| s))
+}
+
+fn ask_sizes() -> io::Result<libc::seccomp_notif_sizes> {
     let mut s = libc::seccomp_notif_sizes {
         seccomp_notif: 0,
         seccomp_notif_resp: 0,
