@@ -32,7 +32,7 @@ enum Stop {
     Refused(Refusal),
     /// The caller's memory cannot be read (it made itself undumpable): refused.
     Unreadable,
-    /// The caller went away (or its id is stale): nothing to answer.
+    /// The caller went away (or its id is stale).
     Gone,
 }
 
@@ -126,7 +126,9 @@ impl Gate {
                 );
                 notify::answer(l, n.id, Err(libc::EACCES))
             }
-            Err(Stop::Gone) => Ok(()),
+            // Answered all the same: were the caller still there, it would wait for ever (for
+            // a call that is gone, the kernel refuses the answer).
+            Err(Stop::Gone) => notify::answer(l, n.id, Err(libc::ESRCH)),
         };
     }
 
