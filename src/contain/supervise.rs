@@ -310,12 +310,16 @@ pub(super) fn supervise(mut gate: Option<Gate>, client: i32) -> i32 {
         tv_sec: 0,
         tv_nsec: 200_000_000,
     };
+    // Reaped when the client's pidfd or the tick wakes the loop, and after every 64 calls
+    // served (a busy gate must not leave orphans unreaped); not after each call (one more
+    // system call each).
+    let (mut reap, mut served) = (true, 0u32);
     loop {
-        loop {
+        while reap {
             match rustix::process::wait(rustix::process::WaitOptions::NOHANG) {
                 Ok(Some((p, st))) if p == pid => return super::code_of(st),
                 Ok(Some(_)) => {}
-                Ok(None) => break,
+                Ok(None) => reap = false,
                 Err(rustix::io::Errno::INTR) => {}
                 Err(_) => return 1,
             }
@@ -327,21 +331,25 @@ pub(super) fn supervise(mut gate: Option<Gate>, client: i32) -> i32 {
         if let Some(p) = &pidfd {
             fds.push(PollFd::new(p, PollFlags::IN));
         }
-        match poll(&mut fds, Some(&tick)) {
-            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+        let woke = match poll(&mut fds, Some(&tick)) {
+            Ok(n) => n,
+            Err(rustix::io::Errno::INTR) => 0,
             Err(_) => return 1,
-        }
+        };
         let ready = gate.as_ref().map(|_| fds[0].revents());
+        let client_ended = pidfd.is_none() || !fds[fds.len() - 1].revents().is_empty();
         drop(fds);
         match ready {
             Some(r) if r.contains(PollFlags::IN) => {
                 if let Some(g) = gate.as_mut() {
                     g.serve();
+                    served += 1;
                 }
             }
             // No process uses the filter any more: nothing will be suspended again.
             Some(r) if r.intersects(PollFlags::HUP | PollFlags::ERR) => gate = None,
             _ => {}
         }
+        reap = woke == 0 || client_ended || gate.is_none() || served % 64 == 0;
     }
 }
