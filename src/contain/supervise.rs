@@ -1,5 +1,6 @@
 //! PID 1's loop once the client runs: it reaps every process of the namespace (it is init) until
-//! the client ends, and answers each call the client's filter suspended (`calls.rs`): the call
+//! the client ends, and answers each call the client's filter suspended (`filter.rs`; decoded by
+//! `calls.rs`, performed in `emulate.rs`): the call
 //! that would create a name in the person's directories is checked against the gate
 //! (`gate.rs`) and, when allowed, performed by PID 1 itself.
 //!
@@ -30,7 +31,8 @@ const MAX_LINES: usize = 50;
 enum Stop {
     Errno(i32),
     Refused(Refusal),
-    /// The caller's memory cannot be read (it made itself undumpable): refused.
+    /// The caller's memory cannot be read (it made itself undumpable, or Yama forbids it):
+    /// refused.
     Unreadable,
     /// The caller went away (or its id is stale).
     Gone,
@@ -119,7 +121,7 @@ impl Gate {
                     &mut self.said,
                     PathBuf::from(format!("/proc/{}", n.pid)),
                     &format!(
-                        "vault run: refused a file creation by process {} ({}): it made itself unreadable (not dumpable), so the sandbox cannot read the path it names; run that program outside `vault run`",
+                        "vault run: refused a file creation by process {} ({}): the sandbox cannot read the path it names (the process made itself undumpable, or kernel.yama.ptrace_scope is 2 or more); run that program outside `vault run`",
                         n.pid,
                         comm.trim()
                     ),
