@@ -1,7 +1,13 @@
 //! What a call the creation gate suspended (`filter.rs`) asks, whatever form it came in:
 //! `creat` is an open, `mkdir` a `mkdirat` from the working directory, `rename` a `renameat2`
 //! without flags.
-use super::filter::X32_BIT;
+
+/// x86_64's x32 calls: the same numbers with this bit. Masked off, they are judged as the 64-bit
+/// calls they are (same registers, same flags).
+#[cfg(target_arch = "x86_64")]
+pub(super) const X32_BIT: u32 = 0x4000_0000;
+#[cfg(not(target_arch = "x86_64"))]
+pub(super) const X32_BIT: u32 = 0;
 
 /// Where a path is looked up from: the working directory or a descriptor of the caller's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,6 +5,7 @@
 //! numbers, and for the opens a masked test of the flags, so an open that creates nothing never
 //! reaches the supervisor. `openat2` fails with `ENOSYS` (its flags are in memory the filter
 //! cannot read; libc then falls back to `openat`).
+use super::calls::X32_BIT;
 use crate::sys::notify::Insn;
 
 /// The architectures the gate is built for; elsewhere `vault run` says so and starts nothing.
@@ -12,12 +13,6 @@ use crate::sys::notify::Insn;
 const AUDIT_ARCH: u32 = 0xC000_003E;
 #[cfg(target_arch = "aarch64")]
 const AUDIT_ARCH: u32 = 0xC000_00B7;
-/// x86_64's x32 calls: the same numbers with this bit. Masked off, they are judged as the 64-bit
-/// calls they are (same registers, same flags).
-#[cfg(target_arch = "x86_64")]
-pub(super) const X32_BIT: u32 = 0x4000_0000;
-#[cfg(not(target_arch = "x86_64"))]
-pub(super) const X32_BIT: u32 = 0;
 
 /// What the filter does with a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
