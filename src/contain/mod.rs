@@ -5,9 +5,10 @@
 //! (`plan.rs`), opens the relay's socket (`relay.rs`) and forks. The child moves into new user,
 //! mount, PID and IPC namespaces (mapping the person's uid and gid to themselves) and forks PID
 //! 1 of the new PID namespace, which builds the client's view (`mounts.rs`), makes itself
-//! unreadable, applies Landlock and seccomp (`confine.rs`), forks the client with the terminal,
-//! the project as working directory and the environment of the plan, and reaps until the client
-//! ends. When PID 1 ends, the kernel ends every process left in the namespace; when `vault run`
+//! unreadable, applies Landlock and seccomp (`confine.rs`), drops its capabilities, forks the
+//! client with the terminal, the project as working directory and the environment of the plan
+//! (the client installs the creation gate's filter just before exec: `filter.rs`), and reaps
+//! until the client ends, performing the calls the gate suspends meanwhile (`supervise.rs`). When PID 1 ends, the kernel ends every process left in the namespace; when `vault run`
 //! ends, a parent-death signal ends PID 1. Setup errors come back to `vault run` over a pipe
 //! that closes when the client is exec'd.
 mod calls;
