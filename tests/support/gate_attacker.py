@@ -146,7 +146,29 @@ tried("rename .git", lambda: os.rename(".git", "moved-git"))
 # its own), io_uring (its workers make files where no filter sees them), openat2 and clone3
 # (their flags are in memory a filter cannot read).
 escapes = {}
+
+
+def own_listener():
+    """A seccomp filter with a listener of the client's own (for call 1023, which no program
+    makes): were it allowed, the client could answer its own suspended calls "continue"."""
+    # struct sock_filter {u16 code; u8 jt; u8 jf; u32 k}, one little-endian u64 each.
+    filt = (ctypes.c_uint64 * 4)(
+        0x20 | (0 << 32),  # ld [0] (nr)
+        0x15 | (0 << 16) | (1 << 24) | (1023 << 32),  # jeq 1023, 0, 1
+        0x06 | (0x7FC00000 << 32),  # ret USER_NOTIF
+        0x06 | (0x7FFF0000 << 32),  # ret ALLOW
+    )
+
+    class Prog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.c_void_p)]
+
+    prog = Prog(4, ctypes.cast(filt, ctypes.c_void_p))
+    libc.prctl(38, 1, 0, 0, 0)  # no new privileges
+    c_call(libc.syscall(317, 1, 8, ctypes.byref(prog)))  # SECCOMP_SET_MODE_FILTER, NEW_LISTENER
+
+
 for name, fn in {
+    "own seccomp listener": own_listener,
     "unshare(CLONE_NEWUSER)": lambda: c_call(libc.unshare(0x10000000)),
     "io_uring_setup": lambda: c_call(libc.syscall(425, 4, ctypes.create_string_buffer(120))),
     "openat2": lambda: c_call(libc.syscall(437, AT_FDCWD, b"s12/.git", ctypes.create_string_buffer(24), 24)),
