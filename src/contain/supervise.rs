@@ -255,7 +255,7 @@ mod emulate;
 pub(super) fn hand_over(program: &[notify::Insn], to: OwnedFd) -> Result<(), String> {
     use rustix::net::{sendmsg, SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
     let listener = notify::install_listener(program)
-        .map_err(|e| format!("installing its seccomp filter with a listener: {e}"))?;
+        .map_err(|e| format!("installing its seccomp filter with a listener: {e}; it needs a kernel built with seccomp filters (CONFIG_SECCOMP_FILTER), Linux 5.14 or later"))?;
     let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
     let mut cmsg = SendAncillaryBuffer::new(&mut space);
     let fds = [listener.as_fd()];
