@@ -139,6 +139,9 @@ pub const NEVER_WRITABLE: &[&str] = &[
 /// What the writable paths hold that must not change.
 #[derive(Debug, Default)]
 pub struct Guards {
+    /// The git directories of the repositories in and under the project (where git itself
+    /// makes `HEAD`, `refs`, `objects`, … inside the sandbox).
+    pub git_dirs: Vec<PathBuf>,
     pub read_only: Vec<PathBuf>,
     pub pinned: Vec<PathBuf>,
     pub must_not_create: Vec<PathBuf>,
@@ -197,6 +200,7 @@ pub fn guards(
         if under_writable(d).is_none() {
             continue;
         }
+        g.git_dirs.push(d.clone());
         g.pinned.push(d.clone());
         for p in GIT_DIR_GUARDED.iter().map(|e| d.join(e)) {
             if p.exists() || p.ends_with("hooks") {

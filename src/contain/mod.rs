@@ -5,17 +5,24 @@
 //! (`plan.rs`), opens the relay's socket (`relay.rs`) and forks. The child moves into new user,
 //! mount, PID and IPC namespaces (mapping the person's uid and gid to themselves) and forks PID
 //! 1 of the new PID namespace, which builds the client's view (`mounts.rs`), makes itself
-//! unreadable, applies Landlock and seccomp (`confine.rs`), forks the client with the terminal,
-//! the project as working directory and the environment of the plan, and reaps until the client
-//! ends. When PID 1 ends, the kernel ends every process left in the namespace; when `vault run`
+//! unreadable, applies Landlock and seccomp (`confine.rs`), drops its capabilities, forks the
+//! client with the terminal, the project as working directory and the environment of the plan
+//! (the client installs the creation gate's filter just before exec: `filter.rs`), and reaps
+//! until the client ends, performing the calls the gate suspends meanwhile (`supervise.rs`).
+//! When PID 1 ends, the kernel ends every process left in the namespace; when `vault run`
 //! ends, a parent-death signal ends PID 1. Setup errors come back to `vault run` over a pipe
 //! that closes when the client is exec'd.
+mod calls;
 pub mod clients;
 mod confine;
+mod filter;
+pub mod gate;
 pub mod guard;
 mod mounts;
 pub mod plan;
 mod relay;
+mod resolve;
+mod supervise;
 
 pub use mounts::{SocketAt, VaultFiles};
 pub use plan::{Plan, PlanError, Spec};
@@ -274,6 +281,36 @@ fn init(launch: &Launch, report: std::io::PipeWriter) -> i32 {
     if let Err(e) = confine::seccomp() {
         return tell(report, &format!("setup: {e}"));
     }
+    // The creation gate (`supervise.rs`): the client's child installs its filter and hands the
+    // listener to PID 1, which answers the suspended calls with no capability left. Off only in
+    // a debug build, by `VAULT_RUN_GATE=off` (to measure its cost, and for the test's control).
+    let gate_off =
+        cfg!(debug_assertions) && std::env::var_os("VAULT_RUN_GATE").is_some_and(|v| v == "off");
+    let gate = if gate_off {
+        // The sandbox's own line on PID 1's stderr (it has no CLI to print through).
+        let _ = writeln!(std::io::stderr(), "vault run: the creation gate is OFF (VAULT_RUN_GATE=off, a debug build's switch): a repository can be planted");
+        None
+    } else {
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        let program = filter::kernel_supports(&release).and_then(|()| filter::program());
+        let pair = rustix::net::socketpair(
+            rustix::net::AddressFamily::UNIX,
+            rustix::net::SocketType::SEQPACKET,
+            rustix::net::SocketFlags::CLOEXEC,
+            None,
+        );
+        match (program, pair) {
+            (Ok(p), Ok(pair)) => Some((p, pair)),
+            (Err(e), _) => return tell(report, &format!("setup: {e}")),
+            (_, Err(e)) => return tell(report, &format!("setup: socketpair: {e}")),
+        }
+    };
+    if let Err(e) = supervise::drop_capabilities() {
+        return tell(
+            report,
+            &format!("setup: dropping PID 1's capabilities: {e}"),
+        );
+    }
     let env: Vec<CString> = launch
         .plan
         .env
@@ -285,6 +322,10 @@ fn init(launch: &Launch, report: std::io::PipeWriter) -> i32 {
             CString::new(std::os::unix::ffi::OsStringExt::into_vec(kv)).ok()
         })
         .collect();
+    let (gate, theirs) = match gate {
+        Some((program, (ours, theirs))) => (Some((program, ours)), Some(theirs)),
+        None => (None, None),
+    };
     let client = match sandbox::fork() {
         Ok(Forked::Child) => {
             for sig in [libc::SIGINT, libc::SIGQUIT, libc::SIGPIPE] {
@@ -293,6 +334,12 @@ fn init(launch: &Launch, report: std::io::PipeWriter) -> i32 {
             // The person's umask, and no descriptor but the terminal's three: whatever the
             // launcher left open (and `vault run`'s own) closes at the exec.
             rustix::process::umask(rustix::fs::Mode::from_raw_mode(launch.umask));
+            if let (Some((program, ours)), Some(theirs)) = (gate, theirs) {
+                drop(ours);
+                if let Err(e) = supervise::hand_over(&program, theirs) {
+                    sandbox::exit_now(tell(report, &format!("setup: the creation gate: {e}")));
+                }
+            }
             if let Err(e) = sandbox::close_on_exec_from(3) {
                 sandbox::exit_now(tell(report, &format!("setup: closing descriptors: {e}")));
             }
@@ -303,12 +350,9 @@ fn init(launch: &Launch, report: std::io::PipeWriter) -> i32 {
         Err(e) => return tell(report, &format!("setup: fork: {e}")),
     };
     drop(report);
-    loop {
-        match rustix::process::wait(rustix::process::WaitOptions::empty()) {
-            Ok(Some((pid, st))) if pid.as_raw_nonzero().get() == client => return code_of(st),
-            Ok(_) => {}
-            Err(rustix::io::Errno::INTR) => {}
-            Err(_) => return 1,
-        }
-    }
+    drop(theirs);
+    let gate = gate
+        .and_then(|(_, ours)| supervise::take_listener(&ours))
+        .map(|l| supervise::Gate::new(l, &launch.plan.gate));
+    supervise::supervise(gate, client)
 }

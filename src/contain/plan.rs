@@ -6,6 +6,7 @@
 //! private tmpfs. Inside what is writable, what runs later outside is read-only (`guard.rs`).
 //! Pure: no mount, no file written, so it is tested on its own.
 use super::clients::{self, ClientFacts};
+use super::gate::GateRules;
 use super::guard;
 use std::collections::BTreeSet;
 use std::ffi::OsString;
@@ -135,6 +136,9 @@ pub struct Plan {
     pub env: Vec<(OsString, OsString)>,
     /// The client, if `vault run` knows it.
     pub client: Option<&'static ClientFacts>,
+    /// What may not be created in the writable paths (`gate.rs`, enforced by PID 1): a
+    /// repository anywhere, and `must_not_create`.
+    pub gate: GateRules,
 }
 
 /// Why a plan cannot be made.
@@ -230,6 +234,7 @@ impl Plan {
         plan.read_only.extend(g.read_only);
         plan.read_only.sort_by_key(|p| p.components().count());
         plan.read_only.dedup();
+        plan.gate = super::gate::rules(&writable, &g.git_dirs, &g.must_not_create);
         plan.pinned = g.pinned;
         plan.must_not_create = g.must_not_create;
         plan.placeholders = g.placeholders;

@@ -126,6 +126,15 @@ fn what_runs_later_is_read_only_pinned_or_not_to_be_created() {
     }
     assert!(p.pinned.contains(&home.join("proj/.git")));
     assert!(p.pinned.contains(&home.join("proj/sub/.git")));
+    // The gate: the writable paths, where only the repositories' git directories may hold
+    // HEAD, and the missing guarded paths may not be made.
+    let writable: Vec<&PathBuf> = p.writable().filter(|w| !p.private.contains(w)).collect();
+    assert_eq!(p.gate.trees.iter().collect::<Vec<_>>(), writable);
+    assert_eq!(
+        p.gate.allowed_under,
+        [home.join("proj/.git"), home.join("proj/sub/.git")]
+    );
+    assert_eq!(p.gate.refused, p.must_not_create);
     for missing in [
         "proj/.git/commondir",
         "proj/.git/config.worktree",

@@ -1,11 +1,13 @@
 //! The operating-system calls behind process hardening, file modes and terminals: the only module
 //! that may use `unsafe` (closing inherited descriptors, locking key pages, macOS
-//! `PT_DENY_ATTACH`, `sandbox.rs`'s fork, namespaces and exec for `vault run`, and `bytes.rs`'s
-//! SSE2 loads for the verifier's quote scan); everything else goes through `rustix`'s safe
-//! wrappers from here.
+//! `PT_DENY_ATTACH`, `sandbox.rs`'s fork, namespaces and exec for `vault run`, `notify.rs`'s
+//! seccomp user notification for its creation gate, and `bytes.rs`'s SSE2 loads for the
+//! verifier's quote scan); everything else goes through `rustix`'s safe wrappers from here.
 #![allow(unsafe_code)]
 
 pub mod bytes;
+#[cfg(target_os = "linux")]
+pub mod notify;
 #[cfg(target_os = "linux")]
 pub mod sandbox;
 
