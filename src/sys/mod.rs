@@ -21,7 +21,12 @@ static STARTED_WITH: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32
 /// Sets the process umask to 077 so nothing we (or SQLite) create is readable by others, and
 /// remembers the one it had.
 pub fn restrict_umask() {
-    let was = rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
+    let mask = if crate::mutation::off("umask") {
+        0o022
+    } else {
+        0o077
+    };
+    let was = rustix::process::umask(rustix::fs::Mode::from_raw_mode(mask));
     // The first call records the person's; a later one would record our own 077.
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| STARTED_WITH.store(was.as_raw_mode(), std::sync::atomic::Ordering::Relaxed));
@@ -37,6 +42,13 @@ pub use crate::wire::Hardening;
 /// Makes this process unreadable by other processes of the same user: no ptrace attach, no
 /// `/proc/PID/mem`, `environ` or core dump. Call before any key is read.
 pub fn deny_inspection() -> Hardening {
+    if crate::mutation::off("undumpable") {
+        return Hardening {
+            undumpable: true,
+            no_core: true,
+            key_locked: false,
+        };
+    }
     let no_core = rustix::process::setrlimit(
         Resource::Core,
         Rlimit {
