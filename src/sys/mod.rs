@@ -21,12 +21,7 @@ static STARTED_WITH: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32
 /// Sets the process umask to 077 so nothing we (or SQLite) create is readable by others, and
 /// remembers the one it had.
 pub fn restrict_umask() {
-    let mask = if crate::mutation::off("umask") {
-        0o022
-    } else {
-        0o077
-    };
-    let was = rustix::process::umask(rustix::fs::Mode::from_raw_mode(mask));
+    let was = rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
     // The first call records the person's; a later one would record our own 077.
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| STARTED_WITH.store(was.as_raw_mode(), std::sync::atomic::Ordering::Relaxed));
