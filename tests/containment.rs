@@ -202,6 +202,22 @@ fn the_contained_client_reaches_nothing_of_the_person_and_still_does_its_work() 
     ]
     .to_vec();
     let before: Vec<Option<String>> = watched.iter().map(|f| digest(f)).collect();
+    // Every file of the home but the project and the vault: path, bytes, mode, times.
+    let home_now = || -> Vec<(PathBuf, Option<String>, u32, i64, i64)> {
+        use std::os::unix::fs::MetadataExt;
+        let mut all: Vec<_> = files_under(&home)
+            .into_iter()
+            .filter(|f| !f.starts_with(&p.project) && !f.starts_with(&p.vault_dir))
+            .map(|f| {
+                let m = std::fs::symlink_metadata(&f).unwrap();
+                (f.clone(), digest(&f), m.mode(), m.mtime(), m.ctime())
+            })
+            .collect();
+        all.sort();
+        all
+    };
+    let home_before = home_now();
+    assert!(home_before.len() >= 8, "{home_before:?}");
     let marker = format!("avtest-marker-{}", std::process::id());
     let report_path = p.project.join("report.json");
     let config = json!({
@@ -304,16 +320,37 @@ fn the_contained_client_reaches_nothing_of_the_person_and_still_does_its_work() 
             l.name
         );
     }
+    // The tmux server still answers (an empty answer from a dead one would pass the checks).
+    assert!(alive(server_pid), "the tmux server was stopped: {report}");
     let keys = String::from_utf8_lossy(&tmux(&["list-keys"]).stdout).into_owned();
+    assert!(
+        keys.contains("send-prefix"),
+        "the tmux server lists no key bindings:\n{keys}"
+    );
     assert!(
         !keys.contains("/tmp/logged"),
         "a key binding was planted:\n{keys}"
     );
     let shown = screen();
     assert!(
+        shown.contains("No action waits") || shown.contains("[a]pprove once"),
+        "the person's pane no longer shows vault approve:\n{shown}"
+    );
+    assert!(
         !shown.contains("PIN to approve") && !shown.contains("FAKE CARD"),
         "the pane was typed or written into:\n{shown}"
     );
+    // /proc of the person's processes: nothing read.
+    for (name, got) in report["proc"].as_object().unwrap() {
+        for (f, r) in got.as_object().unwrap() {
+            let r = r.as_str().unwrap_or_default();
+            assert!(
+                !r.starts_with("read "),
+                "/proc/{name}/{f} was read from inside: {r}"
+            );
+        }
+    }
+    assert_eq!(report["proc"].as_object().unwrap().len(), 3, "{report}");
     for (name, pid) in [
         ("approver", approver_pid),
         ("tmux server", server_pid),
@@ -330,17 +367,25 @@ fn the_contained_client_reaches_nothing_of_the_person_and_still_does_its_work() 
             report["writes"]
         );
     }
-    let everything = std::fs::read_dir(&p.project)
-        .unwrap()
-        .flatten()
-        .filter(|e| e.path().is_file())
-        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
-        .collect::<String>();
-    assert!(
-        !everything.contains(DECOY),
-        "a secret outside the vault was read: {}",
-        report["reads"]
+    // Nothing else of the home changed either: every file outside the project and the vault
+    // (whose journal grows), by path, bytes, mode and times, as seen before the run.
+    assert_eq!(
+        home_now(),
+        home_before,
+        "a file of the home changed: {}",
+        report["writes"]
     );
+    // No decoy anywhere the client could leave it: every file under the project (at any depth),
+    // what vault run printed, what the model stand-in and the target received.
+    let mut everything = files_under(&p.project)
+        .into_iter()
+        .map(|f| String::from_utf8_lossy(&std::fs::read(f).unwrap_or_default()).into_owned())
+        .collect::<String>();
+    everything.push_str(&String::from_utf8_lossy(&out.stdout));
+    everything.push_str(&stderr);
+    everything.push_str(&serde_json::to_string(&model.requests()).unwrap());
+    everything.push_str(&serde_json::to_string(&target.requests()).unwrap());
+    assert_no_leak("what the client left", everything.as_bytes(), DECOY);
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(
         with_marker(&marker),
@@ -432,12 +477,19 @@ fn the_contained_client_reaches_nothing_of_the_person_and_still_does_its_work() 
         .expect("the uncontained GET waits");
     assert_eq!(outside["contained"], false, "{outside}");
     drop(mcp);
+    let contained_sessions = |p: &Person| -> usize {
+        let listed: Vec<Value> =
+            serde_json::from_str(p.ok(&["sessions", "--json"], None).trim()).unwrap();
+        listed.iter().filter(|s| s["contained"] == true).count()
+    };
+    let contained_before = contained_sessions(&p);
     let forged = Command::new(system_python())
         .arg("-c")
         .arg(
             "import socket,sys\n\
              s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n\
              s.sendall(b'{\"id\":1,\"req\":{\"op\":\"contained\",\"pid\":1}}\\n')\n\
+             s.sendall(b'{\"id\":2,\"req\":{\"op\":\"hello\",\"v\":6,\"role\":\"mcp\"}}\\n')\n\
              print(s.recv(4096).decode())",
         )
         .arg(&agent_socket)
@@ -445,6 +497,12 @@ fn the_contained_client_reaches_nothing_of_the_person_and_still_does_its_work() 
         .unwrap();
     let said = String::from_utf8_lossy(&forged.stdout);
     assert!(said.contains("only by `vault run`"), "{said}{forged:?}");
+    // Judged by its effect too: no session was marked contained by it.
+    assert_eq!(
+        contained_sessions(&p),
+        contained_before,
+        "a forged frame opened a contained session"
+    );
     tmux(&["kill-server"]);
     p.ok(&["lock"], None);
     let _ = std::fs::remove_dir_all(&ssh_dir);
