@@ -34,7 +34,11 @@ fn a_secret_pasted_at_a_terminal_for_secret_stdin_is_never_shown() {
         ],
     );
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
-    assert!(r.stdout.contains("Paste the secret"), "no prompt: {}", r.stdout);
+    assert!(
+        r.stdout.contains("Paste the secret"),
+        "no prompt: {}",
+        r.stdout
+    );
     assert_no_leak("the terminal", r.stdout.as_bytes(), TYPED);
     assert_no_leak("the terminal", r.stderr.as_bytes(), TYPED);
     // What was stored is what was pasted: the target receives it.
@@ -54,5 +58,58 @@ fn a_secret_pasted_at_a_terminal_for_secret_stdin_is_never_shown() {
         target.requests()[0]["headers"]["authorization"],
         format!("Bearer {TYPED}")
     );
+    p.finish(std::time::Duration::from_secs(10));
+}
+
+/// A typo is not a disaster: one wrong passphrase in `vault approve` at a terminal is asked for
+/// again (it ended approve with exit 4 and spoke of restoring the key file from a backup).
+#[test]
+fn a_mistyped_passphrase_in_vault_approve_is_asked_for_again() {
+    let mut v = TestVault::init("typo-passphrase");
+    let r = v.run_tty(
+        &["approve"],
+        &[
+            ("passphrase", "not the passphrase\r"),
+            ("Wrong passphrase", &format!("{PASSPHRASE}\r")),
+            ("No action waits", "q"),
+        ],
+    );
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(!r.stdout.contains("backup"), "{}", r.stdout);
+}
+
+/// Ctrl-C at the PIN prompt quits `vault approve`, as it does everywhere else, and decides
+/// nothing: the action still waits and nothing reached the target (it cancelled the card only).
+#[test]
+fn ctrl_c_at_the_pin_prompt_quits_and_decides_nothing() {
+    let target = HttpTarget::start("unused");
+    let mut v = TestVault::init("ctrl-c-pin");
+    v.add_bearer("api", &target.base(), "DECOY_ctrl_c_tok_77aa");
+    let mut p = McpProc::spawn(v.command(&["mcp"]));
+    p.initialize();
+    p.send(&json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "http_request",
+        "arguments": {"credential": "api", "method": "DELETE", "url": format!("{}/x", target.base()), "wait_s": 0}}}));
+    let waiting = v.wait_pending(1);
+    let r = v.run_tty_timed(
+        &["approve"],
+        &[
+            ("passphrase", &format!("{PASSPHRASE}\r"), 0.2),
+            ("[a]pprove once", "a", 0.8),
+            ("PIN to approve", "\u{3}", 0.2),
+        ],
+    );
+    assert_eq!(
+        r.code, 0,
+        "vault approve did not quit on Ctrl-C: {}{}",
+        r.stdout, r.stderr
+    );
+    assert!(
+        r.stdout.contains("Quit: nothing was decided"),
+        "{}",
+        r.stdout
+    );
+    let still = v.wait_pending(1);
+    assert_eq!(still[0]["action_id"], waiting[0]["action_id"]);
+    assert_eq!(target.requests().len(), 0, "the DELETE ran");
     p.finish(std::time::Duration::from_secs(10));
 }

@@ -2,7 +2,7 @@
 //! security keys whose touch a credential's approvals can require (`--presence key`). Adding and
 //! removing are signed with the passphrase, so a process of the person's user cannot register a
 //! key of its own; the registration itself is a touch of the key (makeCredential over USB).
-use super::backend::{keys_from, unexpected, Backend, PassphraseArg};
+use super::backend::{read_keys, unexpected, Backend, PassphraseArg};
 use crate::agent::protocol::{KeyView, Reply, Request};
 use crate::approvals::touch;
 use crate::cli::Exit;
@@ -80,8 +80,11 @@ pub(super) fn needs_key(backend: &mut Backend) -> anyhow::Result<()> {
 fn add(paths: VaultPaths, a: AddArgs) -> anyhow::Result<Exit> {
     let vault_id = Vault::id_of(&paths)?;
     let source = a.passphrase.source();
-    let passphrase = source.read("Vault passphrase (to sign the registration): ")?;
-    let keys = keys_from(&paths, &source, &passphrase)?;
+    let keys = read_keys(
+        &paths,
+        &source,
+        "Vault passphrase (to sign the registration): ",
+    )?;
     let mut backend = Backend::secure(&paths, keys)?;
     let existing = keys_of(&mut backend)?;
     if existing.len() >= touch::MAX_KEYS {
@@ -174,8 +177,7 @@ fn list(paths: VaultPaths, a: KeysArgs) -> anyhow::Result<Exit> {
 fn remove(paths: VaultPaths, a: RemoveArgs) -> anyhow::Result<Exit> {
     let vault_id = Vault::id_of(&paths)?;
     let source = a.passphrase.source();
-    let passphrase = source.read("Vault passphrase (to sign the removal): ")?;
-    let keys = keys_from(&paths, &source, &passphrase)?;
+    let keys = read_keys(&paths, &source, "Vault passphrase (to sign the removal): ")?;
     let mut backend = Backend::secure(&paths, keys)?;
     let Some(found) = keys_of(&mut backend)?
         .into_iter()

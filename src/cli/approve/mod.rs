@@ -63,8 +63,7 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     };
     Vault::id_of(&paths)?;
     let source = PassphraseSource::choose(args.passphrase_stdin);
-    let passphrase = source.read("Vault passphrase: ")?;
-    let keys = super::backend::keys_from(&paths, &source, &passphrase)?;
+    let keys = super::backend::read_keys(&paths, &source, "Vault passphrase: ")?;
     let mut client = approver_client(&paths, &keys)?;
     // The channel is open: only the approver key is needed from here on.
     let approver = keys.into_approver();
