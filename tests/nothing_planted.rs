@@ -55,7 +55,7 @@ const PLANTED_TIME: i64 = 1_234_567;
 
 /// Every extended attribute of `p` (not followed), names and values, as seen from outside:
 /// ACLs (`system.posix_acl_access`, `system.posix_acl_default`) among them.
-fn xattrs(p: &Path) -> Vec<(String, Vec<u8>)> {
+fn xattrs(p: &Path) -> Xattrs {
     let mut names = vec![0u8; 65536];
     let Ok(n) = rustix::fs::llistxattr(p, &mut names) else {
         return Vec::new();
@@ -72,8 +72,11 @@ fn xattrs(p: &Path) -> Vec<(String, Vec<u8>)> {
         .collect()
 }
 
+/// Extended attributes: names and values.
+type Xattrs = Vec<(String, Vec<u8>)>;
+
 /// (mode, uid, gid, mtime, ctime) of `p` as seen from outside, and its extended attributes.
-type Meta = (Option<(u32, u32, u32, i64, i64)>, Vec<(String, Vec<u8>)>);
+type Meta = (Option<(u32, u32, u32, i64, i64)>, Xattrs);
 fn meta(p: &Path) -> Meta {
     let m = std::fs::symlink_metadata(p)
         .ok()
@@ -83,7 +86,7 @@ fn meta(p: &Path) -> Meta {
 
 /// What must not change of a directory the normal work writes in (its times move with every
 /// file made in it): mode, owner, extended attributes; and whether its times are the attacker's.
-fn kept_meta(p: &Path) -> (u32, u32, u32, Vec<(String, Vec<u8>)>, bool) {
+fn kept_meta(p: &Path) -> (u32, u32, u32, Xattrs, bool) {
     let m = std::fs::symlink_metadata(p).unwrap();
     let planted = m.mtime() == PLANTED_TIME || m.atime() == PLANTED_TIME;
     (m.mode(), m.uid(), m.gid(), xattrs(p), planted)
