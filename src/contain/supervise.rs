@@ -26,7 +26,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
-/// At most this many refusal lines are written in one run (one per path).
+/// At most this many refusal lines are written in one run (each line once).
 const MAX_LINES: usize = 50;
 
 /// Why an emulated call did not succeed.
