@@ -785,7 +785,8 @@ fn planted_runs(home: &Path, project: &Path, marker: &Path) -> usize {
 /// run as the person in the project and in every directory under it runs nothing planted. The
 /// control (the same attacker, gate off) plants, and the person's git runs it. In the same run
 /// the normal work works: files, directories, renames and links with the modes of the client's
-/// umask, `/dev/stdout`, a commit and a new branch in the repository, a repository under `/tmp`.
+/// umask, `/dev/stdout`, `chmod +x`, `touch`, an installer's modes, times and attributes in
+/// `node_modules`, a commit and a new branch in the repository, a repository under `/tmp`.
 #[test]
 fn a_repository_cannot_be_planted_from_inside_and_the_work_still_works() {
     let root = world_root("gate").unwrap();
@@ -937,6 +938,21 @@ fn a_repository_cannot_be_planted_from_inside_and_the_work_still_works() {
         .unwrap()
         .file_type()
         .is_fifo());
+    // Metadata the client changes in its own files: modes, times, attributes.
+    assert_eq!(mode("work/script.sh") & 0o111, 0o111, "{work}");
+    assert_eq!(work["script"], "ran\n", "{work}");
+    assert_eq!(work["touch -d"], 0, "{work}");
+    let mtime = |p: &str| project.join(p).metadata().unwrap().mtime();
+    assert_eq!(mtime("work/c.txt"), 1_000_000);
+    assert_eq!(mode("node_modules/pkg"), 0o700);
+    assert_eq!(mode("node_modules/pkg/bin/cli.js"), 0o750);
+    assert_eq!(mtime("node_modules/pkg/bin/cli.js"), 2_000_000);
+    assert_eq!(mtime("node_modules/pkg/bin"), 3_000_000);
+    let cli = project.join("node_modules/pkg/bin/cli.js");
+    let mut v = [0u8; 16];
+    let n = rustix::fs::getxattr(&cli, "user.installer", &mut v).unwrap();
+    assert_eq!(&v[..n], b"npm");
+    assert_eq!(work["chmod missing"], "ENOENT", "{work}");
     assert_eq!(work["excl"], "EEXIST", "{work}");
     assert_eq!(work["mkdir again"], "EEXIST", "{work}");
     assert_eq!(work["dev_stdout"], "dev-stdout\nproc-fd\n", "{work}");

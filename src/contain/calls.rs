@@ -35,7 +35,7 @@ pub(super) enum Call {
     Rename { old: At, new: At, flags: u32 },
 }
 
-fn dir(arg: u64) -> Dir {
+pub(super) fn dir(arg: u64) -> Dir {
     match arg as i32 {
         libc::AT_FDCWD => Dir::Cwd,
         fd => Dir::Fd(fd),

@@ -1,11 +1,14 @@
 //! The client's seccomp filter for the creation gate: it suspends every call that can make a
 //! name (`open`/`openat`/`creat` with `O_CREAT` or `O_TMPFILE`, `mkdir`, `mknod`, `link`,
-//! `symlink`, `rename` and their `…at` forms; `calls.rs` decodes them). The filter is a few lines of classic BPF written here rather than compiled by
+//! `symlink`, `rename` and their `…at` forms; `calls.rs` decodes them) and every call that
+//! changes a file's metadata (chmod, chown, utime, extended attributes; `meta_calls.rs`). The
+//! filter is a few lines of classic BPF written here rather than compiled by
 //! `seccompiler`, which has no user-notification action: an architecture check, a list of
 //! numbers, and for the opens a masked test of the flags, so an open that creates nothing never
 //! reaches the supervisor. `openat2` fails with `ENOSYS` (its flags are in memory the filter
 //! cannot read; libc then falls back to `openat`).
 use super::calls::X32_BIT;
+use super::meta_calls;
 use crate::sys::notify::Insn;
 
 /// The architectures the gate is built for; elsewhere `vault run` says so and starts nothing.
@@ -48,6 +51,13 @@ fn table() -> Vec<(libc::c_long, Rule)> {
         (SYS_symlink, Rule::Notify),
         (SYS_rename, Rule::Notify),
     ]);
+    // Every call that changes a file's mode, owner, times or extended attributes (the metadata
+    // gate: `meta_calls.rs`).
+    t.extend(
+        meta_calls::numbers()
+            .into_iter()
+            .map(|nr| (nr, Rule::Notify)),
+    );
     t
 }
 
@@ -220,6 +230,64 @@ mod tests {
             verdict(SYS_openat2, [0; 6]),
             SECCOMP_RET_ERRNO | ENOSYS as u32
         );
+    }
+
+    /// Every form of chmod, chown, utime and setting or removing an extended attribute.
+    const METADATA: &[c_long] = &[
+        SYS_chmod,
+        SYS_fchmod,
+        SYS_fchmodat,
+        452, // fchmodat2
+        SYS_chown,
+        SYS_fchown,
+        SYS_lchown,
+        SYS_fchownat,
+        SYS_utime,
+        SYS_utimes,
+        SYS_futimesat,
+        SYS_utimensat,
+        SYS_setxattr,
+        SYS_lsetxattr,
+        SYS_fsetxattr,
+        SYS_removexattr,
+        SYS_lremovexattr,
+        SYS_fremovexattr,
+        463, // setxattrat
+        466, // removexattrat
+    ];
+
+    #[test]
+    fn every_call_that_changes_metadata_is_suspended_and_decoded_and_no_read_of_it() {
+        let p = program().unwrap();
+        for &nr in METADATA {
+            assert_eq!(verdict(nr, [0; 6]), NOTIFY, "{nr}");
+            let x32 = nr as u32 | X32_BIT;
+            assert_eq!(run(&p, AUDIT_ARCH, x32, [0; 6]), NOTIFY, "x32 {nr}");
+            assert!(
+                crate::contain::meta_calls::decode(nr as i32, &[0; 6]).is_some(),
+                "{nr} is suspended but not decoded"
+            );
+            assert_eq!(decode(nr as i32, &[0; 6]), None, "{nr} is not a creation");
+        }
+        for nr in [
+            SYS_stat,
+            SYS_lstat,
+            SYS_newfstatat,
+            SYS_statx,
+            SYS_access,
+            SYS_faccessat,
+            SYS_getxattr,
+            SYS_lgetxattr,
+            SYS_fgetxattr,
+            SYS_listxattr,
+            SYS_llistxattr,
+            SYS_flistxattr,
+            464, // getxattrat
+            465, // listxattrat
+        ] {
+            assert_eq!(verdict(nr, [0; 6]), ALLOW, "{nr}");
+            assert!(crate::contain::meta_calls::decode(nr as i32, &[0; 6]).is_none());
+        }
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! person's git or IDE would open later, outside, and run its configuration; and the exact paths
 //! the plan protects that do not exist yet. Mounts cannot refuse a name that does not exist and
 //! Landlock has no rule for names, so PID 1 checks every creation against these rules
-//! (`supervise.rs`). Pure: paths in, a verdict out.
+//! (`supervise.rs`); it also refuses every metadata change of what the plan keeps
+//! (`Plan::kept`), and says so in the words of `Refusal`. Pure: paths in, a verdict out.
 use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -36,13 +37,27 @@ pub enum Refusal {
     Repository { path: PathBuf },
     /// `path` is, or lies beneath, `protected`, which the person's own tools run or trust.
     Protected { path: PathBuf, protected: PathBuf },
+    /// `what` of `path` (`Plan::kept`: a writable root, a git directory, what holds a protected
+    /// name) would have changed: "the mode", "the owner"…
+    Metadata { path: PathBuf, what: &'static str },
 }
 
 impl Refusal {
     /// The path whose creation was refused.
     pub fn path(&self) -> &Path {
         match self {
-            Refusal::Repository { path } | Refusal::Protected { path, .. } => path,
+            Refusal::Repository { path }
+            | Refusal::Protected { path, .. }
+            | Refusal::Metadata { path, .. } => path,
+        }
+    }
+
+    /// The call's error: `EACCES` for a creation (as a directory the caller may not write
+    /// answers), `EPERM` for a metadata change (as a file the caller does not own answers).
+    pub fn errno(&self) -> i32 {
+        match self {
+            Refusal::Repository { .. } | Refusal::Protected { .. } => libc::EACCES,
+            Refusal::Metadata { .. } => libc::EPERM,
         }
     }
 }
@@ -64,6 +79,15 @@ impl fmt::Display for Refusal {
                  if you want it (it is then read-only inside)",
                 path.display(),
                 protected.display()
+            ),
+            Refusal::Metadata { path, what } => write!(
+                f,
+                "vault run: refused changing {what} of {}: the sandbox keeps the mode, owner, \
+                 times and ACLs of your project, its repositories' git directories and the other \
+                 writable paths' roots as they are (made loose, one would let another user \
+                 replace what your git or editor runs later); change it yourself outside \
+                 `vault run` if you mean to",
+                path.display()
             ),
         }
     }
@@ -323,6 +347,18 @@ mod tests {
         assert_eq!(r.path(), Path::new("/home/p/proj/sub/.git"));
         let p = gate().refuses(Path::new("/home/p/proj/.mcp.json")).unwrap();
         assert!(p.to_string().contains("create it yourself outside"), "{p}");
+        assert_eq!(r.errno(), libc::EACCES);
+        let m = Refusal::Metadata {
+            path: "/home/p/proj/.git".into(),
+            what: "the mode",
+        };
+        let line = m.to_string();
+        assert!(line.starts_with("vault run: refused changing the mode of /home/p/proj/.git: "));
+        assert!(line.contains("change it yourself outside `vault run`") && !line.contains('\n'));
+        assert_eq!(
+            (m.errno(), m.path()),
+            (libc::EPERM, Path::new("/home/p/proj/.git"))
+        );
     }
 
     #[test]

@@ -18,6 +18,7 @@ mod confine;
 mod filter;
 pub mod gate;
 pub mod guard;
+mod meta_calls;
 mod mounts;
 pub mod plan;
 mod relay;
@@ -272,6 +273,9 @@ fn init(launch: &Launch, report: std::io::PipeWriter) -> i32 {
     if let Err(e) = std::env::set_current_dir(&launch.cwd) {
         return tell(report, &format!("setup: cd {}: {e}", launch.cwd.display()));
     }
+    // What the metadata gate keeps, by device and inode, in the view just built (its paths are
+    // those outside; a bind shows the same inode).
+    let kept = supervise::kept_inodes(&launch.plan.kept);
     // No process of the sandbox may trace PID 1, which holds the namespace's capabilities (the
     // flag is PID 1's own: the client's exec resets it; no core limit is imposed on the client).
     let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
@@ -353,6 +357,6 @@ fn init(launch: &Launch, report: std::io::PipeWriter) -> i32 {
     drop(theirs);
     let gate = gate
         .and_then(|(_, ours)| supervise::take_listener(&ours))
-        .map(|l| supervise::Gate::new(l, &launch.plan.gate));
+        .map(|l| supervise::Gate::new(l, &launch.plan.gate, kept));
     supervise::supervise(gate, client)
 }

@@ -124,6 +124,12 @@ pub struct Plan {
     pub pinned: Vec<PathBuf>,
     /// Inside a writable path, not there now, and not to be created from inside (the gate).
     pub must_not_create: Vec<PathBuf>,
+    /// Whose mode, owner, times and extended attributes (ACLs) do not change from inside (the
+    /// gate, by device and inode): each writable root, each pinned git directory, and the
+    /// directory that holds each name the view protects in a writable path. Made loose (`chmod
+    /// 777`, an ACL), any of them would let another user rename what it holds away once the run
+    /// is over and put their own in its place, for the person's git or editor to run.
+    pub kept: Vec<PathBuf>,
     /// Inside a shown path, replaced by an empty read-only directory or file.
     pub hidden_dirs: Vec<PathBuf>,
     pub hidden_files: Vec<PathBuf>,
@@ -231,6 +237,7 @@ impl Plan {
             },
             guard::GuardError::Search(why) => PlanError::Guard(why),
         })?;
+        plan.kept = kept(&writable, &g);
         plan.read_only.extend(g.read_only);
         plan.read_only.sort_by_key(|p| p.components().count());
         plan.read_only.dedup();
@@ -317,6 +324,28 @@ impl Plan {
         );
         out
     }
+}
+
+/// What the metadata gate keeps as it is (`Plan::kept`), given the writable roots and the guards.
+fn kept(writable: &[PathBuf], g: &guard::Guards) -> Vec<PathBuf> {
+    let in_tree = |p: &Path| writable.iter().any(|w| p.starts_with(w));
+    let holders = g
+        .pinned
+        .iter()
+        .chain(&g.read_only)
+        .chain(&g.must_not_create)
+        .filter_map(|p| p.parent())
+        .filter(|d| in_tree(d) && d.is_dir())
+        .map(Path::to_owned);
+    let mut out: Vec<PathBuf> = writable
+        .iter()
+        .chain(&g.pinned)
+        .cloned()
+        .chain(holders)
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// The client's environment: the person's, less what leads to their terminal and desktop and

@@ -224,3 +224,39 @@ fn a_worktree_guards_its_git_dir_and_the_common_one() {
     assert_eq!(files, [w.join(".git")]);
     let _ = std::fs::remove_dir_all(root);
 }
+
+#[test]
+fn the_metadata_gate_keeps_the_roots_the_git_directories_and_what_holds_a_protected_name() {
+    let root = tree("kept");
+    let home = root.join("home");
+    std::fs::create_dir_all(home.join("proj/.claude")).unwrap();
+    std::fs::create_dir_all(home.join("notes")).unwrap();
+    let mut s = spec(&root);
+    s.allow_write = vec![home.join("notes")];
+    let p = Plan::new(&s).unwrap();
+    for kept in [
+        // Each writable root: the project, the client's state, --allow-write.
+        "proj",
+        ".claude",
+        "notes",
+        // Each repository's git directory (pinned), and the directory that holds it.
+        "proj/.git",
+        "proj/sub/.git",
+        "proj/sub",
+        // What holds a name the view protects: a missing `.claude/commands` could be made
+        // there by another user, were it world-writable.
+        "proj/.claude",
+    ] {
+        assert!(p.kept.contains(&home.join(kept)), "{kept}: {:?}", p.kept);
+    }
+    // Nothing outside the writable paths (the home is a private tmpfs inside), nothing beneath
+    // a read-only bind, no directory that merely lies in the project.
+    for not in ["", "proj/.vscode", "proj/node_modules", "proj/.git/hooks"] {
+        assert!(!p.kept.contains(&home.join(not)), "{not}: {:?}", p.kept);
+    }
+    assert!(p
+        .kept
+        .iter()
+        .all(|k| p.gate.trees.iter().any(|t| k.starts_with(t))));
+    let _ = std::fs::remove_dir_all(root);
+}

@@ -9,7 +9,8 @@
 //! with `self` and `thread-self` read as the caller's, and no other process's directory entered
 //! (PID 1's included). Every other lookup is one `openat2` that follows no magic link: it cannot
 //! go through `/proc/PID/fd/N`, `cwd` or `root`, and if it ends in `/proc` it is done again the
-//! slow way.
+//! slow way. A metadata call's object is looked up the same way (`object`), or is the caller's
+//! descriptor itself (`descriptor`).
 use rustix::fs::{self, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 use std::collections::VecDeque;
@@ -158,6 +159,64 @@ impl Caller {
             name: name.to_vec(),
             slash,
         })
+    }
+
+    /// The object a metadata call names, opened `O_PATH`: `path` from `dir`, its last symbolic
+    /// link followed unless `flags` has `AT_SYMLINK_NOFOLLOW` (a trailing slash follows it all
+    /// the same, and wants a directory); an empty path with `AT_EMPTY_PATH` is the directory or
+    /// descriptor itself.
+    pub(super) fn object(&self, dir: Dir, path: &[u8], flags: i32) -> Result<OwnedFd, i32> {
+        if path.is_empty() {
+            return match flags & libc::AT_EMPTY_PATH {
+                0 => Err(libc::ENOENT),
+                _ => self.start(dir, path),
+            };
+        }
+        let e = self.entry(dir, path)?;
+        if !e.is_new_name() {
+            return Ok(e.dir);
+        }
+        let slash = e.slash;
+        let obj = if flags & libc::AT_SYMLINK_NOFOLLOW != 0 && !slash {
+            opath(&e.dir, &e.name, OFlags::NOFOLLOW)?
+        } else {
+            match self.follow(e)? {
+                Led::Object(o) => o,
+                Led::Missing(_) => return Err(libc::ENOENT),
+            }
+        };
+        let st = fs::fstat(&obj).map_err(errno)?;
+        if slash && fs::FileType::from_raw_mode(st.st_mode) != fs::FileType::Directory {
+            return Err(libc::ENOTDIR);
+        }
+        Ok(obj)
+    }
+
+    /// The caller's descriptor `fd`, opened `O_PATH`, for a call made on the descriptor itself
+    /// (`fchmod`, `fchown`, `futimens`, `fsetxattr`): `EBADF` where the kernel says so, for a
+    /// descriptor that is not open or is an `O_PATH` one (its flags in `/proc/TID/fdinfo/N`).
+    pub(super) fn descriptor(&self, fd: i32) -> Result<OwnedFd, i32> {
+        if fd < 0 {
+            return Err(libc::EBADF);
+        }
+        let info = fs::open(
+            format!("/proc/{}/fdinfo/{fd}", self.tid),
+            OFlags::RDONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|_| libc::EBADF)?;
+        let mut buf = [0u8; 256];
+        let n = rustix::io::read(&info, &mut buf).map_err(errno)?;
+        drop(info);
+        let flags = String::from_utf8_lossy(&buf[..n])
+            .lines()
+            .find_map(|l| l.strip_prefix("flags:"))
+            .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+            .ok_or(libc::EBADF)?;
+        if flags & libc::O_PATH as u32 != 0 {
+            return Err(libc::EBADF);
+        }
+        self.start(Dir::Fd(fd), b"")
     }
 
     /// Follows `e` through symbolic links (and, in `/proc`, the caller's magic links).

@@ -1,8 +1,9 @@
 //! PID 1's loop once the client runs: it reaps every process of the namespace (it is init) until
-//! the client ends, and answers each call the client's filter suspended (`filter.rs`; decoded by
-//! `calls.rs`, performed in `emulate.rs`): the call
-//! that would create a name in the person's directories is checked against the gate
-//! (`gate.rs`) and, when allowed, performed by PID 1 itself.
+//! the client ends, and answers each call the client's filter suspended (`filter.rs`): the call
+//! that would create a name in the person's directories (decoded by `calls.rs`, performed in
+//! `emulate.rs`) is checked against the gate (`gate.rs`), the call that would change a file's
+//! mode, owner, times or extended attributes (`meta_calls.rs`, performed in `meta.rs`) against
+//! the inodes the plan keeps (`Plan::kept`), and, when allowed, performed by PID 1 itself.
 //!
 //! Never "continue": the path a call names lives in the caller's memory, which another thread
 //! (or process) can change between the check and the kernel's second read of it. So PID 1 reads
@@ -13,18 +14,19 @@
 //! so the kernel judges each emulated call as it would judge the client's.
 use super::calls;
 use super::gate::{GateRules, Refusal};
+use super::meta_calls;
 use super::resolve::{self, Entry};
 use crate::sys::notify::{self, Notification};
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use rustix::fs::{self, AtFlags, Mode, OFlags};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::io::Write;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
-/// At most this many refusal lines are written in one run (one per path).
+/// At most this many refusal lines are written in one run (each line once).
 const MAX_LINES: usize = 50;
 
 /// Why an emulated call did not succeed.
@@ -54,12 +56,23 @@ enum Answer {
     Fd { fd: OwnedFd, cloexec: bool },
 }
 
-/// Writes one refusal line to stderr (once per path, and at most `MAX_LINES`). PID 1 has no CLI
+/// Writes one refusal line to stderr (once per line, and at most `MAX_LINES`). PID 1 has no CLI
 /// to print through: its stderr is `vault run`'s, and this line is the sandbox's own word to the
 /// person, so it is written here rather than through `cli::out`.
-fn say(said: &mut HashSet<PathBuf>, key: PathBuf, line: &str) {
-    if said.len() < MAX_LINES && said.insert(key) {
+fn say(said: &mut HashSet<String>, line: String) {
+    if said.len() < MAX_LINES && !said.contains(&line) {
         let _ = writeln!(std::io::stderr(), "{line}");
+        said.insert(line);
+    }
+}
+
+/// Why reading the caller's memory failed, as a `Stop`.
+fn unreadable(e: std::io::Error) -> Stop {
+    match e.raw_os_error() {
+        Some(libc::EPERM | libc::EACCES) => Stop::Unreadable,
+        Some(libc::ESRCH) => Stop::Gone,
+        Some(e) => Stop::Errno(e),
+        None => Stop::Errno(libc::EIO),
     }
 }
 
@@ -70,11 +83,17 @@ pub(super) struct Gate {
     /// Each tree's device and inode, to know it when reached through another mount.
     trees: Vec<(u64, u64, PathBuf)>,
     umask: Option<u32>,
-    said: HashSet<PathBuf>,
+    /// The inodes whose metadata does not change from inside (`kept_inodes`).
+    kept: HashMap<(u64, u64), PathBuf>,
+    said: HashSet<String>,
 }
 
 impl Gate {
-    pub(super) fn new(listener: OwnedFd, rules: &GateRules) -> Self {
+    pub(super) fn new(
+        listener: OwnedFd,
+        rules: &GateRules,
+        kept: HashMap<(u64, u64), PathBuf>,
+    ) -> Self {
         notify::sync_wake_up(listener.as_fd());
         let trees = rules
             .trees
@@ -89,6 +108,7 @@ impl Gate {
             rules: rules.clone(),
             trees,
             umask: None,
+            kept,
             said: HashSet::new(),
         }
     }
@@ -100,7 +120,11 @@ impl Gate {
         };
         let result = match calls::decode(n.nr, &n.args) {
             Some(call) => self.emulate(&n, call),
-            None => Err(Stop::Errno(libc::ENOSYS)),
+            None => match meta_calls::decode(n.nr, &n.args) {
+                Some(Ok(meta)) => self.change(&n, meta),
+                Some(Err(e)) => Err(Stop::Errno(e)),
+                None => Err(Stop::Errno(libc::ENOSYS)),
+            },
         };
         let l = self.listener.as_fd();
         let _ = match result {
@@ -111,17 +135,16 @@ impl Gate {
             },
             Err(Stop::Errno(e)) => notify::answer(l, n.id, Err(e)),
             Err(Stop::Refused(r)) => {
-                say(&mut self.said, r.path().to_owned(), &r.to_string());
-                notify::answer(l, n.id, Err(libc::EACCES))
+                say(&mut self.said, r.to_string());
+                notify::answer(l, n.id, Err(r.errno()))
             }
             Err(Stop::Unreadable) => {
                 let comm =
                     std::fs::read_to_string(format!("/proc/{}/comm", n.pid)).unwrap_or_default();
                 say(
                     &mut self.said,
-                    PathBuf::from(format!("/proc/{}", n.pid)),
-                    &format!(
-                        "vault run: refused a file creation by process {} ({}): the sandbox cannot read the path it names (the process made itself undumpable, or kernel.yama.ptrace_scope is 2 or more); run that program outside `vault run`",
+                    format!(
+                        "vault run: refused a file creation or metadata change by process {} ({}): the sandbox cannot read the path it names (the process made itself undumpable, or kernel.yama.ptrace_scope is 2 or more); run that program outside `vault run`",
                         n.pid,
                         comm.trim()
                     ),
@@ -136,12 +159,12 @@ impl Gate {
 
     /// Reads a path argument of the caller's.
     fn read(&self, n: &Notification, addr: u64) -> Result<Vec<u8>, Stop> {
-        notify::read_string(n.pid, addr).map_err(|e| match e.raw_os_error() {
-            Some(libc::EPERM | libc::EACCES) => Stop::Unreadable,
-            Some(libc::ESRCH) => Stop::Gone,
-            Some(e) => Stop::Errno(e),
-            None => Stop::Errno(libc::EIO),
-        })
+        notify::read_string(n.pid, addr).map_err(unreadable)
+    }
+
+    /// Reads `len` bytes the caller's call points to (times, an attribute's value).
+    fn read_bytes(&self, n: &Notification, addr: u64, len: usize) -> Result<Vec<u8>, Stop> {
+        notify::read_bytes(n.pid, addr, len).map_err(unreadable)
     }
 
     /// Whether the call still waits (checked after everything read from the caller, right
@@ -249,6 +272,8 @@ impl Gate {
 }
 
 mod emulate;
+mod meta;
+pub(super) use meta::kept_inodes;
 
 /// In the client's child, just before `exec`: installs the gate's filter (`program`) and sends
 /// its listener to PID 1 over `to` (`SCM_RIGHTS`). The child keeps no copy.

@@ -1,9 +1,10 @@
 //! seccomp user notification, for `vault run`'s creation gate (`contain/supervise.rs`): a filter
 //! whose matching calls are suspended and sent to a listener descriptor; the supervisor receives
-//! each, reads the path from the caller's memory, and answers with a value, an errno, or a
-//! descriptor it opened (`ADDFD` with `SEND`: the descriptor becomes the call's return value).
-//! It never answers "continue" (the kernel would read the caller's memory again, after the
-//! check). The filter itself is built in `contain` (plain `sock_filter` values, no `unsafe`).
+//! each, reads the path (and what else the call points to: times, an attribute's value) from the
+//! caller's memory, and answers with a value, an errno, or a descriptor it opened (`ADDFD` with
+//! `SEND`: the descriptor becomes the call's return value). It never answers "continue" (the
+//! kernel would read the caller's memory again, after the check). The filter itself is built in
+//! `contain` (plain `sock_filter` values, no `unsafe`).
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
@@ -216,18 +217,15 @@ pub fn send_fd(
     }
 }
 
-/// The NUL-terminated string at `addr` in process `pid`'s memory (at most `PATH_MAX` bytes with
-/// its NUL), without the NUL. `ENAMETOOLONG` when no NUL comes within that, `EFAULT` when the
-/// string runs into memory that is not mapped.
-pub fn read_string(pid: u32, addr: u64) -> io::Result<Vec<u8>> {
-    const MAX: usize = libc::PATH_MAX as usize;
+/// Reads process `pid`'s memory at `addr` into `buf`, as far as it is mapped: returns how many
+/// bytes came (fewer than asked where a page that is not mapped ends the range).
+fn read_remote(pid: u32, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
     // Every page size of Linux is a multiple of 4 KiB, so 4 KiB pieces never straddle a page.
     let page = 4096u64;
-    let mut buf = vec![0u8; MAX];
     // The remote range in pieces that do not cross a page: the kernel reads whole pieces only,
     // so a page that is not mapped then ends the read there rather than failing all of it.
     let mut remote = Vec::new();
-    let (mut at, end) = (addr, addr.saturating_add(MAX as u64));
+    let (mut at, end) = (addr, addr.saturating_add(buf.len() as u64));
     while at < end {
         let next = ((at / page) + 1).saturating_mul(page).min(end);
         remote.push(libc::iovec {
@@ -238,10 +236,15 @@ pub fn read_string(pid: u32, addr: u64) -> io::Result<Vec<u8>> {
     }
     let local = libc::iovec {
         iov_base: buf.as_mut_ptr() as *mut libc::c_void,
-        iov_len: MAX,
+        iov_len: buf.len(),
     };
-    // SAFETY: the local iovec covers `buf`, writable and MAX bytes long; the remote iovecs name
-    // memory of the other process, which the kernel checks (it never touches ours for them).
+    // The kernel takes at most IOV_MAX (1024) pieces a call: more is never asked here (4 MiB).
+    if remote.len() > 1024 {
+        return Err(io::Error::from_raw_os_error(libc::E2BIG));
+    }
+    // SAFETY: the local iovec covers `buf`, writable and `buf.len()` bytes long; the remote
+    // iovecs name memory of the other process, which the kernel checks (it never touches ours
+    // for them).
     let n = unsafe {
         libc::process_vm_readv(
             pid as libc::pid_t,
@@ -255,15 +258,38 @@ pub fn read_string(pid: u32, addr: u64) -> io::Result<Vec<u8>> {
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
-    let got = &buf[..n as usize];
-    match got.iter().position(|b| *b == 0) {
+    Ok(n as usize)
+}
+
+/// The NUL-terminated string at `addr` in process `pid`'s memory (at most `PATH_MAX` bytes with
+/// its NUL), without the NUL. `ENAMETOOLONG` when no NUL comes within that, `EFAULT` when the
+/// string runs into memory that is not mapped.
+pub fn read_string(pid: u32, addr: u64) -> io::Result<Vec<u8>> {
+    const MAX: usize = libc::PATH_MAX as usize;
+    let mut buf = vec![0u8; MAX];
+    let n = read_remote(pid, addr, &mut buf)?;
+    match buf[..n].iter().position(|b| *b == 0) {
         Some(len) => {
             buf.truncate(len);
             Ok(buf)
         }
-        None if (n as usize) < MAX => Err(io::Error::from_raw_os_error(libc::EFAULT)),
+        None if n < MAX => Err(io::Error::from_raw_os_error(libc::EFAULT)),
         None => Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG)),
     }
+}
+
+/// The `len` bytes at `addr` in process `pid`'s memory (a value or a structure a call points
+/// to). `EFAULT` when any of them is not mapped.
+pub fn read_bytes(pid: u32, addr: u64, len: usize) -> io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; len];
+    if len == 0 {
+        return Ok(buf);
+    }
+    let n = read_remote(pid, addr, &mut buf)?;
+    if n < len {
+        return Err(io::Error::from_raw_os_error(libc::EFAULT));
+    }
+    Ok(buf)
 }
 
 #[cfg(test)]
@@ -286,6 +312,19 @@ mod tests {
             read_string(me, 0).unwrap_err().raw_os_error(),
             Some(libc::EFAULT)
         );
+    }
+
+    #[test]
+    fn bytes_are_read_from_a_process_exactly_or_not_at_all() {
+        let me = std::process::id();
+        let value = [7u8, 0, 9, 0, 0, 1];
+        assert_eq!(read_bytes(me, value.as_ptr() as u64, 6).unwrap(), value);
+        assert_eq!(read_bytes(me, 0, 0).unwrap(), Vec::<u8>::new());
+        let e = read_bytes(me, 8, 4).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EFAULT));
+        // Across a page, as a 64 KiB attribute value is.
+        let big = vec![5u8; 70_000];
+        assert_eq!(read_bytes(me, big.as_ptr() as u64, 70_000).unwrap(), big);
     }
 
     /// A child installs a filter that suspends `mkdirat`; the test, as its supervisor, takes

@@ -211,6 +211,30 @@ try:
     work["mkdir again"] = "made"
 except OSError as e:
     work["mkdir again"] = code(e.errno)
+# What tools do to metadata (the gate performs each for the client): `chmod +x`, `touch`, an
+# installer's modes, times and attributes in node_modules, the same through descriptors.
+write("work/script.sh", "#!/bin/sh\necho ran\n")
+for args in [["chmod", "+x", "work/script.sh"], ["touch", "-d", "@1000000", "work/c.txt"]]:
+    work[" ".join(args[:2])] = subprocess.run(args, capture_output=True, text=True).returncode
+work["script"] = subprocess.run(["work/script.sh"], capture_output=True, text=True).stdout
+os.makedirs("node_modules/pkg/bin")
+write("node_modules/pkg/bin/cli.js", "#!/usr/bin/env node\n")
+os.chmod("node_modules/pkg/bin/cli.js", 0o755)
+os.chmod("node_modules/pkg", 0o700)
+fd = os.open("node_modules/pkg/bin/cli.js", os.O_RDONLY)
+os.fchmod(fd, 0o750)
+os.utime(fd, (2000000, 2000000))
+os.setxattr(fd, "user.installer", b"npm")
+os.close(fd)
+os.utime("node_modules/pkg/bin", (3000000, 3000000), follow_symlinks=False)
+os.chown("node_modules/pkg/bin/cli.js", os.getuid(), os.getgid())
+os.setxattr("node_modules/pkg/bin", "user.dir", b"1")
+os.removexattr("node_modules/pkg/bin", "user.dir")
+try:
+    os.chmod("work/missing", 0o755)
+    work["chmod missing"] = "done"
+except OSError as e:
+    work["chmod missing"] = code(e.errno)
 r = subprocess.run(
     ["sh", "-c", "echo dev-stdout > /dev/stdout; echo proc-fd > /proc/self/fd/1; echo err > /dev/stderr"],
     capture_output=True,

@@ -11,7 +11,7 @@ use rustix::fs::{self, AtFlags, FileType, Mode, OFlags, RenameFlags};
 use std::os::fd::OwnedFd;
 
 /// The caller's process and umask (`/proc/TID/status`).
-fn caller(tid: u32) -> Result<(Caller, u32), Stop> {
+pub(super) fn caller(tid: u32) -> Result<(Caller, u32), Stop> {
     // One read (the file is about 1.5 KiB): the fields wanted are in its first lines.
     let fd = fs::open(
         format!("/proc/{tid}/status"),
