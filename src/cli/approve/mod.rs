@@ -35,8 +35,10 @@ pub(super) struct Args {
     id: Option<String>,
     #[arg(long, requires = "id")]
     approve: bool,
-    /// Approve, and let the same session use this credential without asking until
-    /// `[approvals] session_grant_seconds` (default 3600) from now.
+    /// Approve, and let the same session's next calls of the same kind run without a card
+    /// until `[approvals] session_grant_seconds` (default 3600) from now: what the card's
+    /// `[s] covers` line names (reads at or under this read's directory, or exactly this
+    /// method and path, or exactly this SSH command), not every use of the credential.
     #[arg(long, requires = "id")]
     approve_session: bool,
     #[arg(long, requires = "id")]
