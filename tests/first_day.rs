@@ -113,3 +113,50 @@ fn ctrl_c_at_the_pin_prompt_quits_and_decides_nothing() {
     assert_eq!(target.requests().len(), 0, "the DELETE ran");
     p.finish(std::time::Duration::from_secs(10));
 }
+
+/// A grant of a session that has ended can never be used again: `vault status` and `vault
+/// grants` no longer count it as in force (they did, until its hour was up).
+#[test]
+fn a_grant_of_an_ended_session_is_not_in_force() {
+    let target = HttpTarget::start("unused");
+    let mut v = TestVault::init("ended-grant");
+    v.add_bearer("api", &target.base(), "DECOY_ended_grant_tok_19c0");
+    let mut p = McpProc::spawn(v.command(&["mcp"]));
+    p.initialize();
+    p.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "http_request",
+        "arguments": {"credential": "api", "method": "GET", "url": format!("{}/repos/a/b", target.base()), "wait_s": 30}}}));
+    let act = v.wait_pending(1)[0]["action_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    v.run(
+        &[
+            "approve",
+            "--id",
+            &act,
+            "--approve-session",
+            "--passphrase-stdin",
+        ],
+        Some(&format!("{PASSPHRASE}\n")),
+    )
+    .ok();
+    p.until_id(&json!(2), std::time::Duration::from_secs(30));
+    let grants = |v: &mut TestVault| -> (u64, usize) {
+        let status: serde_json::Value =
+            serde_json::from_str(v.run(&["status", "--json"], None).ok().stdout.trim()).unwrap();
+        let listed: Vec<serde_json::Value> =
+            serde_json::from_str(v.run(&["grants", "--json"], None).ok().stdout.trim()).unwrap();
+        (status["grants"].as_u64().unwrap(), listed.len())
+    };
+    assert_eq!(
+        grants(&mut v),
+        (1, 1),
+        "the grant is in force while its session runs"
+    );
+    p.finish(std::time::Duration::from_secs(10));
+    assert_eq!(
+        grants(&mut v),
+        (0, 0),
+        "the ended session's grant still counts"
+    );
+}
