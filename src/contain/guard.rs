@@ -321,6 +321,8 @@ pub fn links_to(
     };
     std::env::split_paths(path)
         .flat_map(|d| names.iter().map(move |n| d.join(n)))
+        // One cheap lstat where nothing is (most of PATH), a canonicalize only for a link.
+        .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_symlink()))
         .filter(|p| std::fs::canonicalize(p).is_ok_and(|r| r == target))
         .filter_map(|p| Some((p.clone(), std::fs::read_link(&p).ok()?)))
         .collect()
