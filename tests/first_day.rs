@@ -160,3 +160,28 @@ fn a_grant_of_an_ended_session_is_not_in_force() {
         "the ended session's grant still counts"
     );
 }
+
+/// `vault doctor` says one thing about `ptrace_scope`: where the terminal check warns that
+/// ptrace reaches the terminal, the `ptrace_scope` check warns too (it said ok about the same
+/// setting).
+#[test]
+fn doctor_says_one_thing_about_ptrace_scope() {
+    let mut v = TestVault::init("doctor-ptrace");
+    let doc: serde_json::Value =
+        serde_json::from_str(v.run(&["doctor", "--json"], None).stdout.trim()).unwrap();
+    let check = |name: &str| -> serde_json::Value {
+        doc["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["check"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {name} check: {doc}"))
+    };
+    let (terminal, scope) = (check("this terminal"), check("ptrace_scope"));
+    let open = matches!(agent_vault::sys::ptrace_scope(), None | Some(0));
+    assert_eq!(scope["warning"], open, "{scope}");
+    if terminal["detail"].as_str().unwrap().contains("(ptrace)") {
+        assert_eq!(scope["warning"], true, "{terminal} / {scope}");
+    }
+}
