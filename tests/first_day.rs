@@ -185,3 +185,53 @@ fn doctor_says_one_thing_about_ptrace_scope() {
         assert_eq!(scope["warning"], true, "{terminal} / {scope}");
     }
 }
+
+/// `vault log` calls a scripted approval (`vault approve --id`, the passphrase) what it is, not
+/// a card, and its RAN ON column holds a whole id in a piped table without pushing WHAT out of
+/// line; `--json` says how the decision was made.
+#[test]
+fn vault_log_names_a_scripted_approval_and_keeps_its_columns() {
+    let target = HttpTarget::start("unused");
+    let mut v = TestVault::init("log-script");
+    v.add_bearer("api", &target.base(), "DECOY_log_script_tok_5b1e");
+    let mut p = McpProc::spawn(v.command(&["mcp"]));
+    p.initialize();
+    p.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "http_request",
+        "arguments": {"credential": "api", "method": "DELETE", "url": format!("{}/x", target.base()), "wait_s": 30}}}));
+    let act = v.wait_pending(1)[0]["action_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    v.run(
+        &["approve", "--id", &act, "--approve", "--passphrase-stdin"],
+        Some(&format!("{PASSPHRASE}\n")),
+    )
+    .ok();
+    p.until_id(&json!(2), std::time::Duration::from_secs(30));
+    p.finish(std::time::Duration::from_secs(10));
+    let table = v.run(&["log"], None).ok().stdout;
+    let mut lines = table.lines();
+    let header = lines.next().unwrap();
+    let row = lines.find(|l| l.contains("DELETE")).unwrap();
+    assert!(row.contains("script dec_"), "{table}");
+    assert!(!row.contains("card "), "{table}");
+    let what = header.find("WHAT").unwrap();
+    assert_eq!(
+        row.char_indices()
+            .nth(what)
+            .map(|(i, _)| &row[i..])
+            .unwrap_or(""),
+        &row[row.find("DELETE").unwrap()..],
+        "WHAT is out of line:\n{table}"
+    );
+    let json: serde_json::Value = serde_json::from_str(
+        v.run(&["log", "--json"], None)
+            .ok()
+            .stdout
+            .lines()
+            .find(|l| l.contains("DELETE"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(json["basis"]["method"], "passphrase", "{json}");
+}
