@@ -235,3 +235,38 @@ fn vault_log_names_a_scripted_approval_and_keeps_its_columns() {
     .unwrap();
     assert_eq!(json["basis"]["method"], "passphrase", "{json}");
 }
+
+/// `vault sessions` shows whether each session was contained, as a column of its table (only
+/// `--json` said it).
+#[test]
+fn vault_sessions_has_a_contained_column() {
+    let mut v = TestVault::init("sessions-contained");
+    let project = v.dir.path().join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    for contained in [false, true] {
+        let mut c = if contained {
+            let mut c = v.command(&["run", "--", bin(), "mcp"]);
+            c.current_dir(&project);
+            c
+        } else {
+            v.command(&["mcp"])
+        };
+        c.env_remove("VAULT_PASSPHRASE_FILE");
+        let mut p = McpProc::spawn(c);
+        p.initialize();
+        p.call(1, "list_credentials", json!({}));
+        p.finish(std::time::Duration::from_secs(20));
+    }
+    let table = v.run(&["sessions"], None).ok().stdout;
+    let header = table.lines().next().unwrap();
+    assert!(header.contains("CONTAINED"), "{table}");
+    // One session of each: a `yes` and a `no` under CONTAINED.
+    let at = header.find("CONTAINED").unwrap();
+    let mut marks: Vec<&str> = table
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.get(at..)?.split_whitespace().next())
+        .collect();
+    marks.sort();
+    assert_eq!(marks, ["no", "yes"], "{table}");
+}
