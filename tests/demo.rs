@@ -69,6 +69,17 @@ fn the_demo_shows_the_real_card_on_a_terminal() {
         !text.contains("(passphrase"),
         "the passphrase is never shown: {text}"
     );
+    // The card names the client and what started it (the demo hides its own memory, so the
+    // card says so instead of "(?)", issue 48).
+    let client = text
+        .lines()
+        .find(|l| l.contains("client ") && l.contains("vault-demo"))
+        .unwrap_or_else(|| panic!("no client line: {text}"));
+    assert!(!client.contains("(?)"), "{client}");
+    assert!(
+        client.contains("whose program cannot be read") || client.contains('/'),
+        "{client}"
+    );
 }
 
 #[test]
