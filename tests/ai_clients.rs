@@ -533,3 +533,88 @@ fn claude_code_starts_interactively_under_vault_run_and_shows_its_prompt() {
         "the person's ~/.claude.json changed"
     );
 }
+
+/// `vault setup gemini` and headless use (issue 48): without `--trust`, Gemini CLI offers the
+/// model none of the vault's tools in `gemini -p` (it drops every tool it would have to
+/// confirm), and `vault setup` says so and what to run; with `--trust` the entry says
+/// `"trust": true` and the same `gemini -p` offers them. Judged at the model stand-in, by what
+/// the real Gemini CLI declared to it.
+#[test]
+fn vault_setup_gemini_says_what_headless_needs_and_trust_makes_it_work() {
+    let gemini = client_bin("gemini", "@google/gemini-cli");
+    let w = World::new("gemini-setup-trust");
+    let standin = StandIn::start("gemini", &w.plan(None));
+    let settings = json!({"security": {"auth": {"selectedType": "gemini-api-key"}},
+        "privacy": {"usageStatisticsEnabled": false},
+        "general": {"enableAutoUpdate": false, "enableAutoUpdateNotification": false}});
+    std::fs::create_dir_all(w.home.path().join(".gemini")).unwrap();
+    std::fs::write(
+        w.home.path().join(".gemini/settings.json"),
+        settings.to_string(),
+    )
+    .unwrap();
+    let offered = |extra: &[&str]| -> (String, bool) {
+        let mut setup = w.command(Path::new(bin()));
+        // Gemini CLI off PATH for this step: its own health check (`gemini mcp list`, seconds of
+        // Node start-up) is tested in gemini_turn; here what counts is what `gemini -p` offers.
+        setup
+            .args(["setup", "gemini", "--scope", "project"])
+            .args(extra)
+            .env("PATH", "/usr/bin:/bin");
+        let said = run_ok("vault setup gemini", setup, SETUP_LIMIT).stdout;
+        let before = standin.requests().len();
+        let mut c = w.command(&gemini);
+        c.args(["-p", &w.prompt(), "--output-format", "json"])
+            .env("GOOGLE_GEMINI_BASE_URL", standin.base())
+            .env("GEMINI_API_KEY", "standin-dummy-key")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        // What it declares goes with its first request to the model; the turn itself (which
+        // would wait for a card nobody approves here) is cut short: its whole process group.
+        std::os::unix::process::CommandExt::process_group(&mut c, 0);
+        let mut child = c.spawn().unwrap();
+        let t0 = Instant::now();
+        while standin.requests().len() <= before && t0.elapsed() < Duration::from_secs(60) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        let group = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        let _ = child.wait();
+        let requests = standin.requests();
+        assert!(requests.len() > before, "gemini never asked its model");
+        let declared = requests[before..].iter().any(|(_, r)| {
+            r["body"]["tools"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|t| t["functionDeclarations"].as_array().into_iter().flatten())
+                .any(|d| d["name"] == "mcp_agent-vault_http_request")
+        });
+        (said, declared)
+    };
+    let (said, declared) = offered(&[]);
+    assert!(
+        !declared,
+        "offered without --trust: the control does not hold"
+    );
+    assert!(
+        said.contains("Headless `gemini -p` offers the model none") && said.contains("--trust"),
+        "{said}"
+    );
+    let (said, declared) = offered(&["--trust"]);
+    assert!(
+        declared,
+        "vault setup gemini --trust: headless gemini still offers no vault tool"
+    );
+    assert!(
+        !said.contains("Headless `gemini -p` offers the model none"),
+        "{said}"
+    );
+    let entry: Value = serde_json::from_str(
+        &std::fs::read_to_string(w.project.join(".gemini/settings.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(entry["mcpServers"]["agent-vault"]["trust"], true, "{entry}");
+}

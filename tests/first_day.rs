@@ -270,3 +270,34 @@ fn vault_sessions_has_a_contained_column() {
     marks.sort();
     assert_eq!(marks, ["no", "yes"], "{table}");
 }
+
+/// Running `vault setup claude` and then `vault setup claude --scope project` in a folder, as the
+/// README shows both, puts `agent-vault` in two of Claude Code's scopes: it warns of conflicting
+/// scopes, and which entry wins can change. `vault setup` says so at once and which to keep.
+#[test]
+fn vault_setup_says_when_claude_code_would_find_two_entries() {
+    let v = TestVault::init("setup-scopes");
+    let home = v.dir.path().join("home");
+    let project = v.dir.path().join("project");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&project).unwrap();
+    let setup = |scope: &str| -> String {
+        let mut c = v.command(&["setup", "claude", "--scope", scope]);
+        c.current_dir(&project)
+            .env("HOME", &home)
+            .env_remove("CLAUDE_CONFIG_DIR")
+            // No claude on PATH: its health check is not what this test is about.
+            .env("PATH", "/usr/bin:/bin");
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let first = setup("user");
+    assert!(!first.contains("scopes here"), "{first}");
+    let second = setup("project");
+    assert!(
+        second.contains("Claude Code now finds agent-vault in 2 scopes here")
+            && second.contains("claude mcp remove agent-vault -s user"),
+        "{second}"
+    );
+}
