@@ -105,7 +105,10 @@ fn path_check() -> Check {
         (Some((other, false)), alias) => {
             let instead = match alias {
                 Some((_, true)) => "run this one as `agent-vault` (on your PATH)".to_owned(),
-                _ => format!("run this one as `agent-vault`: `ln -s {this_shown} ~/.local/bin/agent-vault` (the .deb and Homebrew packages install it)"),
+                _ => format!(
+                    "run this one as `agent-vault`: {} (the .deb and Homebrew packages install it)",
+                    super::setup::link_advice()
+                ),
             };
             check(
                 name,

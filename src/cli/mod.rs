@@ -139,8 +139,7 @@ enum Command {
     Setup(setup::Args),
     /// Print the completion script for a shell (bash, zsh, fish, elvish, powershell).
     Completions(completions::Args),
-    /// Print the manual page vault(1) in roff (for packages: `vault man > vault.1`).
-    #[command(hide = true)]
+    /// Print the manual page vault(1) in roff: `vault man | man -l -` reads it without a package.
     Man(man::Args),
 }
 

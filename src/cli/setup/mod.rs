@@ -16,7 +16,7 @@ mod merge;
 mod portable;
 mod scopes;
 
-pub(super) use self::check::on_path;
+pub(super) use self::check::{link_advice, on_path};
 use self::clients::{Client, Places, Scope, Trust};
 use self::merge::Server;
 use super::out::note;
