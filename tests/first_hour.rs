@@ -168,7 +168,13 @@ fn approve_for_this_session_applies_on_the_default_policy_and_says_until_when() 
     // Another session is not covered by it.
     let mut other = McpProc::spawn(v.command(&["mcp"]));
     other.initialize();
-    let sc = get(&mut other, 1, "api", &format!("{}/one/three", target.base()), 1);
+    let sc = get(
+        &mut other,
+        1,
+        "api",
+        &format!("{}/one/three", target.base()),
+        1,
+    );
     assert_eq!(sc["state"], "pending", "{sc}");
     assert_eq!(
         target.requests().len(),
@@ -179,7 +185,13 @@ fn approve_for_this_session_applies_on_the_default_policy_and_says_until_when() 
     // On a `session` credential, approving once (`a`) covers the session, and says so.
     v.add_bearer_with("sess", &target.base(), SECRET, &["--approval", "session"]);
     approve_for_session(&mut p, &mut v, (3, "sess"), &target, "four", "--approve");
-    let sc = get(&mut p, 4, "sess", &format!("{}/four/five", target.base()), 3);
+    let sc = get(
+        &mut p,
+        4,
+        "sess",
+        &format!("{}/four/five", target.base()),
+        3,
+    );
     assert_eq!(sc["state"], "completed", "{sc}");
     assert_eq!(target.requests().len(), 4);
     p.finish(Duration::from_secs(10));
