@@ -1,6 +1,5 @@
-//! One MCP session over stdio: the read loop (a thread reading stdin, frames → classification →
-//! lifecycle → a request to the custody agent), the single writer thread that owns stdout,
-//! concurrent tool calls with cancellation, and an orderly shutdown on EOF or SIGTERM (in-flight
+//! One MCP session over stdio: the read loop (stdin's chunks, frames → classification →
+//! lifecycle → a request to the custody agent) with `stdio`'s ends, concurrent tool calls with cancellation, and an orderly shutdown on EOF or SIGTERM (in-flight
 //! calls cancelled within the grace period; the agent withdraws what waits and journals
 //! `session.end`).
 use super::framing::{Frame, LineSplitter};
@@ -10,14 +9,14 @@ use super::jsonrpc::{
 };
 use super::link::{Link, Progress};
 use super::protocol::{self, Era};
+use super::stdio::{Input, Output};
 use super::tools;
 use crate::paths::VaultPaths;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
-use std::io::{Read, Write};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 /// What `vault mcp` was started with.
@@ -39,7 +38,7 @@ enum Flow {
 struct Session {
     link: Arc<Link>,
     era: Era,
-    out: mpsc::Sender<String>,
+    out: Output,
     inflight: Arc<Mutex<HashMap<String, Inflight>>>,
     tasks: JoinSet<()>,
     /// How long in-flight calls get to finish after EOF or SIGTERM.
@@ -69,17 +68,13 @@ pub enum ServeError {
 }
 
 async fn run(opts: ServeOptions, config: crate::config::Config) -> std::io::Result<()> {
-    let (out, rx) = mpsc::channel::<String>(256);
-    let writer = std::thread::Builder::new()
-        .name("mcp-stdout".into())
-        .spawn(move || write_lines(rx))?;
-    let mut stdin = read_stdin()?;
+    let mut stdin = Input::first();
     let link = Arc::new(Link::new(opts.paths, opts.profile.clone()));
     tracing::info!(profile = %opts.profile, "mcp session started");
     let mut session = Session {
         link: link.clone(),
         era: Era::Unset,
-        out,
+        out: Output::new(),
         inflight: Arc::default(),
         tasks: JoinSet::new(),
         grace: config.shutdown_grace(),
@@ -108,6 +103,7 @@ async fn run(opts: ServeOptions, config: crate::config::Config) -> std::io::Resu
                     if closed {
                         break "protocol_error";
                     }
+                    stdin.keep_reading()?;
                 }
                 Err(e) => {
                     tracing::warn!("reading stdin failed: {e}");
@@ -122,9 +118,12 @@ async fn run(opts: ServeOptions, config: crate::config::Config) -> std::io::Resu
     session.shutdown().await;
     // The agent may still be giving an SSH command its grace after our calls were cancelled.
     link.end(reason, session.grace + END_MARGIN).await;
+    let writer = session.out.thread();
     drop(session);
     // Every sender is gone: the writer ends once the lines queued before are out.
-    let _ = tokio::task::spawn_blocking(move || writer.join()).await;
+    if let Some(writer) = writer {
+        let _ = tokio::task::spawn_blocking(move || writer.join()).await;
+    }
     Ok(())
 }
 
@@ -136,47 +135,9 @@ struct Inflight {
     by_client: Arc<std::sync::atomic::AtomicBool>,
 }
 
-/// Reads stdin on a thread of its own, in chunks as they come (an empty chunk at EOF). A
-/// blocking read on a plain thread, rather than tokio's stdin (a blocking-pool task per read),
-/// costs one wake-up per message instead of two; the thread may stay parked in its read when the
-/// session ends, which does not hold the process.
-fn read_stdin() -> std::io::Result<mpsc::Receiver<std::io::Result<Vec<u8>>>> {
-    let (tx, rx) = mpsc::channel(4);
-    std::thread::Builder::new()
-        .name("mcp-stdin".into())
-        .spawn(move || {
-            let mut stdin = std::io::stdin().lock();
-            let mut buf = vec![0u8; 64 * 1024];
-            loop {
-                let chunk = match stdin.read(&mut buf) {
-                    Ok(n) => Ok(buf[..n].to_vec()),
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(e) => Err(e),
-                };
-                let last = !matches!(&chunk, Ok(c) if !c.is_empty());
-                if tx.blocking_send(chunk).is_err() || last {
-                    break;
-                }
-            }
-        })?;
-    Ok(rx)
-}
-
-/// The only writer of stdout, on a thread of its own: one complete line at a time, flushed. (A
-/// plain thread, rather than tokio's stdout, which hands every write and flush to the blocking
-/// pool and waits for it: the runtime only queues the line.)
-fn write_lines(mut rx: mpsc::Receiver<String>) {
-    let mut stdout = std::io::stdout().lock();
-    while let Some(line) = rx.blocking_recv() {
-        if stdout.write_all(line.as_bytes()).is_err() || stdout.flush().is_err() {
-            break;
-        }
-    }
-}
-
 impl Session {
     async fn send(&self, line: String) {
-        let _ = self.out.send(line).await;
+        self.out.send(line).await;
     }
 
     async fn reply_err(&self, id: Option<&Value>, err: RpcError) {
@@ -481,7 +442,7 @@ impl Session {
                 },
             );
         }
-        let (link, out, inflight) = (self.link.clone(), self.out.clone(), self.inflight.clone());
+        let (link, out, inflight) = (self.link.clone(), self.out.sender(), self.inflight.clone());
         let name = tool["name"].as_str().unwrap_or_default().to_owned();
         self.tasks.spawn(async move {
             let progress = Progress {
