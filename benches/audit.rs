@@ -107,6 +107,7 @@ impl Journal {
                 basis,
                 method: None,
                 touch: None,
+                signed: None,
             };
             audit::append(tx, Some(&session), Some(&action), &row)
         };

@@ -347,6 +347,7 @@ fn log_and_sessions_show_what_each_agent_did() {
             basis: None,
             method: None,
             touch: None,
+            signed: None,
         };
         for s in [
             State::Pending,

@@ -420,6 +420,7 @@ fn build(vault: &mut Vault, keys: &agent_vault::keys::KeyMaterial) {
             basis,
             method: None,
             touch: None,
+            signed: None,
         };
         (format!("act_{n:032x}"), row)
     };
