@@ -5,6 +5,7 @@
 //! Nothing here prints; every key type zeroizes on drop and shows `<redacted>` in `Debug`.
 mod keyfile;
 mod passphrase;
+pub mod public;
 pub mod remember;
 pub mod signing;
 
