@@ -330,7 +330,7 @@ fn main() {
         .conn()
         .execute_batch("PRAGMA synchronous = FULL;")
         .unwrap();
-    let report = audit::verify_store(store.conn(), &vault_id, &[]).unwrap();
+    let report = audit::verify_store(store.conn(), &vault_id, &[], None).unwrap();
     assert!(report.ok(), "{}", report.to_json_line());
     // The floor under one durable transaction per row: what this disk takes to make the same
     // writes durable with nothing else (no SQL, no cipher), in the same directory.
@@ -368,9 +368,9 @@ fn main() {
         })
     };
     // What `vault verify` runs (one reader per core), then the same on one thread.
-    let verify_db = timed(&|| audit::verify_store_parallel(&store, &vault_id, &[]).unwrap());
+    let verify_db = timed(&|| audit::verify_store_parallel(&store, &vault_id, &[], None).unwrap());
     let verify_db_1 = timed(&|| {
-        audit::verify_store_with(&store, &vault_id, &[], 1, audit::VERIFY_CHUNK_ROWS).unwrap()
+        audit::verify_store_with(&store, &vault_id, &[], None, 1, audit::VERIFY_CHUNK_ROWS).unwrap()
     });
     // What reading alone costs: every row decrypted and stepped over, nothing hashed.
     let read_db = median3(|| {
@@ -382,8 +382,8 @@ fn main() {
     let t = Instant::now();
     audit::export(store.conn(), &file).unwrap();
     let export = t.elapsed();
-    let verify_file = timed(&|| audit::verify_file(&file, &[]).unwrap());
-    let verify_file_1 = timed(&|| audit::verify_file_with(&file, &[], 1).unwrap());
+    let verify_file = timed(&|| audit::verify_file(&file, &[], None).unwrap());
+    let verify_file_1 = timed(&|| audit::verify_file_with(&file, &[], None, 1).unwrap());
 
     // 4. Peers: plain blake3 over the whole export, and per row over the bytes the verifier
     // hashes (in memory, each row's hash checked against the stored one after the clock stops).

@@ -298,6 +298,17 @@ fn a_mistyped_pin_then_the_right_one_leaves_a_journal_that_verifies() {
     let file = v.vault_dir().join("../typo-export.jsonl");
     v.run_pp(&["export-audit", file.to_str().unwrap()], None)
         .ok();
-    let offline = v.run(&["verify", "--file", file.to_str().unwrap()], None);
-    assert_eq!(offline.code, 0, "vault verify --file: {offline:?}");
+    let key = support::journal::approver_key(&mut v);
+    let held = [
+        "verify",
+        "--file",
+        file.to_str().unwrap(),
+        "--approver-key",
+        &key,
+    ];
+    let offline = v.run(&held, None);
+    assert_eq!(
+        offline.code, 0,
+        "vault verify --file --approver-key: {offline:?}"
+    );
 }

@@ -54,7 +54,7 @@ fn verify_prints_the_head_and_an_export_verifies_with_no_vault_at_all() {
     assert_eq!(
         run.stdout.trim(),
         format!(
-            r#"{{"ok":true,"rows":22,"head":{{"seq":22,"hash":"{}"}},"first_bad_seq":null,"reason":null}}"#,
+            r#"{{"ok":true,"rows":22,"head":{{"seq":22,"hash":"{}"}},"first_bad_seq":null,"reason":null,"held":true,"signatures":0,"signed_from":null,"unchecked":null}}"#,
             head.1
         )
     );
@@ -92,8 +92,17 @@ fn verify_prints_the_head_and_an_export_verifies_with_no_vault_at_all() {
         (Some("ses_t"), Some(0))
     );
 
-    let (code, report) = verify_file(&file, &["--anchor", &format!("22:{}", head.1)]);
+    let key = support::journal::approver_key(&mut v);
+    let anchor = format!("22:{}", head.1);
+    let (code, report) = verify_file(&file, &["--anchor", &anchor, "--approver-key", &key]);
     assert_eq!(code, 0, "{report}");
+    // Without the approver's key the chain is intact, but the export is not held to anyone.
+    let (code, report) = verify_file(&file, &["--anchor", &anchor]);
+    assert_eq!(
+        (code, report["ok"].as_bool(), report["held"].as_bool()),
+        (5, Some(true), Some(false)),
+        "{report}"
+    );
     assert_eq!(
         (report["rows"].as_i64(), report["head"]["hash"].as_str()),
         (Some(22), Some(head.1.as_str()))
@@ -276,7 +285,11 @@ fn a_tampered_export_fails_verification_at_the_right_seq() {
         );
     }
     // The untouched export still verifies: the failures above come from the tampering.
-    assert_eq!(verify_file(&file, &["--anchor", &anchor]).0, 0);
+    let key = support::journal::approver_key(&mut v);
+    assert_eq!(
+        verify_file(&file, &["--anchor", &anchor, "--approver-key", &key]).0,
+        0
+    );
 }
 
 #[test]

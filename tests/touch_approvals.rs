@@ -392,8 +392,15 @@ fn an_action_under_presence_key_runs_only_with_a_registered_keys_touch_over_its_
         approved[0]
     );
     v.run(&["verify"], None).ok();
-    v.run(&["verify", "--file", export.to_str().unwrap()], None)
-        .ok();
+    let key = support::journal::approver_key(&mut v);
+    let held = [
+        "verify",
+        "--file",
+        export.to_str().unwrap(),
+        "--approver-key",
+        &key,
+    ];
+    v.run(&held, None).ok();
 
     // A forger with the database key rewrites the approved row and recomputes every hash after
     // it: the chain holds, the touch does not. `vault verify --file` needs no key to see it.

@@ -242,6 +242,8 @@ pub(crate) enum Exit {
     Usage = 2,
     VerificationFailed = 3,
     LockedOrPaused = 4,
+    /// `vault verify --file`: intact, but not held to an approver key.
+    NotHeld = 5,
 }
 
 /// The exit code a vault error maps to: 4 when the vault is locked or the passphrase is wrong.

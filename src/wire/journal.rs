@@ -484,7 +484,7 @@ impl Body for ActionRow {
 }
 
 /// `vault verify --json`: `{"ok":…,"rows":N,"head":{"seq":N,"hash":"<hex>"},"first_bad_seq":…,
-/// "reason":…}`, keys in this order.
+/// "reason":…,"held":…,"signatures":K,"signed_from":S,"unchecked":…}`, keys in this order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VerifyLine {
     pub ok: bool,
@@ -492,6 +492,18 @@ pub struct VerifyLine {
     pub head: Option<HeadLine>,
     pub first_bad_seq: Option<i64>,
     pub reason: Option<String>,
+    /// Intact, checked against an approver key, and every dispatch held to it.
+    #[serde(default)]
+    pub held: bool,
+    /// Approver signatures checked.
+    #[serde(default)]
+    pub signatures: u64,
+    /// The first row that carries an approver signature.
+    #[serde(default)]
+    pub signed_from: Option<i64>,
+    /// What an intact journal could not be held to, in one line.
+    #[serde(default)]
+    pub unchecked: Option<String>,
 }
 
 /// The last verified row of a `VerifyLine`.

@@ -10,6 +10,7 @@
 pub mod ai;
 pub mod bao;
 pub mod completion;
+pub mod forge;
 pub mod journal;
 pub mod leak;
 pub mod mcp;
