@@ -7,12 +7,14 @@
 //! (so the chain itself is intact), forges it each way the issue lists and a few more: each
 //! forgery fails with the key, naming its row and the reason, and without the key is never
 //! reported intact (exit 5: "not held to a key", or 3).
+#[path = "forged_exports/genuine.rs"]
+mod genuine;
 mod support;
 
 use agent_vault::approvals::touch;
 use agent_vault::fido;
+use genuine::{at, at_kind, genuine, proof_of, rechain, rows};
 use serde_json::{json, Value};
-use support::forge::{at, at_kind, genuine, proof_of, rechain, rows};
 use support::soft_key::{no_pin, SoftKey};
 use support::*;
 

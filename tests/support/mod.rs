@@ -10,7 +10,6 @@
 pub mod ai;
 pub mod bao;
 pub mod completion;
-pub mod forge;
 pub mod journal;
 pub mod leak;
 pub mod mcp;

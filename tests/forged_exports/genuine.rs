@@ -1,14 +1,14 @@
-//! A genuine journal made through the real agent, to forge (tests/forged_exports.rs): a wrong
+//! A genuine journal made through the real agent, for tests/forged_exports.rs to forge: a wrong
 //! PIN then the right one, a session grant and a read it covered, decisions, a `never` policy,
 //! security-key touches from a key that keeps no counter, a denial, a pause and its resume, a
 //! revocation, a withdrawal, an edit and a restart; its export and the approver key (hex) to hold
 //! it to. And the forger's tools: the export's rows as JSON, and the export of rows re-hashed
 //! from row 1 (`rechain`), as someone with the database key would write it.
-use super::journal::approver_key;
-use super::mcp::McpProc;
-use super::soft_key::{no_pin, SoftKey};
-use super::target::HttpTarget;
-use super::*;
+use super::support::journal::approver_key;
+use super::support::mcp::McpProc;
+use super::support::soft_key::{no_pin, SoftKey};
+use super::support::target::HttpTarget;
+use super::support::*;
 use agent_vault::agent::client::{Client, ClientError, Proof};
 use agent_vault::agent::protocol::{Reply, Request};
 use agent_vault::approvals::{touch, Verdict};
