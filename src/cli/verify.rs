@@ -120,12 +120,15 @@ fn print_human(
         (0, f) => format!("{f} anchor(s) from anchors.jsonl, all matched"),
         (g, f) => format!("{g} anchor(s) given and {f} from anchors.jsonl, all matched"),
     };
+    let plural = if report.signatures == 1 { "" } else { "s" };
     let sigs = match (report.signatures, report.signed_from) {
         (0, _) => "no approver signature in it".to_owned(),
         (n, Some(from)) => {
-            format!("{n} approver signatures checked (the rows carry them from row {from} on)")
+            format!(
+                "{n} approver signature{plural} checked (the rows carry them from row {from} on)"
+            )
         }
-        (n, None) => format!("{n} approver signatures checked"),
+        (n, None) => format!("{n} approver signature{plural} checked"),
     };
     if ok && report.held {
         outln!(
