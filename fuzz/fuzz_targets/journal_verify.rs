@@ -1,15 +1,20 @@
 //! Fuzzes the journal verifier (`audit::verify_file`, the streaming `Verifier` behind
-//! `vault verify --file`): a mutated export must never be accepted.
+//! `vault verify --file`, with and without `--approver-key`): a mutated export must never be
+//! accepted.
 //!
 //! The journal is built once per process, by the vault's own code: `Vault::init` in a temp dir
 //! (row 1, `vault.init`), then typed `audit::append` rows inside `Store::write` transactions, a
-//! credential added through `credentials::add_as_approver`, and `audit::record_rejection`: an
+//! credential of each policy added through `credentials::add_as_approver` (signed), and
+//! `audit::record_rejection`: an
 //! unlock, two interleaved sessions whose actions go through every terminal state (pending →
 //! approved → dispatched on a decision nonce → completed; received → dispatched on the policy →
 //! indeterminate; pending → denied / expired / withdrawn; approved → dispatched on its own nonce
 //! → failed_before_send; a session grant recorded, received → dispatched on it → completed, the
-//! grant revoked), a rejected and a suppressed call, a pause and a resume, a lock. It is exported with `audit::export_to` (the
-//! bytes `vault export-audit` writes) and must verify as is.
+//! grant revoked), a rejected and a suppressed call, a pause and a resume, a lock. Every row a
+//! person decided carries the approver's signature (`signed`: the decisions, the grant, its
+//! revocation, the resume, the credentials), made with the vault's approver key. It is exported
+//! with `audit::export_to` (the bytes `vault export-audit` writes) and must verify as is, and be
+//! held to the approver's key.
 //!
 //! Input: byte 0 holds the number of phase-1 mutations (bits 0-2), whether a forgery follows
 //! (bit 3) and the number of anchors (bits 4-5). Then the anchors: each the true head of the
@@ -56,7 +61,12 @@
 //!   or a decision nonce spent twice); and a forgery with no phase-1 mutation that the reference
 //!   accepts is accepted (the verifier does not refuse an honest-looking journal);
 //! - bytes that are exactly the export or a cut of it at a line end: accepted exactly when no
-//!   anchor is wrong or past the cut, and at least one line is kept.
+//!   anchor is wrong or past the cut, and at least one line is kept; held to the key exactly then;
+//! - held to the key (every input is verified both ways), the checks only add: what it accepts
+//!   the chain alone accepts (same rows, same head) and is held (no dispatch rests on an unsigned
+//!   row); it accepts no `signed` object the original journal does not hold (no signature can be
+//!   made without the key), and no dispatch on a person's decision (action, nonce) the original
+//!   does not hold; and it never refuses what the chain accepts when nothing was changed.
 //!
 //! Accepted as the same journal (no assertion either way beyond the above): JSON whitespace
 //! between a line's fields (around the body too: its text runs from its first to its last
@@ -75,12 +85,18 @@ use agent_vault::credentials::{self, Approval, HttpAuth, HttpTarget, NewCredenti
 use agent_vault::keys::Passphrase;
 use agent_vault::paths::VaultPaths;
 use agent_vault::vault::Vault;
+use agent_vault::keys::signing::{self, Signed};
 use agent_vault::wire::journal::{
     ActionRow, Basis, CallSuppressed, ClientLabel, GrantAdded, GrantRevoked, Kind, Process,
-    SessionEnd, SessionStart, VaultInit, VaultLock, VaultPause, VaultResume, VaultUnlock,
+    RowSignature, SessionEnd, SessionStart, VaultInit, VaultLock, VaultPause, VaultResume,
+    VaultUnlock,
 };
 use agent_vault::wire::touch::Presence;
-use agent_vault::wire::{GrantScope, Hardening, State};
+use agent_vault::wire::{
+    ApprovalMethod, Decision, DecisionPayload, GrantPayload, GrantScope, Hardening, Op, Payload,
+    ResumePayload, RevocationPayload, State,
+};
+use ed25519_dalek::VerifyingKey;
 use libfuzzer_sys::arbitrary::Unstructured;
 use libfuzzer_sys::fuzz_target;
 use serde::{Deserialize, Serialize};
@@ -342,6 +358,10 @@ struct Base {
     bytes: Vec<u8>,
     rows: Vec<Row>,
     vault_id: String,
+    /// The approver's public key, which signed the journal's decisions, grant and the rest.
+    key: VerifyingKey,
+    /// (action, nonce) of every dispatch on a person's decision.
+    decisions: HashSet<(String, String)>,
 }
 
 fn process() -> Process {
@@ -354,6 +374,26 @@ fn process() -> Process {
 /// Appends the journal described in the header, through the vault's own append path.
 fn build(vault: &mut Vault, keys: &agent_vault::keys::KeyMaterial) {
     let id = vault.vault_id.clone();
+    // What the approver signs, as the journal keeps it.
+    let sign = |p: &dyn Fn() -> Signed| Some(RowSignature::of(&p()));
+    let when = |t: &str| -> jiff::Timestamp { t.parse().unwrap() };
+    let decided = |n: u32, approve: bool| {
+        signing::sign(
+            &keys.approver,
+            &DecisionPayload {
+                v: DecisionPayload::VERSION,
+                vault_id: id.clone(),
+                action_id: format!("act_{n:032x}"),
+                action_hash: format!("{n:064x}"),
+                decision: if approve { Decision::Approve } else { Decision::Deny },
+                reason: None,
+                expires_at: when("2999-01-01T00:00:00Z"),
+                nonce: format!("{n:032x}"),
+                issued_at: when("2026-01-01T00:00:00Z"),
+                method: ApprovalMethod::Pin,
+            },
+        )
+    };
     let tx = vault.store.write().unwrap();
     audit::append(
         &tx,
@@ -390,7 +430,16 @@ fn build(vault: &mut Vault, keys: &agent_vault::keys::KeyMaterial) {
         }),
         secret: credentials::Secret::new(b"fuzz-token-not-a-secret".to_vec()),
     };
-    credentials::add_as_approver(&mut vault.store, &keys.approver, &id, cred).unwrap();
+    let free = NewCredential {
+        id: credentials::new_id("cred"),
+        profile: "default".into(),
+        name: "free".into(),
+        approval: Approval::Never,
+        target: cred.target.clone(),
+        secret: credentials::Secret::new(b"fuzz-token-not-a-secret".to_vec()),
+    };
+    let api = credentials::add_as_approver(&mut vault.store, &keys.approver, &id, cred).unwrap();
+    credentials::add_as_approver(&mut vault.store, &keys.approver, &id, free).unwrap();
 
     let (a, b) = (
         "ses_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
@@ -407,12 +456,19 @@ fn build(vault: &mut Vault, keys: &agent_vault::keys::KeyMaterial) {
         protocol_version: "2025-11-25".into(),
         contained: false,
     };
+    // Action 2 runs on the `never` policy of `free`; action 7 is a read under the grant's scope.
     let row = |n: u32, state: State, basis: Option<Basis>| {
-        let summary = format!("POST https://api.example.com/v1/items/{n} (credential api)");
+        let (method, credential) = match n {
+            2 => ("GET", "free"),
+            7 => ("GET", "api"),
+            _ => ("POST", "api"),
+        };
+        let summary =
+            format!("{method} https://api.example.com/v1/items/{n} (credential {credential})");
         let row = ActionRow {
             state,
             tool: "http_request".into(),
-            credential: "api".into(),
+            credential: credential.into(),
             hash: format!("{n:064x}"),
             summary,
             reason: matches!(state, State::Denied | State::FailedBeforeSend)
@@ -431,6 +487,15 @@ fn build(vault: &mut Vault, keys: &agent_vault::keys::KeyMaterial) {
             audit::append(&$tx, Some($session), Some(&action), &body).unwrap();
         }};
     }
+    // A person's decision on action `n`, made with the PIN and signed.
+    macro_rules! decide {
+        ($tx:expr, $session:expr, $n:expr, $state:expr $(,)?) => {{
+            let (action, mut body) = row($n, $state, None);
+            body.method = Some(ApprovalMethod::Pin);
+            body.signed = sign(&|| decided($n, $state == State::Approved));
+            audit::append(&$tx, Some($session), Some(&action), &body).unwrap();
+        }};
+    }
     let decision = |n: u32| {
         Some(Basis::Decision {
             decision: format!("dec_{n:032x}"),
@@ -442,7 +507,7 @@ fn build(vault: &mut Vault, keys: &agent_vault::keys::KeyMaterial) {
     audit::append(&tx, Some(a), None, &start("client-a")).unwrap();
     step!(tx, a, 1, Pending, None);
     audit::append(&tx, Some(b), None, &start("client-b")).unwrap();
-    step!(tx, a, 1, Approved, None);
+    decide!(tx, a, 1, Approved);
     step!(tx, b, 2, Received, None);
     step!(tx, a, 1, Dispatched, decision(1));
     step!(
@@ -466,7 +531,7 @@ fn build(vault: &mut Vault, keys: &agent_vault::keys::KeyMaterial) {
     )
     .unwrap();
     step!(tx, a, 3, Pending, None);
-    step!(tx, a, 3, Denied, None);
+    decide!(tx, a, 3, Denied);
     audit::append(
         &tx,
         None,
@@ -494,28 +559,53 @@ fn build(vault: &mut Vault, keys: &agent_vault::keys::KeyMaterial) {
         None,
         &VaultResume {
             nonce: "f".repeat(32),
+            signed: sign(&|| {
+                signing::sign(
+                    &keys.approver,
+                    &ResumePayload {
+                        v: ResumePayload::VERSION,
+                        vault_id: id.clone(),
+                        op: Op::Resume,
+                        nonce: "f".repeat(32),
+                        issued_at: when("2026-01-01T00:00:00Z"),
+                    },
+                )
+            }),
         },
     )
     .unwrap();
     step!(tx, a, 5, Pending, None);
-    step!(tx, a, 5, Approved, None);
+    decide!(tx, a, 5, Approved);
     step!(tx, b, 6, Pending, None);
     step!(tx, a, 5, Dispatched, decision(5));
     step!(tx, b, 6, Withdrawn, None);
     step!(tx, a, 5, FailedBeforeSend, None);
     let grant = format!("grt_{:032x}", 7);
+    let scope = GrantScope::HttpReads {
+        methods: vec!["GET".into(), "HEAD".into()],
+        prefix: "/v1/".into(),
+    };
+    let grant_payload = GrantPayload {
+        v: GrantPayload::VERSION,
+        vault_id: id.clone(),
+        action_id: format!("act_{:032x}", 6),
+        action_hash: format!("{:064x}", 6),
+        credential_id: api.id.clone(),
+        credential_version: 1,
+        scope: scope.clone(),
+        expires_at: when("2999-01-01T00:00:00Z"),
+        nonce: format!("{:032x}", 77),
+    };
     let added = GrantAdded {
         grant: grant.clone(),
         session: a.into(),
         action: format!("act_{:032x}", 6),
         credential: "api".into(),
-        credential_id: "cred_1".into(),
+        credential_id: api.id.clone(),
         credential_version: 1,
-        scope: GrantScope::HttpReads {
-            methods: vec!["GET".into(), "HEAD".into()],
-            prefix: "/v1/".into(),
-        },
+        scope,
         expires_at: "2999-01-01T00:00:00.000Z".into(),
+        signed: sign(&|| signing::sign(&keys.approver, &grant_payload)),
     };
     audit::append(&tx, Some(a), None, &added).unwrap();
     step!(tx, a, 7, Received, None);
@@ -530,10 +620,18 @@ fn build(vault: &mut Vault, keys: &agent_vault::keys::KeyMaterial) {
         }),
     );
     step!(tx, a, 7, Completed, None);
+    let revocation = RevocationPayload {
+        v: RevocationPayload::VERSION,
+        vault_id: id.clone(),
+        grant: Some(grant.clone()),
+        nonce: "e".repeat(32),
+        issued_at: when("2026-01-01T00:00:00Z"),
+    };
     let revoked = GrantRevoked {
         grant,
         session: a.into(),
         nonce: "e".repeat(32),
+        signed: sign(&|| signing::sign(&keys.approver, &revocation)),
     };
     audit::append(&tx, Some(a), None, &revoked).unwrap();
     let end = SessionEnd {
@@ -577,19 +675,56 @@ fn base() -> &'static Base {
         assert_eq!(rows.len() as u64, exported.rows);
         assert!(rows.len() >= 30, "{} rows", rows.len());
         reference(&rows, &[]).expect("the reference accepts the export");
-        let report = verify(&bytes, &[]);
+        let key = keys.approver.public();
+        let report = verify(&bytes, &[], None);
         assert!(report.ok(), "{}", report.to_json_line());
+        let held = verify(&bytes, &[], Some(&key));
+        assert!(held.held(), "{}", held.to_json_line());
+        assert_eq!(held.signatures.checked, 8, "{}", held.to_json_line());
+        let decisions = decision_dispatches(&rows);
+        assert_eq!(decisions.len(), 2);
         Base {
             bytes,
             rows,
             vault_id,
+            key,
+            decisions,
         }
     })
 }
 
-/// `verify_file` on `bytes`: an unlinked file in /dev/shm (or the temp dir) reached through
-/// /proc/self/fd, rewritten for each input (nothing is left behind when the process ends).
-fn verify(bytes: &[u8], anchors: &[Anchor]) -> Report {
+/// (action, nonce) of every dispatch row on a person's decision.
+fn decision_dispatches(rows: &[Row]) -> HashSet<(String, String)> {
+    rows.iter()
+        .filter(|r| r.kind == "action.dispatched")
+        .filter_map(|r| {
+            let body: ActionRow = serde_json::from_str(r.body.get()).ok()?;
+            match body.basis? {
+                Basis::Decision { nonce, .. } => Some((r.action.clone()?, nonce)),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// The signed objects (`"signed":{…}`) a row's body carries, as text.
+fn signed_objects(body: &str) -> Vec<String> {
+    #[derive(Deserialize)]
+    struct WithSig {
+        #[serde(default)]
+        signed: Option<Box<RawValue>>,
+    }
+    serde_json::from_str::<WithSig>(body)
+        .ok()
+        .and_then(|w| w.signed)
+        .map(|s| vec![s.get().to_owned()])
+        .unwrap_or_default()
+}
+
+/// `verify_file` on `bytes`, held to `key` if given: an unlinked file in /dev/shm (or the temp
+/// dir) reached through /proc/self/fd, rewritten for each input (nothing is left behind when the
+/// process ends).
+fn verify(bytes: &[u8], anchors: &[Anchor], key: Option<&VerifyingKey>) -> Report {
     static F: OnceLock<(File, PathBuf)> = OnceLock::new();
     let (file, path) = F.get_or_init(|| {
         let shm = std::path::Path::new("/dev/shm");
@@ -612,7 +747,7 @@ fn verify(bytes: &[u8], anchors: &[Anchor]) -> Report {
     });
     file.set_len(0).unwrap();
     file.write_all_at(bytes, 0).unwrap();
-    audit::verify_file(path, anchors).expect("the file is readable")
+    audit::verify_file(path, anchors, key).expect("the file is readable")
 }
 
 /// Tokens whose insertion keeps JSON valid or nearly so.
@@ -919,6 +1054,11 @@ fn forge(u: &mut Unstructured<'_>, m: &mut Vec<u8>, base: &Base) -> Forgery {
     }
 }
 
+/// Nothing was changed: no byte mutation and no forgery.
+fn forgery_none_and_no_ops(ops: u8, forgery: &Forgery) -> bool {
+    ops == 0 && matches!(forgery, Forgery::None)
+}
+
 fn fail(m: &[u8], anchors: &[Anchor], report: &Report, what: &str) -> ! {
     let stem = format!("journal_verify-failure-{}", std::process::id());
     let _ = std::fs::write(format!("{stem}.jsonl"), m);
@@ -966,7 +1106,8 @@ fuzz_target!(|data: &[u8]| {
         Forgery::None
     };
 
-    let report = verify(&m, &anchors);
+    let report = verify(&m, &anchors, None);
+    let held = verify(&m, &anchors, Some(&base.key));
     let lines = split_lines(&m);
     let k = lines.len();
     let check = |ok: bool, what: &str| {
@@ -987,6 +1128,36 @@ fuzz_target!(|data: &[u8]| {
             report.ok() == expect,
             "the export (or a cut at a line end) got the wrong verdict",
         );
+        check(
+            held.held() == expect,
+            "the export (or a cut at a line end) held to its key got the wrong verdict",
+        );
+    }
+
+    // Held to the key, the checks only add: what it accepts, the chain accepts, and it accepts
+    // no signature, and no dispatch on a person's decision, that the original does not hold.
+    if held.ok() {
+        check(
+            report.ok() && report.rows == held.rows && report.head == held.head,
+            "held to the key it accepted what the chain alone refuses",
+        );
+        check(held.held(), "held to the key, accepted but not held");
+        let rows: Vec<Row> = lines.iter().filter_map(|l| Row::parse(l)).collect();
+        let originals: HashSet<String> = base
+            .rows
+            .iter()
+            .flat_map(|r| signed_objects(r.body.get()))
+            .collect();
+        for r in &rows {
+            if signed_objects(r.body.get()).iter().any(|s| !originals.contains(s)) {
+                fail(&m, &anchors, &held, "held to the key, accepted a signature the approver never made");
+            }
+        }
+        if !decision_dispatches(&rows).is_subset(&base.decisions) {
+            fail(&m, &anchors, &held, "held to the key, accepted a dispatch on a decision the person never made for it");
+        }
+    } else if report.ok() && forgery_none_and_no_ops(ops, &forgery) {
+        fail(&m, &anchors, &held, "held to the key, refused a journal the chain accepts with nothing forged");
     }
 
     if report.ok() {
