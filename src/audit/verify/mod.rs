@@ -94,6 +94,20 @@ impl Facts {
         Self::hashed(computed_hash(buf, row), row)
     }
 
+    /// `of`, held to `key`: the signature the row carries is read, matched against the row and
+    /// checked (alone; the workers check a chunk's in one batch).
+    pub fn of_held(buf: &mut Vec<u8>, row: &RowRef<'_>, key: &VerifyingKey) -> Self {
+        let hash = computed_hash(buf, row);
+        let mut message = Vec::new();
+        let (mut facts, signature) = Self::keyed(hash, row, Some(key), &mut message);
+        if let Some(signature) = signature {
+            if !sigs::verify_all(key, &[&message], &[signature])[0] {
+                facts.signature_failed(row.seq);
+            }
+        }
+        facts
+    }
+
     /// The facts of `row` whose hash, blake3(prev ‖ canonical row), was taken already.
     pub(crate) fn hashed(hash: [u8; 32], row: &RowRef<'_>) -> Self {
         Self::keyed(hash, row, None, &mut Vec::new()).0
@@ -305,14 +319,10 @@ impl Verifier {
 
     /// Checks the next row. Returns false once the chain is known to be broken (stop feeding).
     pub fn push(&mut self, row: &RowRef<'_>) -> bool {
-        let hash = computed_hash(&mut self.buf, row);
-        let (key, mut message) = (self.held.key().copied(), Vec::new());
-        let (mut facts, signature) = Facts::keyed(hash, row, key.as_ref(), &mut message);
-        if let (Some(key), Some(signature)) = (key, signature) {
-            if !sigs::verify_all(&key, &[&message], &[signature])[0] {
-                facts.signature_failed(row.seq);
-            }
-        }
+        let facts = match self.held.key().copied() {
+            Some(key) => Facts::of_held(&mut self.buf, row, &key),
+            None => Facts::of(&mut self.buf, row),
+        };
         self.push_facts(row, &facts)
     }
 

@@ -113,17 +113,24 @@ pub(super) fn read(
     let seq = row.seq;
     let checked = match kind {
         Kind::Action(State::Dispatched) => {
-            return match serde_json::from_str::<ActionRow>(row.body) {
-                Ok(b) => (
-                    Held::Dispatch(Box::new(Dispatch {
+            let said = match super::basis::read_dispatch(row.body) {
+                Some(q) => Some(Dispatch {
+                    hash: q.hash.into(),
+                    summary: q.summary.into(),
+                    credential: q.credential.into(),
+                }),
+                None => serde_json::from_str::<ActionRow>(row.body)
+                    .ok()
+                    .map(|b| Dispatch {
                         hash: b.hash.into(),
                         summary: b.summary.into(),
                         credential: b.credential.into(),
-                    })),
-                    None,
-                ),
-                // The basis check says why it does not read.
-                Err(_) => (Held::None, None),
+                    }),
+            };
+            // One that does not read: the basis check says why.
+            return match said {
+                Some(d) => (Held::Dispatch(Box::new(d)), None),
+                None => (Held::None, None),
             };
         }
         Kind::Action(state @ (State::Approved | State::Denied)) => {
