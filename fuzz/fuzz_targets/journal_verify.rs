@@ -38,7 +38,9 @@
 //! dispatch body reads as `ActionRow`, names a basis that fits (a decision after `approved`, a
 //! `never`/`writes` policy or a recorded, unrevoked, unexpired grant of its session after
 //! `received`) and spends a decision nonce at most once; a grant is recorded once, in its own
-//! session's rows, and only a recorded grant is revoked, once).
+//! session's rows, and only a recorded grant is revoked, once; a credential row reads as a
+//! credential and a `session.start` as one, which the touch checks read; and, no key being
+//! registered, an approval that reads as carrying a touch is refused).
 //!
 //! Invariants:
 //! - no panic, whatever the bytes;
@@ -87,9 +89,9 @@ use agent_vault::paths::VaultPaths;
 use agent_vault::vault::Vault;
 use agent_vault::keys::signing::{self, Signed};
 use agent_vault::wire::journal::{
-    ActionRow, Basis, CallSuppressed, ClientLabel, GrantAdded, GrantRevoked, Kind, Process,
-    RowSignature, SessionEnd, SessionStart, VaultInit, VaultLock, VaultPause, VaultResume,
-    VaultUnlock,
+    ActionRow, Basis, CallSuppressed, ClientLabel, CredentialBody, GrantAdded, GrantRevoked, Kind,
+    Process, RowSignature, SessionEnd, SessionStart, VaultInit, VaultLock, VaultPause,
+    VaultResume, VaultUnlock,
 };
 use agent_vault::wire::touch::Presence;
 use agent_vault::wire::{
@@ -295,6 +297,23 @@ fn reference(rows: &[Row], anchors: &[Anchor]) -> Result<(), String> {
                 }
                 _ => {}
             }
+            if to == State::Approved && r.body.get().contains("\"touch\"") {
+                // No key is registered in this journal: an approval that reads as carrying a
+                // touch (or does not read) is refused, as the touch checks refuse it.
+                #[derive(Deserialize)]
+                #[allow(dead_code)]
+                struct Approved {
+                    credential: String,
+                    summary: String,
+                    hash: String,
+                    #[serde(default)]
+                    touch: Option<agent_vault::wire::touch::TouchRecord>,
+                }
+                match serde_json::from_str::<Approved>(r.body.get()) {
+                    Ok(b) if b.touch.is_none() => {}
+                    _ => return Err(format!("row {}: a touch from no registered key", r.seq)),
+                }
+            }
             if to == State::Dispatched {
                 let body: ActionRow = serde_json::from_str(r.body.get())
                     .map_err(|e| format!("row {}: dispatch body {e}", r.seq))?;
@@ -325,6 +344,17 @@ fn reference(rows: &[Row], anchors: &[Anchor]) -> Result<(), String> {
                 }
             }
             last.insert(a, to);
+        } else if matches!(
+            Kind::parse(&r.kind),
+            Some(Kind::CredentialAdd | Kind::CredentialEdit | Kind::CredentialRm)
+        ) {
+            // The touch checks read what each credential requires from these rows.
+            serde_json::from_str::<CredentialBody>(r.body.get())
+                .map_err(|e| format!("row {}: credential body {e}", r.seq))?;
+        } else if r.kind == Kind::SessionStart.as_str() {
+            // ... and each session's profile from these.
+            serde_json::from_str::<SessionStart>(r.body.get())
+                .map_err(|e| format!("row {}: session.start body {e}", r.seq))?;
         } else if r.kind == Kind::GrantAdd.as_str() {
             let add: GrantAdded = serde_json::from_str(r.body.get())
                 .map_err(|e| format!("row {}: grant body {e}", r.seq))?;
