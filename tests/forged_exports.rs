@@ -337,3 +337,31 @@ fn an_action_moved_into_a_pause_fails() {
     let i = at(&r, &act, "action.dispatched");
     forged("run while paused", &r, i, "no valid basis", "paused");
 }
+
+#[test]
+fn a_grant_moved_to_another_session_with_its_uses_fails() {
+    let g = genuine();
+    let mut r = rows(&g.text);
+    // A second session, given the grant the person signed on the first one's read, and the
+    // read it covered moved into it.
+    let grant = at_kind(&r, "grant.add");
+    let mut start = r[at_kind(&r, "session.start")].clone();
+    start["session"] = json!("ses_forged");
+    for row in r.iter_mut() {
+        let moved = row["kind"] == "grant.add" || row["action"] == g.acts["on grant"].as_str();
+        if moved {
+            row["session"] = json!("ses_forged");
+            if row["kind"] == "grant.add" {
+                row["body"]["session"] = json!("ses_forged");
+            }
+        }
+    }
+    r.insert(grant, start);
+    forged(
+        "grant moved",
+        &r,
+        grant + 1,
+        "no valid basis",
+        "another session",
+    );
+}

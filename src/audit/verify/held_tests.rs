@@ -296,3 +296,82 @@ fn another_approvers_key_or_another_actions_decision_fails() {
     assert_eq!((f.reason, f.seq), (Reason::BadSignature, Some(8)), "{f:?}");
     assert!(f.detail.contains("another action"), "{f:?}");
 }
+
+#[test]
+fn a_grant_recorded_in_another_session_than_its_action_or_an_action_moved_between_sessions_fails() {
+    use crate::wire::journal::GrantAdded;
+    use crate::wire::{GrantPayload, GrantScope};
+    let mut j = Journal::new("held-session");
+    j.credential(Approval::Each, true);
+    j.decided(true);
+    let tx = j.s.write().unwrap();
+    let start = SessionStart {
+        client: ClientLabel::default(),
+        peer: Process::default(),
+        parent: Process::default(),
+        profile: "default".into(),
+        protocol_version: "2025-11-25".into(),
+        contained: false,
+    };
+    append(&tx, Some("ses_2"), None, &start).unwrap();
+    tx.commit().unwrap();
+    let scope = GrantScope::HttpWrite {
+        method: "DELETE".into(),
+        path: "/x".into(),
+        rewrites: vec![],
+    };
+    let payload = GrantPayload {
+        v: GrantPayload::VERSION,
+        vault_id: VAULT.into(),
+        action_id: "act_1".into(),
+        action_hash: hash_of("act_1"),
+        credential_id: "cred_1".into(),
+        credential_version: 1,
+        scope: scope.clone(),
+        expires_at: "2999-01-01T00:00:00Z".parse().unwrap(),
+        nonce: "ab".repeat(16),
+    };
+    // The approver signed a grant on act_1, asked for in ses_1; the row gives it to ses_2.
+    let add = GrantAdded {
+        grant: "grt_1".into(),
+        session: "ses_2".into(),
+        action: "act_1".into(),
+        credential: "api".into(),
+        credential_id: "cred_1".into(),
+        credential_version: 1,
+        scope,
+        expires_at: "2999-01-01T00:00:00.000Z".into(),
+        signed: sig(&j.key, &payload),
+    };
+    let tx = j.s.write().unwrap();
+    append(&tx, Some("ses_2"), None, &add).unwrap();
+    tx.commit().unwrap();
+    let f = j.verdict(&j.public()).failure.unwrap();
+    assert_eq!((f.reason, f.seq), (Reason::NoValidBasis, Some(8)), "{f:?}");
+    assert!(f.detail.contains("another session"), "{f:?}");
+    // An action whose rows move from one session to another.
+    let mut j = Journal::new("held-moved");
+    j.credential(Approval::Each, true);
+    j.row("act_m", State::Pending, |_| {});
+    let tx = j.s.write().unwrap();
+    let row = ActionRow {
+        state: State::Withdrawn,
+        tool: "http_request".into(),
+        credential: "api".into(),
+        summary: "DELETE https://api.example.com/x (credential api)".into(),
+        hash: hash_of("act_m"),
+        reason: None,
+        basis: None,
+        method: None,
+        touch: None,
+        signed: None,
+    };
+    append(&tx, Some("ses_9"), Some("act_m"), &row).unwrap();
+    tx.commit().unwrap();
+    let f = j.verdict(&j.public()).failure.unwrap();
+    assert_eq!(
+        (f.reason, f.seq),
+        (Reason::IllegalTransition, Some(5)),
+        "{f:?}"
+    );
+}

@@ -84,6 +84,9 @@ pub struct Facts {
     detail: Detail,
     action_key: u64,
     nonce_key: u64,
+    /// Held to a key, the `seen::key` of the row's session (1 for none) where it names an
+    /// action, so the in-order checks can keep each action to one session; 0 otherwise.
+    session_key: u64,
     /// The approver's signature the row carries, as far as the row alone tells (`sigs.rs`).
     held: sigs::Held,
 }
@@ -134,6 +137,10 @@ impl Facts {
             detail,
             action_key: row.action.map_or(0, seen::key),
             nonce_key,
+            session_key: match (key, row.action) {
+                (Some(_), Some(_)) => row.session.map_or(1, seen::key),
+                _ => 0,
+            },
             held,
         };
         (facts, signature)
@@ -254,6 +261,13 @@ impl Verifier {
             ..
         } = self;
         let last = transitions.last_mut(facts.action_key, action);
+        // Held to a key: an action's rows stay in the session it was asked for in (a grant given
+        // on it binds to that session, `check_grant_session`).
+        if let Some(l) = &last {
+            if facts.session_key != 0 && l.session != 0 && l.session != facts.session_key {
+                return Err(illegal(format!("action {action} appears at seq {exp} in another session than the one its rows began in (seq {})", l.seq)));
+            }
+        }
         match last.as_ref().map(|l| (l.seq, l.state)) {
             None if !to.is_initial() => {
                 return Err(illegal(format!("action {action} first appears at seq {exp} as {state}, but an action starts pending or received")));
@@ -294,7 +308,7 @@ impl Verifier {
         // The key is allocated once per action, not once per row.
         match last {
             Some(last) => (last.seq, last.state) = (exp, to),
-            None => transitions.first(facts.action_key, action, exp, to),
+            None => transitions.first((facts.action_key, action), exp, to, facts.session_key),
         }
         Ok(())
     }
@@ -448,6 +462,9 @@ impl Verifier {
         };
         self.held
             .row(exp, row, facts.kind, &facts.held, vault_id, grant)?;
+        if let (Some(add), sigs::Held::Good(_)) = (grant, &facts.held) {
+            self.check_grant_session(exp, add)?;
+        }
         if let Some(action) = row.action {
             self.check_lifecycle(exp, row, action, facts)?;
             if facts.kind == Some(Kind::Action(crate::wire::State::Approved)) {
@@ -472,6 +489,22 @@ impl Verifier {
                 .map_err(|d| (Reason::BadTouch, d))?;
         }
         Ok(hash)
+    }
+
+    /// Held to a key: a signed grant names the action it was given on, not a session (the agent
+    /// finds the session from its records), so the session its row records must be that
+    /// action's.
+    fn check_grant_session(
+        &self,
+        exp: i64,
+        add: &crate::wire::journal::GrantAdded,
+    ) -> Result<(), (Reason, String)> {
+        let want = seen::key(&add.session);
+        match self.transitions.session_of(&add.action) {
+            Some(s) if s == want || s == 0 => Ok(()),
+            Some(_) => Err((Reason::NoValidBasis, format!("row {exp} records grant {} for session {}, but the approver signed it on action {}, which another session asked for", add.grant, add.session, add.action))),
+            None => Err((Reason::NoValidBasis, format!("row {exp} records grant {} on action {}, which no earlier row recorded", add.grant, add.action))),
+        }
     }
 
     fn check_genesis(&self, row: &RowRef<'_>, kind: Option<Kind>) -> Result<(), String> {
