@@ -34,7 +34,8 @@
 //! a `vault.init` chained to its vault id's genesis, each prev the previous hash, each hash
 //! blake3(prev ‖ canonical row) over the body text as written, every anchor at or below k and equal
 //! to the hash at its seq, and the lifecycle (an action starts `pending`/`received`, moves only by
-//! `State::can_go`, a plain kind never names an action, an unknown `action.*` kind is refused, a
+//! `State::can_go`, a plain kind never names an action (a note about one, `approval.pin_wrong`,
+//! may), an unknown `action.*` kind is refused, a
 //! dispatch body reads as `ActionRow`, names a basis that fits (a decision after `approved`, a
 //! `never`/`writes` policy or a recorded, unrevoked, unexpired grant of its session after
 //! `received`) and spends a decision nonce at most once; a grant is recorded once, in its own
@@ -66,8 +67,9 @@
 //! - bytes that are exactly the export or a cut of it at a line end: accepted exactly when no
 //!   anchor is wrong or past the cut, and at least one line is kept; held to the key exactly then;
 //! - held to the key (every input is verified both ways), the checks only add: what it accepts
-//!   the chain alone accepts (same rows, same head); it accepts no `signed` object the original
-//!   journal does not hold (no signature can be made without the key), and no dispatch on a
+//!   the chain alone accepts (same rows, same head); it accepts no signed payload and signature
+//!   the original journal does not hold (no signature can be made without the key; the same one
+//!   may be spelled otherwise), and no dispatch on a
 //!   person's decision (action, nonce) the original does not hold; and it never refuses what the
 //!   chain accepts when nothing was changed. (A forgery that strips a signature from the rows
 //!   before the first one left may be accepted, not held: what rests on them is counted.)
@@ -390,6 +392,8 @@ fn reference(rows: &[Row], anchors: &[Anchor]) -> Result<(), String> {
         if let Some(a) = r.action.as_deref() {
             let to = match Kind::parse(&r.kind) {
                 Some(Kind::Action(s)) => s,
+                // A note about the action (a wrong PIN typed on its card) moves it nowhere.
+                Some(k) if k.notes_action() => continue,
                 Some(_) => return Err(format!("row {}: a plain kind names an action", r.seq)),
                 None if r.kind.starts_with("action.") => {
                     return Err(format!("row {}: unknown state", r.seq))
@@ -701,8 +705,8 @@ fn build(vault: &mut Vault, keys: &agent_vault::keys::KeyMaterial) {
     let grant_payload = GrantPayload {
         v: GrantPayload::VERSION,
         vault_id: id.clone(),
-        action_id: format!("act_{:032x}", 6),
-        action_hash: format!("{:064x}", 6),
+        action_id: format!("act_{:032x}", 5),
+        action_hash: format!("{:064x}", 5),
         credential_id: api.id.clone(),
         credential_version: 1,
         scope: scope.clone(),
@@ -712,7 +716,7 @@ fn build(vault: &mut Vault, keys: &agent_vault::keys::KeyMaterial) {
     let added = GrantAdded {
         grant: grant.clone(),
         session: a.into(),
-        action: format!("act_{:032x}", 6),
+        action: format!("act_{:032x}", 5),
         credential: "api".into(),
         credential_id: api.id.clone(),
         credential_version: 1,
@@ -820,17 +824,21 @@ fn decision_dispatches(rows: &[Row]) -> HashSet<(String, String)> {
         .collect()
 }
 
-/// The signed objects (`"signed":{…}`) a row's body carries, as text.
-fn signed_objects(body: &str) -> Vec<String> {
+/// The signature a row's body carries, as what it means: the payload's text and the signature's
+/// bytes (the same signature may be spelled in upper case, or with JSON escapes).
+fn signed_objects(body: &str) -> Vec<(String, Vec<u8>)> {
     #[derive(Deserialize)]
     struct WithSig {
         #[serde(default)]
-        signed: Option<Box<RawValue>>,
+        signed: Option<RowSignature>,
     }
     serde_json::from_str::<WithSig>(body)
         .ok()
         .and_then(|w| w.signed)
-        .map(|s| vec![s.get().to_owned()])
+        .map(|s| {
+            let bytes = hex::decode(&s.signature).unwrap_or_default();
+            vec![(s.payload.get().to_owned(), bytes)]
+        })
         .unwrap_or_default()
 }
 
@@ -1255,14 +1263,14 @@ fuzz_target!(|data: &[u8]| {
             "held to the key it accepted what the chain alone refuses",
         );
         let rows: Vec<Row> = lines.iter().filter_map(|l| Row::parse(l)).collect();
-        let originals: HashSet<String> = base
+        let originals: HashSet<(String, Vec<u8>)> = base
             .rows
             .iter()
             .flat_map(|r| signed_objects(r.body.get()))
             .collect();
         for r in &rows {
-            if signed_objects(r.body.get()).iter().any(|s| !originals.contains(s)) {
-                fail(&m, &anchors, &held, "held to the key, accepted a signature the approver never made");
+            if let Some(s) = signed_objects(r.body.get()).iter().find(|s| !originals.contains(*s)) {
+                fail(&m, &anchors, &held, &format!("held to the key, accepted at row {} a signature the approver never made: {}", r.seq, s.0));
             }
         }
         if !decision_dispatches(&rows).is_subset(&base.decisions) {
