@@ -1,9 +1,10 @@
 //! Benchmark: what `vault run` costs a client's start. `vault run -- true` (namespaces, the
 //! view's mounts, Landlock, seccomp, the relay's socket, the fork of the client and its end)
 //! against bare `true`, and against `bwrap` with a comparable policy, all measured by the same
-//! harness in the same run: new user, mount, PID and IPC namespaces, the system read-only, the
-//! project writable, a private /tmp and runtime directory, a fresh /dev and /proc, the vault
-//! directory and a secret directory hidden, `--die-with-parent` and `--new-session` (bwrap's
+//! harness in the same run: new user, mount, PID and IPC namespaces, a new root holding the
+//! system's directories read-only, private tmpfs mounts over /tmp, /var/tmp, /run, the runtime
+//! directory and the home, the project writable, the vault binary read-only and the vault
+//! directory empty, a fresh /dev and /proc, `--die-with-parent` and `--new-session` (bwrap's
 //! answer to TIOCSTI).
 //!
 //! The peer is the system's `bwrap` (Debian's `bubblewrap`, which `.ci/run` installs). Without
@@ -95,7 +96,6 @@ fn main() {
         run.display().to_string(),
         vault_dir.display().to_string(),
     );
-    let ssh = home.join(".ssh").display().to_string();
     theirs
         .args([
             "--unshare-user",
@@ -103,20 +103,28 @@ fn main() {
             "--unshare-ipc",
             "--die-with-parent",
         ])
-        .args([
-            "--new-session",
-            "--ro-bind",
-            "/",
-            "/",
-            "--dev",
-            "/dev",
-            "--proc",
-            "/proc",
-        ])
-        .args(["--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", &r])
-        .args([
-            "--tmpfs", &v, "--tmpfs", &ssh, "--bind", &p, &p, "--chdir", &p,
-        ])
+        .args(["--new-session", "--dev", "/dev", "--proc", "/proc"]);
+    // The same view as vault run's: the system's directories read-only (their links made
+    // again), private tmpfs mounts over /tmp, /var/tmp, /run, the runtime directory and the home,
+    // the project writable, the vault binary read-only, the vault directory an empty tmpfs.
+    for s in [
+        "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/opt", "/sys",
+    ] {
+        match std::fs::symlink_metadata(s) {
+            Ok(m) if m.is_symlink() => {
+                let to = std::fs::read_link(s).unwrap();
+                theirs.args(["--symlink", to.to_str().unwrap(), s]);
+            }
+            Ok(_) => {
+                theirs.args(["--ro-bind", s, s]);
+            }
+            Err(_) => {}
+        }
+    }
+    theirs
+        .args(["--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/run"])
+        .args(["--tmpfs", &r, "--tmpfs", &h, "--tmpfs", &v])
+        .args(["--bind", &p, &p, "--ro-bind", bin, bin, "--chdir", &p])
         .args(["--setenv", "HOME", &h, "true"])
         .current_dir(&project);
     let peer = time(theirs, runs);

@@ -22,6 +22,7 @@ pub mod fido;
 pub mod import;
 pub mod keys;
 pub mod mcp;
+mod mutation;
 pub mod openbao;
 pub mod paths;
 pub mod policy;

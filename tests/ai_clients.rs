@@ -467,3 +467,154 @@ fn http_request_opening() -> String {
     let description = schema["description"].as_str().expect("a description");
     description.split(". ").next().unwrap().to_owned()
 }
+
+/// Claude Code started interactively under `vault run` in a tmux pane, as a person starts it
+/// (issue 45): its prompt shows. Its `~/.claude.json` is a private copy inside (the client
+/// rewrites it by rename, and what it writes there could name MCP servers that run later
+/// outside): the person's own file is unchanged after the run, and the rename worked inside.
+#[test]
+fn claude_code_starts_interactively_under_vault_run_and_shows_its_prompt() {
+    let claude = client_bin("claude", "@anthropic-ai/claude-code");
+    let w = World::new("claude-tty");
+    let key = "sk-ant-standin-dummy-interactive-0001";
+    // Onboarding done, this folder trusted, the key approved: what a person's file holds.
+    let config = w.home.path().join(".claude.json");
+    let person = json!({"hasCompletedOnboarding": true, "theme": "dark",
+        "customApiKeyResponses": {"approved": [&key[key.len() - 20..]], "rejected": []},
+        "projects": {w.project.to_str().unwrap(): {"hasTrustDialogAccepted": true}}});
+    std::fs::write(&config, person.to_string()).unwrap();
+    let before = std::fs::read(&config).unwrap();
+    let standin = StandIn::start("anthropic", &w.plan(None));
+    let tmux = support::tmux::Tmux::start(
+        "claude-tty",
+        &[
+            ("HOME", w.home.path().display().to_string()),
+            ("VAULT_DIR", w.vault.vault_dir().display().to_string()),
+            ("ANTHROPIC_API_KEY", key.to_owned()),
+            ("ANTHROPIC_BASE_URL", standin.base()),
+            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".to_owned()),
+        ],
+        120,
+        40,
+    );
+    tmux.type_text(&format!(
+        "cd {} && {} run -- {}; echo \"vault run ended: $?\"",
+        w.project.display(),
+        bin(),
+        claude.display()
+    ));
+    tmux.press("Enter");
+    tmux.wait_for("Claude Code v", Duration::from_secs(60));
+    let prompt = tmux.wait_for("\u{276f}", Duration::from_secs(30));
+    assert!(!prompt.contains("Unable to connect"), "{prompt}");
+    // From outside: the client that shows it runs in namespaces of its own.
+    let real = std::fs::canonicalize(&claude).unwrap();
+    let running: Vec<u32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .filter(|p: &u32| std::fs::read_link(format!("/proc/{p}/exe")).is_ok_and(|e| e == real))
+        .collect();
+    assert!(!running.is_empty(), "no Claude Code process runs");
+    let ns = |p: &str| std::fs::read_link(format!("{p}/ns/mnt")).unwrap();
+    for p in running {
+        assert_ne!(
+            ns(&format!("/proc/{p}")),
+            ns("/proc/self"),
+            "Claude Code is not contained"
+        );
+    }
+    tmux.type_text("/exit");
+    tmux.press("Enter");
+    tmux.wait_for("vault run ended: 0", Duration::from_secs(30));
+    assert_eq!(
+        std::fs::read(&config).unwrap(),
+        before,
+        "the person's ~/.claude.json changed"
+    );
+}
+
+/// `vault setup gemini` and headless use (issue 48): without `--trust`, Gemini CLI offers the
+/// model none of the vault's tools in `gemini -p` (it drops every tool it would have to
+/// confirm), and `vault setup` says so and what to run; with `--trust` the entry says
+/// `"trust": true` and the same `gemini -p` offers them. Judged at the model stand-in, by what
+/// the real Gemini CLI declared to it.
+#[test]
+fn vault_setup_gemini_says_what_headless_needs_and_trust_makes_it_work() {
+    let gemini = client_bin("gemini", "@google/gemini-cli");
+    let w = World::new("gemini-setup-trust");
+    let standin = StandIn::start("gemini", &w.plan(None));
+    let settings = json!({"security": {"auth": {"selectedType": "gemini-api-key"}},
+        "privacy": {"usageStatisticsEnabled": false},
+        "general": {"enableAutoUpdate": false, "enableAutoUpdateNotification": false}});
+    std::fs::create_dir_all(w.home.path().join(".gemini")).unwrap();
+    std::fs::write(
+        w.home.path().join(".gemini/settings.json"),
+        settings.to_string(),
+    )
+    .unwrap();
+    let offered = |extra: &[&str]| -> (String, bool) {
+        let mut setup = w.command(Path::new(bin()));
+        // Gemini CLI off PATH for this step: its own health check (`gemini mcp list`, seconds of
+        // Node start-up) is tested in gemini_turn; here what counts is what `gemini -p` offers.
+        setup
+            .args(["setup", "gemini", "--scope", "project"])
+            .args(extra)
+            .env("PATH", "/usr/bin:/bin");
+        let said = run_ok("vault setup gemini", setup, SETUP_LIMIT).stdout;
+        let before = standin.requests().len();
+        let mut c = w.command(&gemini);
+        c.args(["-p", &w.prompt(), "--output-format", "json"])
+            .env("GOOGLE_GEMINI_BASE_URL", standin.base())
+            .env("GEMINI_API_KEY", "standin-dummy-key")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        // What it declares goes with its first request to the model; the turn itself (which
+        // would wait for a card nobody approves here) is cut short: its whole process group.
+        std::os::unix::process::CommandExt::process_group(&mut c, 0);
+        let mut child = c.spawn().unwrap();
+        let t0 = Instant::now();
+        while standin.requests().len() <= before && t0.elapsed() < Duration::from_secs(60) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        let group = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        let _ = child.wait();
+        let requests = standin.requests();
+        assert!(requests.len() > before, "gemini never asked its model");
+        let declared = requests[before..].iter().any(|(_, r)| {
+            r["body"]["tools"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|t| t["functionDeclarations"].as_array().into_iter().flatten())
+                .any(|d| d["name"] == "mcp_agent-vault_http_request")
+        });
+        (said, declared)
+    };
+    let (said, declared) = offered(&[]);
+    assert!(
+        !declared,
+        "offered without --trust: the control does not hold"
+    );
+    assert!(
+        said.contains("Headless `gemini -p` offers the model none") && said.contains("--trust"),
+        "{said}"
+    );
+    let (said, declared) = offered(&["--trust"]);
+    assert!(
+        declared,
+        "vault setup gemini --trust: headless gemini still offers no vault tool"
+    );
+    assert!(
+        !said.contains("Headless `gemini -p` offers the model none"),
+        "{said}"
+    );
+    let entry: Value = serde_json::from_str(
+        &std::fs::read_to_string(w.project.join(".gemini/settings.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(entry["mcpServers"]["agent-vault"]["trust"], true, "{entry}");
+}

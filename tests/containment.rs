@@ -10,190 +10,17 @@
 mod support;
 
 use serde_json::{json, Value};
-use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use support::target::HttpTarget;
 use support::uid::{is_root, run_unprivileged};
+use support::world::*;
 use support::*;
 
 const SECRET: &str = "DECOY_contained_tok_5e0b31c7";
 const DECOY: &str = "DECOY_outside_secret_91c4";
-
-/// A listening socket that counts who connects.
-struct Counted {
-    name: String,
-    hits: Arc<AtomicUsize>,
-}
-
-fn count(listener: UnixListener, name: String) -> Counted {
-    let hits = Arc::new(AtomicUsize::new(0));
-    let h = hits.clone();
-    std::thread::spawn(move || {
-        for _ in listener.incoming().flatten() {
-            h.fetch_add(1, Ordering::SeqCst);
-        }
-    });
-    Counted { name, hits }
-}
-
-fn listen(path: &Path) -> Counted {
-    let _ = std::fs::create_dir_all(path.parent().unwrap());
-    let _ = std::fs::remove_file(path);
-    count(
-        UnixListener::bind(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
-        path.display().to_string(),
-    )
-}
-
-fn listen_abstract(name: &str) -> Counted {
-    use std::os::linux::net::SocketAddrExt;
-    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
-    count(UnixListener::bind_addr(&addr).unwrap(), format!("@{name}"))
-}
-
-/// The person: their home, runtime directory, vault and a copy of `vault` they own (so that
-/// "the vault binary is never writable from inside" is a real claim, not file modes).
-struct Person {
-    root: PathBuf,
-    home: PathBuf,
-    run: PathBuf,
-    project: PathBuf,
-    vault_dir: PathBuf,
-    bin: PathBuf,
-}
-
-impl Person {
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(&self.bin);
-        c.args(args)
-            .env("HOME", &self.home)
-            .env("XDG_RUNTIME_DIR", &self.run)
-            .env("VAULT_DIR", &self.vault_dir)
-            .env_remove("VAULT_PASSPHRASE_FILE")
-            .env_remove("TMUX");
-        c
-    }
-
-    fn ok(&self, args: &[&str], stdin: Option<&str>) -> String {
-        let mut c = self.cmd(args);
-        c.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = c.spawn().unwrap();
-        if let Some(s) = stdin {
-            use std::io::Write;
-            child.stdin.take().unwrap().write_all(s.as_bytes()).unwrap();
-        }
-        let out = child.wait_with_output().unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(
-            out.status.success(),
-            "vault {args:?}: {text}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        text
-    }
-}
-
-fn run_input(c: &mut Command, stdin: &str) -> std::process::Output {
-    use std::io::Write;
-    let mut child = c
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
-}
-
-fn git(home: &Path, dir: &Path, args: &[&str]) {
-    let ok = Command::new("git")
-        .env("HOME", home)
-        .arg("-C")
-        .arg(dir)
-        .args([
-            "-c",
-            "user.name=person",
-            "-c",
-            "user.email=p@example.invalid",
-        ])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(ok.status.success(), "git {args:?}: {ok:?}");
-}
-
-fn digest(p: &Path) -> Option<String> {
-    std::fs::read(p)
-        .ok()
-        .map(|b| blake3::hash(&b).to_hex().to_string())
-}
-
-fn alive(pid: u32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
-}
-
-/// Children of `pid` (from `/proc/*/stat`).
-fn children(pid: u32) -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|p| {
-            std::fs::read_to_string(format!("/proc/{p}/stat"))
-                .ok()
-                .and_then(|s| {
-                    let rest = s[s.rfind(')')? + 2..].to_owned();
-                    rest.split(' ').nth(1)?.parse::<u32>().ok()
-                })
-                == Some(pid)
-        })
-        .collect()
-}
-
-/// Processes whose command line holds `marker`.
-fn with_marker(marker: &str) -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|p| {
-            std::fs::read(format!("/proc/{p}/cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
-        })
-        .collect()
-}
-
-/// A directory for the person's world outside `/tmp` (which `vault run` makes private, so a
-/// home under it would prove nothing): under cargo's target, owned by the test user.
-fn world_root(test: &str) -> Option<PathBuf> {
-    const VAR: &str = "AV_CONTAIN_ROOT";
-    if let Some(r) = std::env::var_os(VAR) {
-        return Some(PathBuf::from(r));
-    }
-    let root =
-        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{test}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    std::fs::create_dir_all(&root).unwrap();
-    if is_root() {
-        let uid = support::uid::test_user();
-        let gid = support::uid::id_of(support::uid::USER, "-g").unwrap();
-        std::os::unix::fs::chown(&root, Some(uid), Some(gid)).unwrap();
-        // The re-run as the test user inherits it.
-        std::env::set_var(VAR, &root);
-    }
-    Some(root)
-}
 
 #[test]
 fn the_contained_client_reaches_nothing_of_the_person_and_still_does_its_work() {
@@ -375,6 +202,22 @@ fn the_contained_client_reaches_nothing_of_the_person_and_still_does_its_work() 
     ]
     .to_vec();
     let before: Vec<Option<String>> = watched.iter().map(|f| digest(f)).collect();
+    // Every file of the home but the project and the vault: path, bytes, mode, times.
+    let home_now = || -> Vec<(PathBuf, Option<String>, u32, i64, i64)> {
+        use std::os::unix::fs::MetadataExt;
+        let mut all: Vec<_> = files_under(&home)
+            .into_iter()
+            .filter(|f| !f.starts_with(&p.project) && !f.starts_with(&p.vault_dir))
+            .map(|f| {
+                let m = std::fs::symlink_metadata(&f).unwrap();
+                (f.clone(), digest(&f), m.mode(), m.mtime(), m.ctime())
+            })
+            .collect();
+        all.sort();
+        all
+    };
+    let home_before = home_now();
+    assert!(home_before.len() >= 8, "{home_before:?}");
     let marker = format!("avtest-marker-{}", std::process::id());
     let report_path = p.project.join("report.json");
     let config = json!({
@@ -394,8 +237,16 @@ fn the_contained_client_reaches_nothing_of_the_person_and_still_does_its_work() 
     std::fs::write(&config_path, config.to_string()).unwrap();
 
     // The client, started by `vault run` with the environment of a client in a tmux pane.
-    let mut run = p.cmd(&["run", "--", &system_python().display().to_string()]);
-    run.arg(support_file("contained_attacker.py"))
+    // The attacker's script is shown read-only (nothing outside the project is, unless named).
+    let script = support_file("contained_attacker.py");
+    let mut run = p.cmd(&[
+        "run",
+        "--allow-read",
+        &script.display().to_string(),
+        "--",
+        &system_python().display().to_string(),
+    ]);
+    run.arg(&script)
         .arg(&config_path)
         .current_dir(&p.project)
         .env("TMUX", format!("{},{server_pid},0", tmux_socket.display()))
@@ -410,7 +261,7 @@ fn the_contained_client_reaches_nothing_of_the_person_and_still_does_its_work() 
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let child = run.spawn().unwrap();
+    let mut child = run.spawn().unwrap();
     // The person approves the contained GET outside, with the passphrase (scripted).
     let t0 = Instant::now();
     let pending = loop {
@@ -422,10 +273,15 @@ fn the_contained_client_reaches_nothing_of_the_person_and_still_does_its_work() 
         {
             break a;
         }
-        assert!(
-            t0.elapsed() < Duration::from_secs(60),
-            "the contained GET never became pending"
-        );
+        if t0.elapsed() > Duration::from_secs(60) || child.try_wait().unwrap().is_some() {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "the contained GET never became pending: {}\n{}",
+                String::from_utf8_lossy(&out.stderr),
+                std::fs::read_to_string(&report_path).unwrap_or_default()
+            );
+        }
         std::thread::sleep(Duration::from_millis(100));
     };
     assert_eq!(pending["contained"], true, "{pending}");
@@ -464,16 +320,37 @@ fn the_contained_client_reaches_nothing_of_the_person_and_still_does_its_work() 
             l.name
         );
     }
+    // The tmux server still answers (an empty answer from a dead one would pass the checks).
+    assert!(alive(server_pid), "the tmux server was stopped: {report}");
     let keys = String::from_utf8_lossy(&tmux(&["list-keys"]).stdout).into_owned();
+    assert!(
+        keys.contains("send-prefix"),
+        "the tmux server lists no key bindings:\n{keys}"
+    );
     assert!(
         !keys.contains("/tmp/logged"),
         "a key binding was planted:\n{keys}"
     );
     let shown = screen();
     assert!(
+        shown.contains("No action waits") || shown.contains("[a]pprove once"),
+        "the person's pane no longer shows vault approve:\n{shown}"
+    );
+    assert!(
         !shown.contains("PIN to approve") && !shown.contains("FAKE CARD"),
         "the pane was typed or written into:\n{shown}"
     );
+    // /proc of the person's processes: nothing read.
+    for (name, got) in report["proc"].as_object().unwrap() {
+        for (f, r) in got.as_object().unwrap() {
+            let r = r.as_str().unwrap_or_default();
+            assert!(
+                !r.starts_with("read "),
+                "/proc/{name}/{f} was read from inside: {r}"
+            );
+        }
+    }
+    assert_eq!(report["proc"].as_object().unwrap().len(), 3, "{report}");
     for (name, pid) in [
         ("approver", approver_pid),
         ("tmux server", server_pid),
@@ -490,17 +367,25 @@ fn the_contained_client_reaches_nothing_of_the_person_and_still_does_its_work() 
             report["writes"]
         );
     }
-    let everything = std::fs::read_dir(&p.project)
-        .unwrap()
-        .flatten()
-        .filter(|e| e.path().is_file())
-        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
-        .collect::<String>();
-    assert!(
-        !everything.contains(DECOY),
-        "a secret outside the vault was read: {}",
-        report["reads"]
+    // Nothing else of the home changed either: every file outside the project and the vault
+    // (whose journal grows), by path, bytes, mode and times, as seen before the run.
+    assert_eq!(
+        home_now(),
+        home_before,
+        "a file of the home changed: {}",
+        report["writes"]
     );
+    // No decoy anywhere the client could leave it: every file under the project (at any depth),
+    // what vault run printed, what the model stand-in and the target received.
+    let mut everything = files_under(&p.project)
+        .into_iter()
+        .map(|f| String::from_utf8_lossy(&std::fs::read(f).unwrap_or_default()).into_owned())
+        .collect::<String>();
+    everything.push_str(&String::from_utf8_lossy(&out.stdout));
+    everything.push_str(&stderr);
+    everything.push_str(&serde_json::to_string(&model.requests()).unwrap());
+    everything.push_str(&serde_json::to_string(&target.requests()).unwrap());
+    assert_no_leak("what the client left", everything.as_bytes(), DECOY);
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(
         with_marker(&marker),
@@ -592,12 +477,19 @@ fn the_contained_client_reaches_nothing_of_the_person_and_still_does_its_work() 
         .expect("the uncontained GET waits");
     assert_eq!(outside["contained"], false, "{outside}");
     drop(mcp);
+    let contained_sessions = |p: &Person| -> usize {
+        let listed: Vec<Value> =
+            serde_json::from_str(p.ok(&["sessions", "--json"], None).trim()).unwrap();
+        listed.iter().filter(|s| s["contained"] == true).count()
+    };
+    let contained_before = contained_sessions(&p);
     let forged = Command::new(system_python())
         .arg("-c")
         .arg(
             "import socket,sys\n\
              s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n\
              s.sendall(b'{\"id\":1,\"req\":{\"op\":\"contained\",\"pid\":1}}\\n')\n\
+             s.sendall(b'{\"id\":2,\"req\":{\"op\":\"hello\",\"v\":6,\"role\":\"mcp\"}}\\n')\n\
              print(s.recv(4096).decode())",
         )
         .arg(&agent_socket)
@@ -605,6 +497,12 @@ fn the_contained_client_reaches_nothing_of_the_person_and_still_does_its_work() 
         .unwrap();
     let said = String::from_utf8_lossy(&forged.stdout);
     assert!(said.contains("only by `vault run`"), "{said}{forged:?}");
+    // Judged by its effect too: no session was marked contained by it.
+    assert_eq!(
+        contained_sessions(&p),
+        contained_before,
+        "a forged frame opened a contained session"
+    );
     tmux(&["kill-server"]);
     p.ok(&["lock"], None);
     let _ = std::fs::remove_dir_all(&ssh_dir);
@@ -618,6 +516,11 @@ except OSError as e:\n    print('push: ' + errno.errorcode[e.errno])\n";
 
 #[test]
 fn keys_pushed_into_the_terminal_from_inside_reach_nothing() {
+    // The pusher is a second process of the same non-root uid (CI: the test user), not root.
+    if !run_unprivileged("keys_pushed_into_the_terminal_from_inside_reach_nothing") {
+        return;
+    }
+    assert!(!is_root());
     let legacy = std::fs::read_to_string("/proc/sys/dev/tty/legacy_tiocsti")
         .map(|s| s.trim() == "1")
         .unwrap_or(true);
@@ -719,6 +622,11 @@ fn vault_run_refuses_where_user_namespaces_are_unavailable() {
 
 #[test]
 fn killing_vault_run_ends_everything_the_client_started() {
+    // The processes that try to outlive the run belong to the unprivileged test user (CI).
+    if !run_unprivileged("killing_vault_run_ends_everything_the_client_started") {
+        return;
+    }
+    assert!(!is_root());
     let v = TestVault::init("killrun");
     let marker = format!("avtest-killed-{}", std::process::id());
     let mut c = v.command(&[
@@ -754,4 +662,314 @@ fn killing_vault_run_ends_everything_the_client_started() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Friction gone (issue 45, item 5): a client installed under `/tmp` (a clone of this repository
+/// there, with its `.ci/ai-clients`) starts, because its installation is shown wherever it lives,
+/// even inside the private `/tmp`; a program it reads beside itself is there too.
+#[test]
+fn a_client_installed_under_tmp_starts_with_its_installation() {
+    let v = TestVault::init("tmpclient");
+    let install = std::env::temp_dir().join(format!("av-tmp-client-{}", std::process::id()));
+    let bin_dir = install.join("node_modules/.bin");
+    let pkg = install.join("node_modules/tool");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    std::fs::create_dir_all(&pkg).unwrap();
+    std::fs::write(pkg.join("data.txt"), "beside the client\n").unwrap();
+    let client = pkg.join("client.sh");
+    std::fs::write(
+        &client,
+        "#!/bin/sh\nprintf 'hello from %s: ' \"$0\"; cat \"$(dirname \"$(readlink -f \"$0\")\")/data.txt\"\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&client, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink("../tool/client.sh", bin_dir.join("client")).unwrap();
+    let project = v.dir.path().join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    let mut c = v.command(&["run", "--", bin_dir.join("client").to_str().unwrap()]);
+    c.current_dir(&project);
+    let out = run_limited(&mut c, Duration::from_secs(30)).unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.and_then(|s| s.code()), Some(0), "{stderr}");
+    assert!(stdout.contains("beside the client"), "{stdout}{stderr}");
+    let _ = std::fs::remove_dir_all(&install);
+}
+
+/// A project for the gate's attacker: a git repository with one commit, made by the person.
+fn gate_project(home: &Path, name: &str) -> PathBuf {
+    let project = home.join(name);
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(project.join("README"), "project\n").unwrap();
+    git(home, &project, &["init", "-q", "-b", "main"]);
+    git(home, &project, &["add", "README"]);
+    git(home, &project, &["commit", "-q", "-m", "start"]);
+    project
+}
+
+/// Runs the gate's attacker under `vault run` in `project` (the gate off: a debug build's
+/// switch, for the control); returns its report and `vault run`'s stderr.
+fn gate_attack(home: &Path, project: &Path, marker: &Path, gate: bool) -> (Value, String) {
+    let config = project.join("gate-attack.json");
+    std::fs::write(
+        &config,
+        json!({"project": project, "marker": marker}).to_string(),
+    )
+    .unwrap();
+    // The attacker's script is shown read-only (nothing outside the project is, unless named).
+    let script = support_file("gate_attacker.py");
+    let mut c = Command::new(bin());
+    c.args(["run", "--allow-read"])
+        .arg(&script)
+        .args(["--", &system_python().display().to_string()])
+        .arg(&script)
+        .arg(&config)
+        .current_dir(project)
+        .env("HOME", home)
+        .env("VAULT_DIR", home.join(".local/share/agent-vault"))
+        .env_remove("VAULT_RUN_GATE");
+    if !gate {
+        c.env("VAULT_RUN_GATE", "off");
+    }
+    let out = run_limited(&mut c, Duration::from_secs(120)).unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(
+        out.status.and_then(|s| s.code()),
+        Some(0),
+        "vault run: {stderr}"
+    );
+    let report = std::fs::read_to_string(project.join("gate-report.json"))
+        .unwrap_or_else(|e| panic!("no report ({e}): {stderr}"));
+    (serde_json::from_str(&report).unwrap(), stderr)
+}
+
+/// Runs `git status` as the person (outside, `HOME` the test's home) in `project` and in every
+/// directory under it (and every link to one); returns how many times a planted command ran (the marker's lines).
+fn planted_runs(home: &Path, project: &Path, marker: &Path) -> usize {
+    let mut dirs = vec![project.to_owned()];
+    let mut i = 0;
+    while i < dirs.len() {
+        // A link to a directory is where a person may run git too; it is not walked further.
+        if !dirs[i].is_symlink() {
+            for e in std::fs::read_dir(&dirs[i]).unwrap().flatten() {
+                if e.path().is_dir() && e.file_name() != ".git" {
+                    dirs.push(e.path());
+                }
+            }
+        }
+        i += 1;
+    }
+    for d in &dirs {
+        let _ = Command::new("git")
+            .env("HOME", home)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .arg("-C")
+            .arg(d)
+            .arg("status")
+            .output();
+    }
+    std::fs::read_to_string(marker).map_or(0, |m| m.lines().count())
+}
+
+/// Nothing planted for later (issue 45, item 3): a client run by `vault run` in a project that
+/// is a git repository tries every way to create a repository, or what makes one, for the
+/// person's git to open later (`support/gate_attacker.py`): `mkdir sub/.git` (and `mkdirat`),
+/// a `.git` file, a bare repository's HEAD, a prepared directory or file renamed to `.git`,
+/// symbolic and hard links named `.git` and `HEAD`, an `O_TMPFILE` file linked in (through
+/// `/proc/self/fd` and with `AT_EMPTY_PATH`), `O_CREAT` through a dangling link to `.git`,
+/// `creat`, `mknod`, `git init`, another case, a symlinked parent, `/proc/*/cwd`, and moving the
+/// project's own `.git` away. Judged from outside: none of those entries exist, and `git status`
+/// run as the person in the project and in every directory under it runs nothing planted. The
+/// control (the same attacker, gate off) plants, and the person's git runs it. In the same run
+/// the normal work works: files, directories, renames and links with the modes of the client's
+/// umask, `/dev/stdout`, `chmod +x`, `touch`, an installer's modes, times and attributes in
+/// `node_modules`, a commit and a new branch in the repository, a repository under `/tmp`.
+#[test]
+fn a_repository_cannot_be_planted_from_inside_and_the_work_still_works() {
+    let root = world_root("gate").unwrap();
+    if !run_unprivileged("a_repository_cannot_be_planted_from_inside_and_the_work_still_works") {
+        let _ = std::fs::remove_dir_all(&root);
+        return;
+    }
+    assert!(!is_root(), "the attacker must be an unprivileged uid");
+    let home = root.join("home");
+    let marker = root.join("planted-ran");
+
+    // The control: with the gate off the plants are made and the person's git runs them.
+    let control = gate_project(&home, "control");
+    let (seen, stderr) = gate_attack(&home, &control, &marker, false);
+    // The switch is a debug build's: a release binary under test has no control run.
+    if cfg!(debug_assertions) && std::env::var_os("VAULT_TEST_BIN").is_none() {
+        assert!(stderr.contains("creation gate is OFF"), "{stderr}");
+        assert_eq!(seen["plants"]["mkdir s1/.git"], "made", "{seen}");
+        assert!(
+            planted_runs(&home, &control, &marker) > 0,
+            "the control planted nothing that ran"
+        );
+    }
+    let _ = std::fs::remove_file(&marker);
+    std::fs::remove_dir_all(&control).unwrap();
+
+    let project = gate_project(&home, "project");
+    let (report, stderr) = gate_attack(&home, &project, &marker, true);
+    let plants = report["plants"].as_object().unwrap();
+    for name in [
+        "mkdir s1/.git",
+        "mkdirat s1/.git",
+        "file s2/.git",
+        "s2-gitdir/HEAD",
+        "s3/HEAD",
+        "rename dir s4/.git",
+        "rename file s4/.git",
+        "rename prep4/HEAD",
+        "symlink s5/.git",
+        "symlink prep4/HEAD",
+        "link s6/.git",
+        "link prep4/HEAD",
+        "tmpfile s7/.git",
+        "tmpfile empty-path s7/.git",
+        "open through s8/link",
+        "open through abs-link",
+        "creat s9/.git",
+        "mknod s10/.git",
+        "mknod s10/HEAD",
+        "mkdir s13/.GIT",
+        "mkdir s14-link/.git",
+        "mkdir /proc/self/cwd/s15/.git",
+        "mkdir /proc/PID/cwd/s16/.git",
+        "rename .git",
+        "file s17/.git",
+        "mkdir .git/logs/objects",
+        "mkdir .git/evil/objects",
+        "file .git/evil/HEAD",
+        "file .git/evil/commondir",
+        "rename .git/logs out",
+        "rename prep21 into .git/refs",
+    ] {
+        assert_eq!(plants[name], "EACCES", "{name}: {report}");
+    }
+    assert_ne!(plants["git init s11"], 0, "{report}");
+    let escapes = &report["escapes"];
+    assert_eq!(escapes["unshare(CLONE_NEWUSER)"], "EPERM", "{escapes}");
+    assert_eq!(escapes["io_uring_setup"], "EPERM", "{escapes}");
+    assert_eq!(escapes["openat2"], "ENOSYS", "{escapes}");
+    assert_eq!(escapes["clone3"], "ENOSYS", "{escapes}");
+    // The kernel keeps one listener per filter chain: the client cannot answer its own calls.
+    assert_eq!(escapes["own seccomp listener"], "EBUSY", "{escapes}");
+    assert_ne!(escapes["unshare -r"], 0, "{escapes}");
+    for p in [
+        "s1/.git",
+        "s2/.git",
+        "s2-gitdir/HEAD",
+        "s3/HEAD",
+        "s4/.git",
+        "prep4/HEAD",
+        "s5/.git",
+        "s6/.git",
+        "s7/.git",
+        "s8/.git",
+        "s9/.git",
+        "s10/.git",
+        "s10/HEAD",
+        "s11/.git",
+        "s13/.GIT",
+        "s14/.git",
+        "s15/.git",
+        "s16/.git",
+        "s17/.git",
+        "moved-git",
+        ".git/logs/objects",
+        ".git/evil/objects",
+        ".git/evil/HEAD",
+        ".git/evil/commondir",
+        "s20",
+        ".git/refs/prep21",
+    ] {
+        assert!(
+            project.join(p).symlink_metadata().is_err(),
+            "{p} was made: {report}"
+        );
+    }
+    assert!(project.join(".git/HEAD").is_file());
+    assert_eq!(
+        planted_runs(&home, &project, &marker),
+        0,
+        "a planted command ran"
+    );
+    // One line per refusal, naming the path and what to do.
+    let s1 = format!(
+        "vault run: refused creating {}: ",
+        project.join("s1/.git").display()
+    );
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with(&s1))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(line.contains("clone or init it outside"), "{line}");
+
+    // The normal work worked, with the modes of the client's umask.
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let work = &report["work"];
+    let mode = |p: &str| project.join(p).metadata().unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode("work/a.txt"), 0o644);
+    assert_eq!(mode("work/b.txt"), 0o640);
+    assert_eq!(mode("work/d1/d2"), 0o755);
+    assert_eq!(mode("work/d4"), 0o750);
+    assert_eq!(mode("work/tmpfile.txt"), 0o640);
+    let read = |p: &str| std::fs::read_to_string(project.join(p)).unwrap();
+    assert_eq!(read("work/a.txt"), "a\nmore\n");
+    assert_eq!(read("work/c.txt"), "c\n");
+    assert_eq!(read("work/through-link.txt"), "through a link\n");
+    assert_eq!(read("work/tmpfile.txt"), "unnamed, then named\n");
+    let ino = |p: &str| project.join(p).metadata().unwrap().ino();
+    assert_eq!(ino("work/a.hard"), ino("work/a.txt"));
+    assert!(project
+        .join("work/a.sym")
+        .symlink_metadata()
+        .unwrap()
+        .is_symlink());
+    use std::os::unix::fs::FileTypeExt;
+    assert!(project
+        .join("work/fifo")
+        .metadata()
+        .unwrap()
+        .file_type()
+        .is_fifo());
+    // Metadata the client changes in its own files: modes, times, attributes.
+    assert_eq!(mode("work/script.sh") & 0o111, 0o111, "{work}");
+    assert_eq!(work["script"], "ran\n", "{work}");
+    assert_eq!(work["touch -d"], 0, "{work}");
+    let mtime = |p: &str| project.join(p).metadata().unwrap().mtime();
+    assert_eq!(mtime("work/c.txt"), 1_000_000);
+    assert_eq!(mode("node_modules/pkg"), 0o700);
+    assert_eq!(mode("node_modules/pkg/bin/cli.js"), 0o750);
+    assert_eq!(mtime("node_modules/pkg/bin/cli.js"), 2_000_000);
+    assert_eq!(mtime("node_modules/pkg/bin"), 3_000_000);
+    let cli = project.join("node_modules/pkg/bin/cli.js");
+    let mut v = [0u8; 16];
+    let n = rustix::fs::getxattr(&cli, "user.installer", &mut v).unwrap();
+    assert_eq!(&v[..n], b"npm");
+    assert_eq!(work["chmod missing"], "ENOENT", "{work}");
+    assert_eq!(work["excl"], "EEXIST", "{work}");
+    assert_eq!(work["mkdir again"], "EEXIST", "{work}");
+    assert_eq!(work["dev_stdout"], "dev-stdout\nproc-fd\n", "{work}");
+    assert_eq!(work["dev_stderr"], "err\n", "{work}");
+    for step in work["git"].as_array().unwrap() {
+        assert_eq!(step["rc"], 0, "{step}");
+    }
+    let log = Command::new("git")
+        .env("HOME", &home)
+        .arg("-C")
+        .arg(&project)
+        .args(["log", "--oneline", "inside-branch"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&log.stdout).contains("work inside"),
+        "{log:?}"
+    );
+    let _ = std::fs::remove_dir_all(&root);
 }

@@ -8,7 +8,7 @@ mod support;
 
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use support::mcp::McpProc;
@@ -252,15 +252,50 @@ fn peers_of_another_uid_are_refused_at_the_socket() {
         .find(|w| w.ends_with(".sock;") || w.ends_with(".sock"))
         .map(|w| w.trim_end_matches(';').to_owned())
         .expect("init printed the socket");
-    let hello = br#"{"id":1,"req":{"op":"hello","v":1,"role":"cli"}}
-"#;
+    let agent = |what: &str| {
+        let out = as_user(USER, bin())
+            .args(["doctor", "--json"])
+            .env("VAULT_DIR", &vault_dir)
+            .output()
+            .unwrap();
+        agent_pid_in(&String::from_utf8_lossy(&out.stdout))
+            .unwrap_or_else(|| panic!("{what}: the vault agent no longer runs"))
+    };
+    let pid = agent("before");
+    let status = || -> Value {
+        let out = as_user(USER, bin())
+            .args(["status", "--json"])
+            .env("VAULT_DIR", &vault_dir)
+            .output()
+            .unwrap();
+        serde_json::from_slice(&out.stdout).expect("vault status --json")
+    };
+    let rows_before = status()["journal_head"].as_u64().unwrap();
+    // What another uid sends: this build's hello, then a request that would change state.
+    let v = agent_vault::agent::protocol::VERSION;
+    let frames = format!(
+        "{{\"id\":1,\"req\":{{\"op\":\"hello\",\"v\":{v},\"role\":\"cli\"}}}}\n\
+         {{\"id\":2,\"req\":{{\"op\":\"lock\"}}}}\n\
+         {{\"id\":3,\"req\":{{\"op\":\"pause\",\"reason\":\"another uid\"}}}}\n"
+    );
     // As root (another uid, which can traverse the 0700 directory): the agent's peer check
-    // closes the connection without a word.
+    // closes the connection without a word: an end of file, not a silence.
     let mut s = UnixStream::connect(&socket).expect("root reaches the socket");
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let _ = s.write_all(hello);
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let t0 = std::time::Instant::now();
+    let _ = s.write_all(frames.as_bytes());
     let mut answer = Vec::new();
-    let _ = s.read_to_end(&mut answer);
+    let read = s.read_to_end(&mut answer);
+    // Closed: an end of file, or a reset (the frames were left unread); not a time-out.
+    let closed = match &read {
+        Ok(_) => true,
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+    };
+    assert!(
+        closed && t0.elapsed() < Duration::from_secs(5),
+        "the connection was not closed ({read:?} after {:?})",
+        t0.elapsed()
+    );
     assert!(
         answer.is_empty(),
         "the agent answered another uid: {}",
@@ -268,7 +303,7 @@ fn peers_of_another_uid_are_refused_at_the_socket() {
     );
     // As nobody: the 0700 directory stops it before the socket.
     let probe = format!(
-        "import socket,sys\ns=socket.socket(socket.AF_UNIX)\ntry:\n s.connect({socket:?})\nexcept OSError as e:\n print('refused', e.errno); sys.exit(0)\ns.sendall(b'{{\"id\":1,\"req\":{{\"op\":\"hello\",\"v\":1,\"role\":\"cli\"}}}}\\n')\nprint('answer', s.recv(100))\n"
+        "import socket,sys\ns=socket.socket(socket.AF_UNIX)\ntry:\n s.connect({socket:?})\nexcept OSError as e:\n print('refused', e.errno); sys.exit(0)\ns.sendall({frames:?}.encode())\nprint('answer', s.recv(100))\n"
     );
     let out = as_user("nobody", "/usr/bin/python3")
         .arg("-c")
@@ -277,9 +312,18 @@ fn peers_of_another_uid_are_refused_at_the_socket() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.starts_with("refused") || text.contains("answer b''"),
+        text.starts_with("refused 13") || text.contains("answer b''"),
         "nobody: {text} {}",
         String::from_utf8_lossy(&out.stderr)
+    );
+    // Judged from outside: the same agent runs, unpaused, and nothing of it was journaled.
+    assert_eq!(agent("after"), pid, "the agent was replaced");
+    let after = status();
+    assert!(after["paused"].is_null(), "paused by another uid: {after}");
+    assert_eq!(
+        after["journal_head"].as_u64().unwrap(),
+        rows_before,
+        "another uid's requests were journaled: {after}"
     );
     let _ = as_user(USER, bin())
         .arg("lock")
@@ -287,40 +331,37 @@ fn peers_of_another_uid_are_refused_at_the_socket() {
         .output();
 }
 
-/// An impostor on the socket path: records every byte, answers hello as an agent would,
-/// offers a harmless-looking action, and would record any decision it got.
-fn impostor(socket: &std::path::Path, record: std::path::PathBuf) -> std::thread::JoinHandle<()> {
-    let _ = std::fs::remove_file(socket);
-    let listener = UnixListener::bind(socket).unwrap();
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(conn) = conn else { return };
-            let mut w = conn.try_clone().unwrap();
-            for line in BufReader::new(conn).lines() {
-                let Ok(line) = line else { break };
-                std::fs::OpenOptions::new()
-                    .append(true)
-                    .create(true)
-                    .open(&record)
-                    .unwrap()
-                    .write_all(format!("{line}\n").as_bytes())
-                    .unwrap();
-                let v: Value = serde_json::from_str(&line).unwrap_or_default();
-                let id = v["id"].as_u64().unwrap_or(0);
-                let reply = match v["req"]["op"].as_str() {
-                    Some("hello") => {
-                        json!({"t": "reply", "id": id, "reply": {"kind": "welcome", "data": {"v": 1, "vault_id": "vlt_x", "pid": 1, "session": null, "secure": false}}})
-                    }
-                    _ => json!({"t": "reply", "id": id, "reply": {"kind": "ok"}}),
-                };
-                // Like a stopping agent, it hangs up after `lock`.
-                if w.write_all(format!("{reply}\n").as_bytes()).is_err() || v["req"]["op"] == "lock"
-                {
-                    break;
-                }
-            }
-        }
-    })
+/// An impostor on the socket path, a process of its own (`support/impostor.py`, the same uid):
+/// records every line, answers hello as an agent would, offers a harmless-looking `ok`, and
+/// would record any decision it got. Killed when dropped.
+struct Impostor(std::process::Child);
+
+impl Drop for Impostor {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn impostor(socket: &std::path::Path, record: std::path::PathBuf) -> Impostor {
+    let mut child = Command::new(system_python())
+        .arg(support_file("impostor.py"))
+        .arg(socket)
+        .arg(&record)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(
+        line.trim(),
+        "listening",
+        "the impostor did not bind {}",
+        socket.display()
+    );
+    Impostor(child)
 }
 
 fn heard(record: &std::path::Path) -> String {
@@ -344,6 +385,10 @@ fn assert_heard_no_secret(record: &std::path::Path, secrets: &[&str]) {
 
 #[test]
 fn an_impostor_on_the_socket_path_gets_no_key_no_secret_and_no_signature() {
+    // The impostor is a second process of the same non-root uid (CI: the test user).
+    if !run_unprivileged("an_impostor_on_the_socket_path_gets_no_key_no_secret_and_no_signature") {
+        return;
+    }
     let mut v = TestVault::init("impostor");
     let key = v.master_hex();
     v.run(&["lock"], None).ok();

@@ -43,6 +43,11 @@ fn the_demo_runs_the_whole_flow_without_a_terminal() {
 
 #[test]
 fn the_demo_shows_the_real_card_on_a_terminal() {
+    // As a person runs it: not root (root reads any process's program; a person's agent cannot
+    // read the undumpable demo's).
+    if !support::uid::run_unprivileged("the_demo_shows_the_real_card_on_a_terminal") {
+        return;
+    }
     // Two cards of the real `vault approve`: the HTTP action, then the SSH one. After each
     // decision the screen says nothing waits, and [q] goes back to the demo.
     // The demo vault's approval PIN is printed (a real vault's never is) and typed after [a].
@@ -68,6 +73,17 @@ fn the_demo_shows_the_real_card_on_a_terminal() {
     assert!(
         !text.contains("(passphrase"),
         "the passphrase is never shown: {text}"
+    );
+    // The card names the client and what started it (the demo hides its own memory, so the
+    // card says so instead of "(?)", issue 48).
+    let client = text
+        .lines()
+        .find(|l| l.contains("client ") && l.contains("vault-demo"))
+        .unwrap_or_else(|| panic!("no client line: {text}"));
+    assert!(!client.contains("(?)"), "{client}");
+    assert!(
+        client.contains("whose program cannot be read") || client.contains('/'),
+        "{client}"
     );
 }
 

@@ -160,14 +160,15 @@ fn approve_for_this_session_applies_on_the_default_policy_and_says_until_when() 
         "one",
         "--approve-session",
     );
-    // The next call of the same session on the same credential runs without a card.
-    let sc = get(&mut p, 2, "api", &format!("{}/two", target.base()), 3);
+    // The next call of the same session on the same credential, within the grant's scope (a
+    // read of `/one` covers what lies under it), runs without a card.
+    let sc = get(&mut p, 2, "api", &format!("{}/one/two", target.base()), 3);
     assert_eq!(sc["state"], "completed", "{sc}");
     assert_eq!(target.requests().len(), 2);
     // Another session is not covered by it.
     let mut other = McpProc::spawn(v.command(&["mcp"]));
     other.initialize();
-    let sc = get(&mut other, 1, "api", &format!("{}/three", target.base()), 1);
+    let sc = get(&mut other, 1, "api", &format!("{}/one/three", target.base()), 1);
     assert_eq!(sc["state"], "pending", "{sc}");
     assert_eq!(
         target.requests().len(),
@@ -178,7 +179,7 @@ fn approve_for_this_session_applies_on_the_default_policy_and_says_until_when() 
     // On a `session` credential, approving once (`a`) covers the session, and says so.
     v.add_bearer_with("sess", &target.base(), SECRET, &["--approval", "session"]);
     approve_for_session(&mut p, &mut v, (3, "sess"), &target, "four", "--approve");
-    let sc = get(&mut p, 4, "sess", &format!("{}/five", target.base()), 3);
+    let sc = get(&mut p, 4, "sess", &format!("{}/four/five", target.base()), 3);
     assert_eq!(sc["state"], "completed", "{sc}");
     assert_eq!(target.requests().len(), 4);
     p.finish(Duration::from_secs(10));

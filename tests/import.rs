@@ -342,9 +342,12 @@ fn every_source_reaches_the_target_exactly_and_no_value_leaks() {
     let mut p = McpProc::spawn(v.command(&["mcp"]));
     p.initialize();
     let mut id = 0;
+    // Every reply, swept at the end: the target echoes the request back, scrubbed by the vault.
+    let mut replies: Vec<String> = Vec::new();
     let mut seen = |p: &mut McpProc, cred: &str| {
         id += 1;
         let r = p.call(id, "http_request", json!({"credential": cred, "method": "GET", "url": format!("{base}/echo?c={cred}"), "wait_s": 20}));
+        replies.push(r.to_string());
         assert_eq!(
             r["result"]["structuredContent"]["state"], "completed",
             "{cred}: {r}"
@@ -405,11 +408,17 @@ fn every_source_reaches_the_target_exactly_and_no_value_leaks() {
     );
     let journal = v.run(&["log", "--json"], None).ok();
     assert!(journal.stdout.contains("credential"), "{}", journal.stdout);
+    assert_eq!(replies.len(), 6, "every http_request reply is swept");
+    assert!(
+        replies.iter().all(|r| r.contains("/echo?c=")),
+        "each reply echoes its request: {replies:?}"
+    );
     sweep(
         &v,
         &[
             ("vault mcp stdout", rest.join("\n")),
             ("vault mcp stderr", stderr),
+            ("the http_request replies", replies.join("\n")),
         ],
     );
 }

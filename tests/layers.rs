@@ -28,10 +28,11 @@ use std::path::{Path, PathBuf};
 const ALLOWED: &[(&str, &[&str])] = &[
     ("wire", &[]),
     ("canonical", &[]),
+    ("mutation", &[]),
     ("time", &["wire"]),
-    ("term", &[]),
+    ("term", &["mutation"]),
     ("import", &[]),
-    ("sys", &["wire"]),
+    ("sys", &["mutation", "wire"]),
     ("paths", &["sys"]),
     ("config", &["paths"]),
     ("scan", &[]),
@@ -44,7 +45,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "credentials",
         &["audit", "keys", "store", "time", "wire"],
     ),
-    ("policy", &["canonical", "credentials", "term", "wire"]),
+    ("policy", &["canonical", "credentials", "mutation", "term", "wire"]),
     (
         "approvals",
         &[
@@ -53,6 +54,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "credentials",
             "fido",
             "keys",
+            "mutation",
             "policy",
             "store",
             "time",
@@ -61,7 +63,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     (
         "exec",
-        &["approvals", "config", "credentials", "policy", "wire"],
+        &["approvals", "config", "credentials", "mutation", "policy", "wire"],
     ),
     (
         "services",
@@ -91,6 +93,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "exec",
             "fido",
             "keys",
+            "mutation",
             "paths",
             "policy",
             "services",
@@ -100,8 +103,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "wire",
         ],
     ),
-    ("mcp", &["agent", "config", "paths", "wire"]),
-    ("contain", &["agent", "paths", "sys"]),
+    ("mcp", &["agent", "config", "mutation", "paths", "wire"]),
+    ("contain", &["agent", "mutation", "paths", "sys"]),
     (
         "vault",
         &[
@@ -144,6 +147,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "keys",
             "openbao",
             "mcp",
+            "mutation",
             "paths",
             "policy",
             "scan",

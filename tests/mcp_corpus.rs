@@ -6,9 +6,13 @@ mod support;
 
 use serde_json::Value;
 use std::io::Write;
+use std::net::TcpListener;
 use std::process::Stdio;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use support::mcp::{assert_protocol_stdout, wait_with_timeout};
+use support::target::HttpTarget;
 use support::*;
 
 const DECOYS: [&str; 3] = [
@@ -21,17 +25,103 @@ const INIT: &str = r#"{"jsonrpc":"2.0","id":"init","method":"initialize","params
 const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
 const PROBE: &str = r#"{"jsonrpc":"2.0","id":"probe","method":"ping"}"#;
 
+/// What the corpus's credentials reach: real loopback targets that count every request (the two
+/// HTTPS ones, behind a throwaway CA) and a TCP listener that counts every connection (where the
+/// SSH credential points), so that "zero actions" is counted where an action would land.
+struct Targets {
+    api: HttpTarget,
+    other: HttpTarget,
+    ssh_port: u16,
+    ssh_hits: Arc<AtomicUsize>,
+    _ca: TempDir,
+}
+
+impl Targets {
+    fn start() -> Self {
+        let dir = TempDir::new("corpus-ca");
+        let ca = support::tls::TestCa::create(dir.path());
+        let api = HttpTarget::start_tls("unused", &ca.leaf_cert, &ca.leaf_key);
+        let other = HttpTarget::start_tls("unused", &ca.leaf_cert, &ca.leaf_key);
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let ssh_port = listener.local_addr().unwrap().port();
+        let ssh_hits = Arc::new(AtomicUsize::new(0));
+        let hits = ssh_hits.clone();
+        std::thread::spawn(move || {
+            for _ in listener.incoming() {
+                hits.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        // The CA file must outlive the vault's reads of it.
+        let _ = ca.ca_cert.clone();
+        Self {
+            api,
+            other,
+            ssh_port,
+            ssh_hits,
+            _ca: dir,
+        }
+    }
+
+    /// `host:port` of a target, as the cases' URLs name it in place of the example host.
+    fn authority(t: &HttpTarget) -> String {
+        t.base().trim_start_matches("https://").to_owned()
+    }
+
+    /// The cases' example hosts, each replaced by the loopback target its credential names: a
+    /// case's URL keeps its meaning (same scheme, path, port and userinfo relation), and now
+    /// leads somewhere real. A case whose URL would no longer parse after the swap (a port
+    /// after the host, a host that only begins with it) keeps the example host: it names no
+    /// credential's target either way.
+    fn rewrite(&self, input: &[u8]) -> Vec<u8> {
+        let mut out = input.to_vec();
+        for (host, t) in [
+            ("api.example.com", &self.api),
+            ("other.example.com", &self.other),
+        ] {
+            let to = Self::authority(t);
+            for end in ["/", "\\/"] {
+                out = replace_bytes(
+                    &out,
+                    format!("{host}{end}").as_bytes(),
+                    format!("{to}{end}").as_bytes(),
+                );
+            }
+        }
+        out
+    }
+
+    fn requests(&self) -> usize {
+        self.api.requests().len() + self.other.requests().len()
+    }
+}
+
+/// `from` replaced by `to` in `bytes` (which need not be UTF-8: some cases are not).
+fn replace_bytes(bytes: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut rest = bytes;
+    while let Some(at) = memchr::memmem::find(rest, from) {
+        out.extend_from_slice(&rest[..at]);
+        out.extend_from_slice(to);
+        rest = &rest[at + from.len()..];
+    }
+    out.extend_from_slice(rest);
+    out
+}
+
 /// A vault with an http credential `api`, an ssh credential `box` (command allowlist) in the
-/// default profile, and `other-api` in profile `other`.
-pub fn corpus_vault() -> TestVault {
+/// default profile, and `other-api` in profile `other`, each bound to a loopback target of `t`.
+fn corpus_vault(t: &Targets) -> TestVault {
     let mut v = TestVault::init("corpus");
+    let ca = t._ca.path().join("ca.pem");
     v.run_pp(
         &[
             "add",
             "http",
             "api",
             "--host",
-            "api.example.com",
+            &format!("https://{}", Targets::authority(&t.api)),
+            "--ca-file",
+            ca.to_str().unwrap(),
             "--path-prefix",
             "/v1/",
             "--methods",
@@ -49,7 +139,9 @@ pub fn corpus_vault() -> TestVault {
             "ssh",
             "box",
             "--host",
-            "10.1.2.3",
+            "127.0.0.1",
+            "--port",
+            &t.ssh_port.to_string(),
             "--user",
             "deploy",
             "--password-stdin",
@@ -67,7 +159,9 @@ pub fn corpus_vault() -> TestVault {
             "http",
             "other-api",
             "--host",
-            "other.example.com",
+            &format!("https://{}", Targets::authority(&t.other)),
+            "--ca-file",
+            ca.to_str().unwrap(),
             "--bearer",
             "--secret-stdin",
             "--profile",
@@ -126,15 +220,37 @@ fn every_hostile_input_is_refused_before_anything_can_act() {
     .unwrap();
     let cases = corpus["cases"].as_array().unwrap();
     assert!(cases.len() >= 40, "the corpus keeps at least 40 cases");
-    let mut v = corpus_vault();
+    let targets = Targets::start();
+    let mut v = corpus_vault(&targets);
+    // The control: each target is reachable through its credential (so a zero below is a
+    // refusal, not a dead target), then counted from zero.
+    let ssh_before = targets.ssh_hits.load(Ordering::SeqCst);
+    let mut p = support::mcp::McpProc::spawn(v.command(&["mcp"]));
+    p.initialize();
+    let url = format!("https://{}/v1/items", Targets::authority(&targets.api));
+    let control = p.call(
+        1,
+        "http_request",
+        serde_json::json!({"credential": "api",
+        "method": "GET", "url": url, "wait_s": 0}),
+    );
+    let control_id = control["result"]["structuredContent"]["action_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the control GET did not wait for a card: {control}"))
+        .to_owned();
+    p.finish(Duration::from_secs(10));
     let mut rejected_before = rejected_rows(&v);
+    let mut aimed = 0;
     for case in cases {
         let name = case["name"].as_str().unwrap();
         let mut stdin = Vec::new();
         if case["preamble"] != false {
             stdin.extend_from_slice(format!("{INIT}\n{INITIALIZED}\n").as_bytes());
         }
-        stdin.extend_from_slice(&input_of(case));
+        let input = input_of(case);
+        let rewritten = targets.rewrite(&input);
+        aimed += usize::from(rewritten != input);
+        stdin.extend_from_slice(&rewritten);
         let eof = case["eof"] == true;
         if !eof {
             stdin.extend_from_slice(format!("{PROBE}\n").as_bytes());
@@ -223,15 +339,31 @@ fn every_hostile_input_is_refused_before_anything_can_act() {
     let actions: i64 = vault
         .store
         .conn()
-        .query_row("SELECT count(*) FROM actions", [], |r| r.get(0))
+        .query_row(
+            "SELECT count(*) FROM actions WHERE id != ?1",
+            [&control_id],
+            |r| r.get(0),
+        )
         .unwrap();
     assert_eq!(actions, 0, "rejected requests must leave no action");
+    // Counted where an action would land: nothing reached a target or the SSH port (and the
+    // cases that name an example host now name a real one).
+    assert!(
+        aimed >= 10,
+        "only {aimed} cases were aimed at the loopback targets"
+    );
+    assert_eq!(targets.requests(), 0, "a request reached a target");
+    assert_eq!(
+        targets.ssh_hits.load(Ordering::SeqCst),
+        ssh_before,
+        "a connection reached the SSH credential's port"
+    );
     let transitions: i64 = vault
         .store
         .conn()
         .query_row(
-            "SELECT count(*) FROM audit WHERE kind LIKE 'action.%'",
-            [],
+            "SELECT count(*) FROM audit WHERE kind LIKE 'action.%' AND action_id != ?1",
+            [&control_id],
             |r| r.get(0),
         )
         .unwrap();

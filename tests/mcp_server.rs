@@ -207,11 +207,18 @@ fn a_waiting_call_blocks_nothing_and_cancellation_withdraws_it() {
         assert!(Instant::now() < deadline, "not withdrawn: {g}");
         std::thread::sleep(Duration::from_millis(50));
     }
+    // Every line vault mcp wrote is searched: those the polling above read (and set aside)
+    // as well as those left after the end.
+    let before_end = p.seen.clone();
     let (code, rest, _) = p.finish(Duration::from_secs(10));
     assert_eq!(code, 0);
     assert!(
-        !p_seen_has_id(&rest, 10),
+        !p_seen_has_id(&before_end, 10) && !p_seen_has_id(&rest, 10),
         "a cancelled request gets no response"
+    );
+    assert!(
+        p_seen_has_id(&before_end, 15),
+        "the polling's own responses are among the lines searched"
     );
 }
 

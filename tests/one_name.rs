@@ -53,6 +53,18 @@ fn doctor_notices_when_vault_on_path_is_another_program() {
             && detail.contains("~/.local/bin/agent-vault"),
         "{detail}"
     );
+    // This program's folder later on PATH: the link goes beside it, where PATH already looks
+    // (after `cargo install`, ~/.cargo/bin, as the README says).
+    let c = path_check(&mut v, &format!("{}:{}", other.display(), ours.display()));
+    let detail = c["detail"].as_str().unwrap();
+    let ours_real = std::fs::canonicalize(ours).unwrap();
+    assert!(
+        detail.contains(&format!(
+            "`ln -s vault {}/agent-vault`",
+            ours_real.display()
+        )),
+        "{detail}"
+    );
     // With agent-vault on PATH too, the warning says to use it.
     let c = path_check(&mut v, &format!("{}:{}", other.display(), links.display()));
     assert_eq!(c["warning"], true, "{c}");

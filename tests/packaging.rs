@@ -65,12 +65,57 @@ fn completions_offer_every_command_through_each_shell() {
                 "{shell} does not offer `{name}`: {offered:?}"
             );
         }
-        // The hidden `vault man` is for packagers, not offered at the prompt.
+        // `vault man` reads the page where no package installed it: listed and offered.
+        assert!(commands.iter().any(|c| c == "man"), "{commands:?}");
+    }
+}
+
+/// `agent-vault` is the same program by the name HashiCorp Vault's CLI does not take: the one
+/// script completes it too, and calls back `agent-vault`, never the `vault` that is first on PATH
+/// (here another program, which records that it ran).
+#[test]
+fn agent_vault_completes_by_its_own_name() {
+    let dir = support::TempDir::new("completions-alias");
+    let bin_dir = dir.path().join("bin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    std::os::unix::fs::symlink(bin(), bin_dir.join("agent-vault")).unwrap();
+    let ran = dir.path().join("other-vault-ran");
+    let other = bin_dir.join("vault");
+    std::fs::write(
+        &other,
+        format!("#!/bin/sh\necho \"$@\" >> '{}'\n", ran.display()),
+    )
+    .unwrap();
+    let mut perms = std::fs::metadata(&other).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&other, perms).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let commands = commands();
+    for shell in ["bash", "fish"] {
+        let out = vault(&["completions", shell]);
+        assert_eq!(out.status.code(), Some(0), "{shell}");
+        let script = dir.path().join(format!("vault.{shell}"));
+        std::fs::write(&script, &out.stdout).unwrap();
+        let offered = support::completion::offered(shell, &script, &path, "agent-vault ", &[]);
+        for name in &commands {
+            assert!(
+                offered.iter().any(|w| w == name),
+                "{shell} does not offer `agent-vault {name}`: {offered:?}"
+            );
+        }
         assert!(
-            !offered.iter().any(|w| w == "man"),
-            "{shell} offers the hidden `man`"
+            !ran.exists(),
+            "{shell} completed `agent-vault` by running the other `vault`: {:?}",
+            std::fs::read_to_string(&ran)
         );
     }
+    // zsh: the one file is autoloaded for both names.
+    let zsh = String::from_utf8(vault(&["completions", "zsh"]).stdout).unwrap();
+    assert_eq!(zsh.lines().next(), Some("#compdef vault agent-vault"));
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! The README's command lines run as written, without a terminal, against a throwaway vault: every
-//! line of its `sh` blocks whose command is `vault` or `mkdir` (continuations joined, comments
-//! kept), in a fresh HOME holding the files the lines name (`token.txt`, `~/.ssh/id_ed25519`),
+//! line of its `sh` blocks whose command is `vault`, `mkdir` or an `echo` of a `vault` line into
+//! `~/.bashrc` (continuations joined, comments kept), in a fresh HOME holding the files the lines name (`token.txt`, `~/.ssh/id_ed25519`),
 //! with the passphrase in `VAULT_PASSPHRASE_FILE` as the README says. Lines for other programs
 //! (cargo, sudo, claude), `vault run -- CLIENT` (an AI client), the interactive `vault approve`
 //! (a person at the card) and team mode's (an OpenBao server; tests/team_mode.rs) are listed and
@@ -81,7 +81,13 @@ fn every_vault_line_of_the_readme_runs_as_written() {
         // Team mode's lines need the team's OpenBao (tests/team_mode.rs runs each of these
         // commands against a real `bao server -dev`).
         let team = line.contains("openbao");
-        if !matches!(first, "vault" | "mkdir") || line.starts_with("vault run ") || person || team {
+        // `echo '…vault…' >> ~/.bashrc`: the completion set-up, checked below.
+        let vault_echo = first == "echo" && line.contains("vault");
+        if !(matches!(first, "vault" | "mkdir") || vault_echo)
+            || line.starts_with("vault run ")
+            || person
+            || team
+        {
             skipped.push(line.clone());
             continue;
         }
@@ -125,7 +131,8 @@ fn every_vault_line_of_the_readme_runs_as_written() {
         "vault setup claude",
     ] {
         assert!(
-            ran.iter().any(|l| l.starts_with(want)),
+            ran.iter()
+                .any(|l| l.starts_with(want) || l.contains(&format!("<({want}"))),
             "the README no longer has a `{want}` line to run: {ran:#?}"
         );
     }
@@ -146,9 +153,24 @@ fn every_vault_line_of_the_readme_runs_as_written() {
         !env.contains("DECOY_readme_51c0") && env.contains("stripe"),
         "{env}"
     );
-    assert!(home
-        .join(".local/share/bash-completion/completions/vault")
-        .exists());
+    // The ~/.bashrc line completes both names in a bash without the bash-completion package.
+    let bash = Command::new("bash")
+        .args([
+            "--norc",
+            "--noprofile",
+            "-c",
+            "source ~/.bashrc && complete -p vault && complete -p agent-vault",
+        ])
+        .env("HOME", &home)
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    assert!(
+        bash.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&bash.stdout),
+        String::from_utf8_lossy(&bash.stderr)
+    );
     let _ = Command::new(bin())
         .arg("lock")
         .env("VAULT_DIR", &vault_dir)

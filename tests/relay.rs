@@ -121,9 +121,11 @@ fn a_relay_on_the_socket_path_gets_no_secret_of_add_or_edit() {
         "relayed {relayed} connections, {parsed} JSON lines, {} bytes; add: {add:?}; edit: {edit:?}",
         heard.len()
     );
+    // The control: the relay stood in the path of both commands (else nothing here is proved),
+    // and it never saw a JSON line of theirs (the channel is sealed from the first byte on).
     assert!(
-        relayed >= 1 || (add.code != 0 && edit.code != 0),
-        "the relay relayed no connection, yet the commands succeeded"
+        relayed >= 2,
+        "the relay relayed {relayed} connection(s): add and edit did not go through it"
     );
     let mut findings = Vec::new();
     for secret in [ADDED, EDITED, PASSPHRASE, key.as_str()] {
@@ -219,8 +221,8 @@ fn a_relay_cannot_choose_the_policy_the_person_signs() {
     drop(r);
     eprintln!("relayed {relayed} connections, swapped {swapped} replies; add: {add:?}");
     assert!(
-        relayed >= 1 || add.code != 0,
-        "the relay relayed no connection, yet vault add succeeded"
+        relayed >= 1,
+        "the relay relayed no connection: vault add did not go through it"
     );
     let mut findings = Vec::new();
     let (stored, applies) = policy(&v, &prod).expect("prod exists");
@@ -312,11 +314,21 @@ fn the_card_shows_the_request_that_runs_whatever_the_relay_writes() {
         "relayed {relayed} connections, rewrote {rewritten} lines; approve exit {}; the call: {}; DELETEs at the target: {deletes}",
         run.code, answer["result"]["structuredContent"]["state"]
     );
+    // The control: approve went through the relay, showed a card and approved it; the person
+    // saw the real request, so the DELETE ran once (a relay that only passes sealed bytes on
+    // cannot stop that either).
     assert!(
-        relayed >= 1 || run.code != 0,
-        "the relay relayed no connection, yet vault approve ran"
+        relayed >= 1,
+        "the relay relayed no connection: vault approve did not go through it"
     );
     let card = first_card(&run.stdout);
+    assert!(
+        run.code == 0 && card.contains("DELETE") && card.contains("/repos/acme/prod"),
+        "vault approve never showed the DELETE's card (exit {}):\n{}",
+        run.code,
+        run.stdout
+    );
+    assert_eq!(deletes, 1, "the approved DELETE did not run once: {answer}");
     let mut findings = Vec::new();
     if run.stdout.contains("/user") {
         findings.push(format!(

@@ -190,6 +190,14 @@ fn every_usual_place_is_named_with_its_line_and_kind_and_no_value() {
         stdout.contains(&format!("{} secret(s)", want.len())),
         "{stdout}"
     );
+    // The last line names what to fill in (the commands hold NAME, HOST and USER here) and what
+    // is left to do by hand (the .env lines go with --remove-from-source; the others do not).
+    let last = stdout.lines().last().unwrap();
+    assert!(
+        last.contains("(fill in NAME, HOST and USER)")
+            && last.contains("where the command does not (--remove-from-source does)"),
+        "{last}"
+    );
     assert_eq!(
         String::from_utf8(explicit.stdout).unwrap(),
         stdout,
@@ -238,7 +246,7 @@ fn every_usual_place_is_named_with_its_line_and_kind_and_no_value() {
     assert_eq!(
         command_of("services/api/.env", 1),
         format!(
-            "vault add http github-token --host api.github.com --bearer --secret-from env:{}#GITHUB_TOKEN",
+            "vault add http github-token --host api.github.com --bearer --secret-from env:{}#GITHUB_TOKEN --remove-from-source",
             env.display()
         )
     );
@@ -287,6 +295,12 @@ fn a_clean_home_and_project_exit_0_in_one_line() {
     assert_eq!(out.status.code(), Some(0), "{stdout}");
     assert_eq!(stdout.lines().count(), 1, "{stdout}");
     assert!(stdout.starts_with("Clean: "), "{stdout}");
+    // The folder is named by its path, never as "." (it said "in .'s .env files").
+    let canon = std::fs::canonicalize(&project).unwrap();
+    assert!(
+        stdout.contains(&format!("the .env files under {}", canon.display())),
+        "{stdout}"
+    );
     let out = scan(&home, &project, &["--json"]);
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(String::from_utf8(out.stdout).unwrap().trim(), "[]");

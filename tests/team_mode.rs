@@ -471,9 +471,17 @@ fn a_same_uid_process_cannot_point_the_vault_at_its_own_server() {
     ) {
         return;
     }
+    // The attacker's server counts every connection for the whole test, not one accept() at
+    // the end (a connection a moment later would be missed).
     let lure = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    lure.set_nonblocking(true).unwrap();
     let lure_address = format!("http://{}", lure.local_addr().unwrap());
+    let lured = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = lured.clone();
+    std::thread::spawn(move || {
+        for _ in lure.incoming() {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    });
     let mut v = TestVault::init("team-forged");
     let before = support::journal::kinds(&v);
     let login = json!({"address": lure_address, "auth": {"method": "approle", "mount": "approle", "role_id": "r"}, "journal_mount": "secret"});
@@ -495,8 +503,11 @@ fn a_same_uid_process_cannot_point_the_vault_at_its_own_server() {
         );
     }
     assert_not_logged_in(&mut v, &HttpTarget::start(V1));
-    assert!(
-        lure.accept().is_err(),
+    // A last look after the agent had time to act on anything it took.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert_eq!(
+        lured.load(std::sync::atomic::Ordering::SeqCst),
+        0,
         "the agent contacted the attacker's server"
     );
     let after = support::journal::kinds(&v);

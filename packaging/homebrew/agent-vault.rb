@@ -21,6 +21,9 @@ class AgentVault < Formula
     # The same program by the name HashiCorp Vault's `vault` (also in Homebrew) does not take.
     bin.install_symlink "vault" => "agent-vault"
     generate_completions_from_executable(bin/"vault", "completions") # bash, zsh, fish
+    # Each script registers both names; bash and fish load one by the command's name.
+    bash_completion.install_symlink bash_completion/"vault" => "agent-vault"
+    fish_completion.install_symlink fish_completion/"vault.fish" => "agent-vault.fish"
     (man1/"vault.1").write Utils.safe_popen_read(bin/"vault", "man")
   end
 

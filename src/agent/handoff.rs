@@ -98,7 +98,13 @@ pub fn start_agent(
         .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
         .stdout(Stdio::null())
         .stderr(Stdio::from(log));
-    for k in KEPT_ENV {
+    // A `mutation` build (`.ci/mutants` only) hands its guard switches on to the agent too.
+    let mutants: &[&str] = if cfg!(feature = "mutation") {
+        &["AV_MUTATE"]
+    } else {
+        &[]
+    };
+    for k in KEPT_ENV.iter().chain(mutants) {
         if let Some(v) = std::env::var_os(k) {
             cmd.env(k, v);
         }

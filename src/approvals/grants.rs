@@ -226,11 +226,18 @@ fn view(conn: &Connection, g: &Stored) -> Result<GrantView, ApprovalError> {
 fn active(conn: &Connection, trust: &Trust) -> Result<Vec<Stored>, ApprovalError> {
     let mut out = Vec::new();
     for g in unexpired(conn, trust, None)? {
-        if in_force(conn, &g.id)? {
+        if in_force(conn, &g.id)? && !session_ended(conn, &g.session)? {
             out.push(g);
         }
     }
     Ok(out)
+}
+
+/// Whether the session's end is journaled: its grants can never be used again (a session that
+/// ended makes no call), so they are not in force, whatever their expiry says.
+fn session_ended(conn: &Connection, session: &str) -> rusqlite::Result<bool> {
+    conn.prepare_cached("SELECT EXISTS (SELECT 1 FROM audit WHERE session_id = ?1 AND kind = ?2)")?
+        .query_row([session, Kind::SessionEnd.as_str()], |r| r.get(0))
 }
 
 /// `vault grants`: every grant in force, with its uses so far.

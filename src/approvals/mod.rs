@@ -340,9 +340,12 @@ pub fn get(store: &mut Store, session_id: &str, id: &str) -> Result<Action, Appr
     let action = store
         .conn()
         .prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM actions WHERE id = ?1 AND session_id = ?2"
+            "SELECT {COLUMNS} FROM actions WHERE id = ?1 AND (session_id = ?2 OR ?3)"
         ))?
-        .query_row([id, session_id], from_row)
+        .query_row(
+            params![id, session_id, crate::mutation::off("session_scope")],
+            from_row,
+        )
         .optional()?
         .ok_or_else(|| ApprovalError::NotFound(id.to_owned()))?;
     if action.state == State::Pending && is_past(&action.expires_at) {

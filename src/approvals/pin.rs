@@ -140,6 +140,9 @@ pub(super) fn check(
     pin: Option<&Secret>,
     action_id: &str,
 ) -> Result<(), ApprovalError> {
+    if crate::mutation::off("pin_check") {
+        return Ok(());
+    }
     let given = pin.map_or(&[][..], Secret::expose);
     let failures = |c: &Connection| -> Result<u32, StoreError> {
         Ok(get_meta(c, FAILURES)?

@@ -35,6 +35,9 @@ pub struct ActionEntry {
     /// The latest row's reason: why it was denied, expired, withdrawn or failed (or how it was
     /// approved while it waits for dispatch).
     pub reason: Option<String>,
+    /// How the person decided it (`approved`/`denied` rows): the PIN on a card, a security key,
+    /// or the passphrase (`vault approve --id`, the scripted path).
+    pub method: Option<crate::wire::ApprovalMethod>,
 }
 
 /// One MCP session, from its `session.start` row.
@@ -202,6 +205,7 @@ impl Activity {
             duration_ms: None,
             basis: None,
             reason: None,
+            method: None,
         });
         self.entries.len() - 1
     }
@@ -235,6 +239,7 @@ impl Activity {
                     duration_ms: None,
                     basis: None,
                     reason: None,
+                    method: None,
                 });
                 self.by_action.insert(id, self.entries.len() - 1);
                 self.entries.len() - 1
@@ -252,6 +257,9 @@ impl Activity {
             e.reason = b.reason;
             if b.basis.is_some() {
                 e.basis = b.basis;
+            }
+            if b.method.is_some() {
+                e.method = b.method;
             }
         }
         e.duration_ms = state

@@ -4,7 +4,7 @@
 //! (`--presence key`). Adding and removing are signed with the passphrase, so a process of the
 //! person's user cannot register a key of its own; the registration itself is a touch of the key
 //! (makeCredential over USB).
-use super::backend::{keys_from, unexpected, Backend, PassphraseArg};
+use super::backend::{read_keys, unexpected, Backend, PassphraseArg};
 use crate::agent::protocol::{KeyView, Reply, Request};
 use crate::approvals::touch;
 use crate::cli::Exit;
@@ -81,8 +81,9 @@ pub(super) fn run(paths: VaultPaths, sub: Sub) -> anyhow::Result<Exit> {
 fn show_key(paths: VaultPaths, a: ShowArgs) -> anyhow::Result<Exit> {
     let vault_id = Vault::id_of(&paths)?;
     let source = a.passphrase.source();
-    let passphrase = source.read("Vault passphrase (to read the approver key): ")?;
-    let public = keys_from(&paths, &source, &passphrase)?.approver.public();
+    let public = read_keys(&paths, &source, "Vault passphrase (to read the approver key): ")?
+        .approver
+        .public();
     print_public_key(&vault_id, &public, a.json)?;
     Ok(Exit::Ok)
 }
@@ -133,8 +134,11 @@ pub(super) fn needs_key(backend: &mut Backend) -> anyhow::Result<()> {
 fn add(paths: VaultPaths, a: AddArgs) -> anyhow::Result<Exit> {
     let vault_id = Vault::id_of(&paths)?;
     let source = a.passphrase.source();
-    let passphrase = source.read("Vault passphrase (to sign the registration): ")?;
-    let keys = keys_from(&paths, &source, &passphrase)?;
+    let keys = read_keys(
+        &paths,
+        &source,
+        "Vault passphrase (to sign the registration): ",
+    )?;
     let mut backend = Backend::secure(&paths, keys)?;
     let existing = keys_of(&mut backend)?;
     if existing.len() >= touch::MAX_KEYS {
@@ -227,8 +231,7 @@ fn list(paths: VaultPaths, a: KeysArgs) -> anyhow::Result<Exit> {
 fn remove(paths: VaultPaths, a: RemoveArgs) -> anyhow::Result<Exit> {
     let vault_id = Vault::id_of(&paths)?;
     let source = a.passphrase.source();
-    let passphrase = source.read("Vault passphrase (to sign the removal): ")?;
-    let keys = keys_from(&paths, &source, &passphrase)?;
+    let keys = read_keys(&paths, &source, "Vault passphrase (to sign the removal): ")?;
     let mut backend = Backend::secure(&paths, keys)?;
     let Some(found) = keys_of(&mut backend)?
         .into_iter()

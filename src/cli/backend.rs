@@ -48,6 +48,35 @@ pub(super) fn keys_from(
     })
 }
 
+/// How many times a terminal is asked for the passphrase before a wrong one is the answer.
+const PASSPHRASE_TRIES: u32 = 3;
+
+/// The passphrase from `source` (asked with `prompt`) and the keys it opens. At a terminal a
+/// wrong passphrase is asked for again, up to three times in all: a typo is not a disaster.
+/// From stdin or a file, a wrong one is the answer at once.
+pub(super) fn read_keys(
+    paths: &VaultPaths,
+    source: &PassphraseSource,
+    prompt: &str,
+) -> anyhow::Result<KeyMaterial> {
+    let mut asked = prompt.to_owned();
+    for tried in 1..=PASSPHRASE_TRIES {
+        let passphrase = source.read(&asked)?;
+        match Vault::keys(paths, &passphrase) {
+            Err(VaultError::KeyFile(crate::keys::KeyFileError::WrongPassphrase))
+                if *source == PassphraseSource::Terminal && tried < PASSPHRASE_TRIES =>
+            {
+                asked = format!(
+                    "Wrong passphrase (nothing was changed; {} more tries). {prompt}",
+                    PASSPHRASE_TRIES - tried
+                );
+            }
+            _ => return keys_from(paths, source, &passphrase),
+        }
+    }
+    unreachable!("the last try returns")
+}
+
 /// A refusal by the vault, with its category (for the exit code).
 #[derive(Debug, thiserror::Error)]
 #[error("{message}")]
@@ -78,8 +107,8 @@ impl Backend {
         if source == PassphraseSource::Terminal && !has_terminal() {
             return Err(VaultError::Locked(paths.dir().display().to_string()).into());
         }
-        let passphrase = source.read("The vault is locked. Vault passphrase: ")?;
-        Self::with_keys(paths, keys_from(paths, &source, &passphrase)?)
+        let keys = read_keys(paths, &source, "The vault is locked. Vault passphrase: ")?;
+        Self::with_keys(paths, keys)
     }
 
     /// For a command that hands the vault a secret: with the passphrase, the agent must prove it
@@ -97,8 +126,11 @@ impl Backend {
             })
             .context("a change goes only to a vault agent that proves it holds the vault's key, and is signed with your approver key: both take your passphrase"));
         }
-        let passphrase = source.read("Vault passphrase (to check the vault agent): ")?;
-        let keys = keys_from(paths, &source, &passphrase)?;
+        let keys = read_keys(
+            paths,
+            &source,
+            "Vault passphrase (to check the vault agent): ",
+        )?;
         Self::secure(paths, keys)
     }
 

@@ -38,6 +38,21 @@ pub(super) fn answer_if_asked() {
         .complete();
 }
 
+/// The program's two names: `agent-vault` is the link the packages install beside `vault`.
+const NAMES: [&str; 2] = ["vault", "agent-vault"];
+
+/// One zsh file for both names: compinit reads only its first line, so that `#compdef` names
+/// both, and the second registration's own `#compdef` line goes.
+fn zsh_for_both(script: &[u8]) -> Vec<u8> {
+    let text = String::from_utf8_lossy(script);
+    let mut out = format!("#compdef {}\n", NAMES.join(" "));
+    for line in text.lines().filter(|l| !l.starts_with("#compdef ")) {
+        out.push_str(line);
+        out.push('\n');
+    }
+    out.into_bytes()
+}
+
 pub(super) fn run(args: Args) -> anyhow::Result<Exit> {
     // Generated into memory first: `generate` panics on a write error, a closed pipe included.
     let mut script = Vec::new();
@@ -50,10 +65,23 @@ pub(super) fn run(args: Args) -> anyhow::Result<Exit> {
         _ => None,
     };
     match registration {
+        // Each name calls itself back: `agent-vault` is completed by `agent-vault`, never by the
+        // `vault` first on PATH, which may be HashiCorp Vault's.
         Some(shell) => {
-            shell.write_registration("COMPLETE", "vault", "vault", "vault", &mut script)?
+            for name in NAMES {
+                let mut one = Vec::new();
+                shell.write_registration("COMPLETE", name, name, name, &mut one)?;
+                script.extend(one);
+            }
+            if args.shell == clap_complete::Shell::Zsh {
+                script = zsh_for_both(&script);
+            }
         }
-        None => clap_complete::generate(args.shell, &mut command(), "vault", &mut script),
+        None => {
+            for name in NAMES {
+                clap_complete::generate(args.shell, &mut command(), name, &mut script);
+            }
+        }
     }
     super::out::raw(&script)?;
     Ok(Exit::Ok)

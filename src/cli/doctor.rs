@@ -149,7 +149,10 @@ fn path_check() -> Check {
         (Some((other, false)), alias) => {
             let instead = match alias {
                 Some((_, true)) => "run this one as `agent-vault` (on your PATH)".to_owned(),
-                _ => format!("run this one as `agent-vault`: `ln -s {this_shown} ~/.local/bin/agent-vault` (the .deb and Homebrew packages install it)"),
+                _ => format!(
+                    "run this one as `agent-vault`: {} (the .deb and Homebrew packages install it)",
+                    super::setup::link_advice()
+                ),
             };
             check(
                 name,
@@ -419,9 +422,10 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         });
     }
     checks.push(match crate::sys::ptrace_scope() {
-        Some(0) => check("ptrace_scope", Level::Ok, "0: any process may trace a dumpable process of the same user; the agent is not dumpable"),
+        // The same fact the terminal check warns of: said the same way here.
+        Some(0) => check("ptrace_scope", Level::Warn, "0: any process of yours may trace another of yours (your terminal and shell among them; the agent and vault approve are not dumpable); `sudo sysctl kernel.yama.ptrace_scope=1` limits it to a process's own children"),
         Some(n) => check("ptrace_scope", Level::Ok, format!("{n}: tracing is restricted beyond same-user")),
-        None => check("ptrace_scope", Level::Ok, "no yama setting here"),
+        None => check("ptrace_scope", Level::Warn, "no yama setting here: any process of yours may trace another of yours (the agent and vault approve are not dumpable); a kernel with Yama (kernel.yama.ptrace_scope=1) limits it"),
     });
     if let Ok(vault_id) = Vault::id_of(&paths) {
         checks.push(match (remember::probe(), remember::recall(&vault_id)) {

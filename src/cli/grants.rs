@@ -69,8 +69,11 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
 fn revoke(paths: VaultPaths, args: RevokeArgs) -> anyhow::Result<Exit> {
     let vault_id = Vault::id_of(&paths)?;
     let source = args.passphrase.source();
-    let passphrase = source.read("Vault passphrase (to sign the revocation): ")?;
-    let keys = super::backend::keys_from(&paths, &source, &passphrase)?;
+    let keys = super::backend::read_keys(
+        &paths,
+        &source,
+        "Vault passphrase (to sign the revocation): ",
+    )?;
     let revoke = crate::approvals::sign_revocation(&keys.approver, &vault_id, args.id.as_deref());
     let mut backend = Backend::secure(&paths, keys)?;
     let revoked = match backend.call(Request::RevokeGrants { revoke })? {

@@ -12,6 +12,7 @@ use crate::cli::Exit;
 use crate::paths::VaultPaths;
 use crate::term::escape;
 use crate::wire::journal::Basis;
+use crate::wire::ApprovalMethod;
 use serde_json::json;
 use std::io::IsTerminal;
 
@@ -36,27 +37,50 @@ pub(super) struct Args {
     reverse: bool,
 }
 
+/// The RAN ON column's width: a terminal's table shows ids cut to their first digits; piped,
+/// every character of the longest (`script dec_` and 32 hex digits) fits, so the columns stay
+/// aligned.
+fn ran_on_width(width: Option<usize>) -> usize {
+    if width.is_some() {
+        13
+    } else {
+        43
+    }
+}
+
 /// The column titles of `entry_line`.
-fn header() -> String {
+fn header(width: Option<usize>) -> String {
     format!(
-        "{:<26}  {:<14}  {:<12}  {:<14}  {:<18}  {:>7}  {:<13}  {}",
-        "TIME (local)", "CLIENT", "TOOL", "CREDENTIAL", "STATE", "TOOK", "RAN ON", "WHAT"
+        "{:<26}  {:<14}  {:<12}  {:<14}  {:<18}  {:>7}  {:<w$}  {}",
+        "TIME (local)",
+        "CLIENT",
+        "TOOL",
+        "CREDENTIAL",
+        "STATE",
+        "TOOK",
+        "RAN ON",
+        "WHAT",
+        w = ran_on_width(width)
     )
 }
 
-/// Why a dispatched action ran, as JSON: `{"kind":"card","decision":"dec_…"}`,
-/// `{"kind":"grant","grant":"grt_…"}` or `{"kind":"policy","policy":"never"}`.
-fn basis_json(b: &Basis) -> serde_json::Value {
+/// Why a dispatched action ran, as JSON: `{"kind":"card","decision":"dec_…","method":"pin"}`
+/// (a person's signed decision: `method` says how, `passphrase` being the scripted
+/// `vault approve --id`), `{"kind":"grant","grant":"grt_…"}` or
+/// `{"kind":"policy","policy":"never"}`.
+fn basis_json(b: &Basis, method: Option<ApprovalMethod>) -> serde_json::Value {
     match b {
-        Basis::Decision { decision, .. } => json!({"kind": "card", "decision": decision}),
+        Basis::Decision { decision, .. } => json!({"kind": "card", "decision": decision,
+            "method": method.map(ApprovalMethod::as_str)}),
         Basis::Grant { grant, .. } => json!({"kind": "grant", "grant": grant}),
         Basis::Policy { policy } => json!({"kind": "policy", "policy": policy.as_str()}),
     }
 }
 
-/// Why a dispatched action ran, as text: `card dec_…`, `grant grt_…`, `policy writes`, or `-`;
+/// Why a dispatched action ran, as text: `card dec_…` (the PIN or a key on a card), `script
+/// dec_…` (the passphrase: `vault approve --id`), `grant grt_…`, `policy writes`, or `-`;
 /// `short` (a terminal's 13 columns): the id's first hex digits only (`grant 3f57a1b`).
-fn basis_text(b: Option<&Basis>, short: bool) -> String {
+fn basis_text(b: Option<&Basis>, method: Option<ApprovalMethod>, short: bool) -> String {
     let id = |kind: &str, id: &str| {
         if short {
             let hex = id.split_once('_').map_or(id, |(_, h)| h);
@@ -67,6 +91,9 @@ fn basis_text(b: Option<&Basis>, short: bool) -> String {
         }
     };
     match b {
+        Some(Basis::Decision { decision, .. }) if method == Some(ApprovalMethod::Passphrase) => {
+            id("script", decision)
+        }
         Some(Basis::Decision { decision, .. }) => id("card", decision),
         Some(Basis::Grant { grant, .. }) => id("grant", grant),
         Some(Basis::Policy { policy }) => format!("policy {}", policy.as_str()),
@@ -137,7 +164,7 @@ fn entry_json(a: &Activity, e: &ActionEntry) -> serde_json::Value {
         "state": e.state,
         "code": e.code,
         "duration_ms": e.duration_ms,
-        "basis": e.basis.as_ref().map(basis_json),
+        "basis": e.basis.as_ref().map(|b| basis_json(b, e.method)),
         "reason": e.reason,
         "contained": a.session_of(e).is_some_and(|s| s.contained),
     })
@@ -160,7 +187,7 @@ fn entry_line(a: &Activity, e: &ActionEntry, style: &Style, width: Option<usize>
         cell(escape(e.tool.as_deref().unwrap_or("-")), 12),
         cell(escape(e.credential.as_deref().unwrap_or("-")), 14),
     );
-    let why = escape(&basis_text(e.basis.as_ref(), width.is_some()));
+    let why = escape(&basis_text(e.basis.as_ref(), e.method, width.is_some()));
     // The summary (and a refusal's reason) takes what is left of the width (its middle cut),
     // at least 20 characters.
     let mut what = escape(e.summary.as_deref().unwrap_or(""));
@@ -168,15 +195,16 @@ fn entry_line(a: &Activity, e: &ActionEntry, style: &Style, width: Option<usize>
     if let (Some(reason), true) = (&e.reason, refused) {
         what += &format!(" ({})", escape(reason));
     }
-    let used = head.chars().count() + 18 + 2 + 7 + 2 + 13 + 2;
+    let used = head.chars().count() + 18 + 2 + 7 + 2 + ran_on_width(width) + 2;
     let what = match width {
         Some(w) => super::out::middle(&what, w.saturating_sub(used).max(20)),
         None => what,
     };
     format!(
-        "{head}{}  {:>7}  {why:<13}  {what}",
+        "{head}{}  {:>7}  {why:<w$}  {what}",
         style.state(&escape(&e.state)),
         duration(e.duration_ms),
+        w = ran_on_width(width)
     )
 }
 
@@ -214,7 +242,7 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         return Ok(Exit::Ok);
     }
     if !args.json {
-        outln!("{}", header());
+        outln!("{}", header(width));
     }
     if args.reverse {
         shown.reverse();

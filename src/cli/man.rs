@@ -1,5 +1,5 @@
-//! `vault man` (hidden): the manual page vault(1) in roff on stdout, generated from the clap
-//! definitions (`vault man > vault.1` at package time). One self-contained page: the global
+//! `vault man`: the manual page vault(1) in roff on stdout, generated from the clap definitions
+//! (`vault man > vault.1` at package time; `vault man | man -l -` where no package installed it). One self-contained page: the global
 //! options, every command with its usage and summary, exit status and environment; it refers to
 //! no `vault-COMMAND(1)` page, since none is installed.
 use crate::cli::Exit;

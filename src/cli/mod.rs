@@ -139,8 +139,7 @@ enum Command {
     Setup(setup::Args),
     /// Print the completion script for a shell (bash, zsh, fish, elvish, powershell).
     Completions(completions::Args),
-    /// Print the manual page vault(1) in roff (for packages: `vault man > vault.1`).
-    #[command(hide = true)]
+    /// Print the manual page vault(1) in roff: `vault man | man -l -` reads it without a package.
     Man(man::Args),
 }
 
@@ -297,9 +296,16 @@ pub(crate) fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("VAULT_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let to_stdout = crate::mutation::off("stdout_log");
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(move || -> Box<dyn std::io::Write> {
+            if to_stdout {
+                Box::new(std::io::stdout())
+            } else {
+                Box::new(std::io::stderr())
+            }
+        })
         .with_ansi(ansi)
         .with_target(false)
         .try_init();

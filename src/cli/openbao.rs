@@ -3,7 +3,7 @@
 //! approver-signed login and its secret_id (or token) to the agent, which keeps them encrypted in
 //! `vault.db` and logs in, renews and logs in again by itself. `logout` removes them, signed.
 //! The secret_id or token comes from stdin only, never argv.
-use super::backend::{keys_from, unexpected, Backend, PassphraseArg};
+use super::backend::{read_keys, unexpected, Backend, PassphraseArg};
 use crate::agent::protocol::{OpenBaoView, Reply, Request};
 use crate::cli::Exit;
 use crate::keys::read_stdin_line;
@@ -105,8 +105,7 @@ fn login(paths: VaultPaths, a: LoginArgs) -> anyhow::Result<Exit> {
         journal_mount: a.journal_mount,
     };
     let source = a.passphrase.source();
-    let passphrase = source.read("Vault passphrase (to sign the login): ")?;
-    let keys = keys_from(&paths, &source, &passphrase)?;
+    let keys = read_keys(&paths, &source, "Vault passphrase (to sign the login): ")?;
     let what = match wanted.auth {
         OpenBaoAuth::Approle { .. } => "secret_id",
         OpenBaoAuth::Token => "token",
@@ -216,8 +215,7 @@ fn show(view: &OpenBaoView) -> anyhow::Result<()> {
 fn logout(paths: VaultPaths, a: LogoutArgs) -> anyhow::Result<Exit> {
     let vault_id = Vault::id_of(&paths)?;
     let source = a.passphrase.source();
-    let passphrase = source.read("Vault passphrase (to sign the logout): ")?;
-    let keys = keys_from(&paths, &source, &passphrase)?;
+    let keys = read_keys(&paths, &source, "Vault passphrase (to sign the logout): ")?;
     let request = login::sign_logout(&keys.approver, &vault_id);
     let mut backend = Backend::secure(&paths, keys)?;
     match backend.call(Request::OpenBaoLogout { request })? {

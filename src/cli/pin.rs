@@ -1,7 +1,7 @@
 //! `vault pin`: set or change the approval PIN, the short secret every approval on a card takes
 //! (SECURITY.md "Who can approve"). It takes the passphrase: the approver signs the change, so a
 //! process of the person's user cannot set a PIN it knows.
-use super::backend::{keys_from, unexpected, Backend, PassphraseArg};
+use super::backend::{read_keys, unexpected, Backend, PassphraseArg};
 use crate::agent::protocol::{Reply, Request};
 use crate::approvals::pin;
 use crate::cli::Exit;
@@ -55,8 +55,7 @@ pub(super) fn read_new(from_stdin: bool) -> anyhow::Result<Secret> {
 pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     let vault_id = Vault::id_of(&paths)?;
     let source = args.passphrase.source();
-    let passphrase = source.read("Vault passphrase: ")?;
-    let keys = keys_from(&paths, &source, &passphrase)?;
+    let keys = read_keys(&paths, &source, "Vault passphrase: ")?;
     let new = read_new(args.pin_stdin)?;
     let request = pin::sign_pin(&keys.approver, &vault_id, &new);
     let mut backend = Backend::secure(&paths, keys)?;

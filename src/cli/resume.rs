@@ -17,8 +17,7 @@ pub(super) struct Args {
 pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     let vault_id = Vault::id_of(&paths)?;
     let source = PassphraseSource::choose(args.passphrase_stdin);
-    let passphrase = source.read("Vault passphrase: ")?;
-    let keys = super::backend::keys_from(&paths, &source, &passphrase)?;
+    let keys = super::backend::read_keys(&paths, &source, "Vault passphrase: ")?;
     let resume = crate::approvals::sign_resume(&keys.approver, &vault_id);
     let mut backend = Backend::secure(&paths, keys)?;
     match backend.call(Request::Resume { resume })? {

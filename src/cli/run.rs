@@ -1,5 +1,5 @@
-//! `vault run [--project DIR] [--allow-write PATH]… [--allow-read PATH]… [--allow-weaker] --
-//! CLIENT [ARGS…]`: starts the AI client in a sandbox the kernel enforces (`crate::contain`),
+//! `vault run [--project DIR] [--allow-write PATH]… [--allow-read PATH]… [--pass-env NAME]… [--allow-weaker]
+//! -- CLIENT [ARGS…]`: starts the AI client in a sandbox the kernel enforces (`crate::contain`),
 //! with its own terminal, and exits with its exit code. It says on stderr, in one line, what is
 //! contained on this kernel; it refuses, naming what is missing and the one change that enables
 //! it, where the kernel cannot contain (never a silently weaker sandbox).
@@ -20,9 +20,13 @@ pub(super) struct Args {
     /// Also writable inside (repeatable).
     #[arg(long, value_name = "PATH")]
     allow_write: Vec<PathBuf>,
-    /// Show a secret file or directory that is hidden by default (repeatable).
+    /// Also shown inside, read-only (repeatable): nothing of your home is, unless named.
     #[arg(long, value_name = "PATH")]
     allow_read: Vec<PathBuf>,
+    /// Pass this environment variable although its name looks secret (repeatable): other
+    /// tools' tokens (`*KEY*`, `*SECRET*`, `*TOKEN*`, …) do not pass by default.
+    #[arg(long, value_name = "NAME")]
+    pass_env: Vec<String>,
     /// Start even where the kernel lacks Landlock's scopes (ABI 6): a weaker sandbox, whose
     /// actions are not marked contained.
     #[arg(long)]
@@ -82,6 +86,12 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         Some(p) => p.clone(),
         None => std::env::current_dir()?,
     })?;
+    let program = resolve(&args.command[0]).ok_or_else(|| {
+        anyhow::anyhow!(
+            "{} is not a program on PATH; give its path, e.g. `vault run -- /usr/local/bin/claude`",
+            args.command[0].to_string_lossy()
+        )
+    })?;
     let spec = Spec {
         home: home.clone(),
         project: project.clone(),
@@ -90,19 +100,7 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         runtime_dir: std::env::var_os("XDG_RUNTIME_DIR")
             .map(PathBuf::from)
             .filter(|p| p.is_absolute()),
-        socket_dirs: [
-            Some(crate::agent::socket::socket_dir()),
-            std::env::var_os("TMPDIR").map(PathBuf::from),
-            std::env::var_os("TMUX_TMPDIR").map(PathBuf::from),
-            Some(PathBuf::from(format!(
-                "/run/user/{}",
-                rustix::process::getuid().as_raw()
-            ))),
-        ]
-        .into_iter()
-        .flatten()
-        .filter(|p| p.is_absolute())
-        .collect(),
+        program: std::path::absolute(&program)?,
         allow_write: args
             .allow_write
             .iter()
@@ -113,6 +111,7 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
             .iter()
             .map(|p| absolute(p))
             .collect::<Result<_, _>>()?,
+        pass_env: args.pass_env.clone(),
         env: std::env::vars_os().collect(),
     };
     let plan = Plan::new(&spec)?;
@@ -123,12 +122,16 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
             .mode(0o700)
             .create(&d)?;
     }
-    let program = resolve(&args.command[0]).ok_or_else(|| {
-        anyhow::anyhow!(
-            "{} is not a program on PATH; give its path, e.g. `vault run -- /usr/local/bin/claude`",
-            args.command[0].to_string_lossy()
-        )
-    })?;
+    for (p, content) in &plan.placeholders {
+        if let Some(dir) = p.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        if content.is_empty() && p.extension().is_none() {
+            std::fs::create_dir_all(p)?;
+        } else {
+            crate::paths::write_new_private(p, content.as_bytes())?;
+        }
+    }
     let argv = args
         .command
         .iter()
@@ -154,16 +157,24 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         }
         _ => (None, None, Vec::new()),
     };
-    let writable: Vec<String> = std::iter::once(project.display().to_string())
-        .chain(args.allow_write.iter().map(|p| p.display().to_string()))
+    let writable: Vec<String> = plan
+        .shown
+        .iter()
+        .filter(|s| s.writable)
+        .map(|s| s.path.display().to_string())
         .collect();
+    let client = plan.client.map_or(String::new(), |c| {
+        format!(
+            "; {} keeps its state, not its self-update (update it outside)",
+            c.label
+        )
+    });
     super::out::note(format_args!(
-        "vault run: {} contained ({}); writable: {}, a private /tmp and the client's own state under {}; hidden: the vault and {} secret path(s); the network stays open, loopback services included{}",
+        "vault run: {} contained ({}); in view: the system read-only, its installation read-only, writable: {}{client}; nothing else of {} (name more with --allow-read/--allow-write); the network stays open, loopback services included{}",
         program.display(),
         support.describe(),
         writable.join(", "),
         home.display(),
-        plan.hidden_dirs.len() + plan.hidden_files.len(),
         if full { "" } else { ". WEAKER than a full sandbox (--allow-weaker): its actions are not marked contained" },
     ));
     let launch = Launch {
@@ -177,6 +188,7 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
             files,
         },
         weaker_ok: args.allow_weaker,
+        umask: crate::sys::started_umask(),
     };
     let code = contain::run(launch, relay)?;
     std::process::exit(code)

@@ -32,6 +32,8 @@ fn finding_json(f: &Finding) -> Value {
 
 pub(super) fn run(args: Args) -> anyhow::Result<Exit> {
     let dir = args.dir.unwrap_or_else(|| PathBuf::from("."));
+    // Named as a person reads it: the folder's own path, never "." .
+    let shown = std::fs::canonicalize(&dir).unwrap_or_else(|_| dir.clone());
     let home = std::env::var_os("HOME")
         .filter(|h| !h.is_empty() && !args.no_home)
         .map(PathBuf::from);
@@ -53,13 +55,13 @@ pub(super) fn run(args: Args) -> anyhow::Result<Exit> {
         );
     } else if !found && args.no_home {
         outln!(
-            "Clean: no secret an agent could read in {}'s .env files.",
-            escape(&dir.to_string_lossy())
+            "Clean: no secret an agent could read in the .env files under {}.",
+            escape(&shown.to_string_lossy())
         );
     } else if !found {
         outln!(
-            "Clean: no secret an agent could read in {}'s .env files or in the usual credential files under {}.",
-            escape(&dir.to_string_lossy()),
+            "Clean: no secret an agent could read in the .env files under {} or in the usual credential files under {}.",
+            escape(&shown.to_string_lossy()),
             home.as_deref()
                 .map_or("an unset HOME".into(), |h| escape(&h.to_string_lossy()))
         );
@@ -73,10 +75,44 @@ pub(super) fn run(args: Args) -> anyhow::Result<Exit> {
             );
             outln!("    {}", escape(&f.command));
         }
-        outln!(
-            "{} secret(s) an agent could read. Move each with the command under it (fill in NAME, HOST and USER), then delete it from its file.",
-            report.findings.len()
-        );
+        outln!("{}", summary(&report.findings));
     }
     Ok(if found { Exit::Failure } else { Exit::Ok })
+}
+
+/// The last line of a report: how many, what to fill in (only the placeholders the commands
+/// hold), and what is left to do by hand (a command with `--remove-from-source` removes the line
+/// itself).
+fn summary(findings: &[scan::Finding]) -> String {
+    let fill: Vec<&str> = ["NAME", "HOST", "USER"]
+        .into_iter()
+        .filter(|p| {
+            findings.iter().any(|f| {
+                f.command
+                    .split(|c: char| !c.is_ascii_alphanumeric())
+                    .any(|w| w == *p)
+            })
+        })
+        .collect();
+    let fill = match fill.as_slice() {
+        [] => String::new(),
+        [one] => format!(" (fill in {one})"),
+        [init @ .., last] => format!(" (fill in {} and {last})", init.join(", ")),
+    };
+    let by_hand = findings
+        .iter()
+        .filter(|f| !f.command.contains("--remove-from-source"))
+        .count();
+    let then = if by_hand == 0 {
+        "; each also removes the secret from its file".to_owned()
+    } else if by_hand == findings.len() {
+        ", then delete it from its file".to_owned()
+    } else {
+        ", then delete it from its file where the command does not (--remove-from-source does)"
+            .to_owned()
+    };
+    format!(
+        "{} secret(s) an agent could read. Move each with the command under it{fill}{then}.",
+        findings.len()
+    )
 }

@@ -51,8 +51,9 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     let mut rows = vec![[
         "SESSION",
         "CLIENT",
+        "CONTAINED",
         "PARENT",
-        "STARTED (UTC)",
+        "STARTED (local)",
         "ENDED",
         "COUNTS",
     ]
@@ -79,6 +80,8 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         rows.push(vec![
             escape(&s.id),
             client.trim().to_owned(),
+            // Marked by the channel it came on (`vault run`'s relay), never by the client.
+            if s.contained { "yes" } else { "no" }.to_owned(),
             parent,
             escape(&super::out::local_time(&s.started)),
             ended,

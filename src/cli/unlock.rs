@@ -48,8 +48,7 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         }
     }
     let source = PassphraseSource::choose(args.passphrase_stdin);
-    let passphrase = source.read("Vault passphrase: ")?;
-    let keys = super::backend::keys_from(&paths, &source, &passphrase)?;
+    let keys = super::backend::read_keys(&paths, &source, "Vault passphrase: ")?;
     let ttl = args.ttl.unwrap_or(DEFAULT_LIFETIME);
     let if_running = if args.restart {
         IfRunning::Restart

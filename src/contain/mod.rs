@@ -5,15 +5,25 @@
 //! (`plan.rs`), opens the relay's socket (`relay.rs`) and forks. The child moves into new user,
 //! mount, PID and IPC namespaces (mapping the person's uid and gid to themselves) and forks PID
 //! 1 of the new PID namespace, which builds the client's view (`mounts.rs`), makes itself
-//! unreadable, applies Landlock and seccomp (`confine.rs`), forks the client with the terminal,
-//! the project as working directory and the environment of the plan, and reaps until the client
-//! ends. When PID 1 ends, the kernel ends every process left in the namespace; when `vault run`
+//! unreadable, applies Landlock and seccomp (`confine.rs`), drops its capabilities, forks the
+//! client with the terminal, the project as working directory and the environment of the plan
+//! (the client installs the creation gate's filter just before exec: `filter.rs`), and reaps
+//! until the client ends, performing the calls the gate suspends meanwhile (`supervise.rs`).
+//! When PID 1 ends, the kernel ends every process left in the namespace; when `vault run`
 //! ends, a parent-death signal ends PID 1. Setup errors come back to `vault run` over a pipe
 //! that closes when the client is exec'd.
+mod calls;
+pub mod clients;
 mod confine;
+mod filter;
+pub mod gate;
+pub mod guard;
+mod meta_calls;
 mod mounts;
 pub mod plan;
 mod relay;
+mod resolve;
+mod supervise;
 
 pub use mounts::{SocketAt, VaultFiles};
 pub use plan::{Plan, PlanError, Spec};
@@ -35,7 +45,7 @@ pub enum ContainError {
     Plan(#[from] PlanError),
     #[error("setting up the sandbox failed: {0}; nothing was started")]
     Setup(String),
-    #[error("cannot start {program}: {why}")]
+    #[error("cannot start {program} inside the sandbox: {why}. The sandbox shows the system's directories, the client's own installation and the project; if the client needs files elsewhere, show them with --allow-read PATH (or --allow-write PATH)")]
     Exec { program: String, why: String },
     #[error("{0}")]
     Io(#[from] std::io::Error),
@@ -127,6 +137,8 @@ pub struct Launch {
     pub socket: Option<SocketAt>,
     pub vault: VaultFiles,
     pub weaker_ok: bool,
+    /// The person's umask (before `vault run` made its own 077): the client's.
+    pub umask: u32,
 }
 
 /// The exit code of a child from its wait status (128 + the signal that ended it).
@@ -184,7 +196,7 @@ pub fn run(
         Forked::Parent { child } => child,
     };
     drop(report);
-    let names = relay.map(|(listener, paths, mark)| listener.serve(paths, mark));
+    let names = relay.map(|(listener, paths, mark)| listener.serve(paths, mark, outer));
     let mut said = String::new();
     let _ = errors.read_to_string(&mut said);
     // The client runs (or setup failed): the sandbox holds its own bind of the socket.
@@ -261,6 +273,9 @@ fn init(launch: &Launch, report: std::io::PipeWriter) -> i32 {
     if let Err(e) = std::env::set_current_dir(&launch.cwd) {
         return tell(report, &format!("setup: cd {}: {e}", launch.cwd.display()));
     }
+    // What the metadata gate keeps, by device and inode, in the view just built (its paths are
+    // those outside; a bind shows the same inode).
+    let kept = supervise::kept_inodes(&launch.plan.kept);
     // No process of the sandbox may trace PID 1, which holds the namespace's capabilities (the
     // flag is PID 1's own: the client's exec resets it; no core limit is imposed on the client).
     let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
@@ -269,6 +284,36 @@ fn init(launch: &Launch, report: std::io::PipeWriter) -> i32 {
     }
     if let Err(e) = confine::seccomp() {
         return tell(report, &format!("setup: {e}"));
+    }
+    // The creation gate (`supervise.rs`): the client's child installs its filter and hands the
+    // listener to PID 1, which answers the suspended calls with no capability left. Off only in
+    // a debug build, by `VAULT_RUN_GATE=off` (to measure its cost, and for the test's control).
+    let gate_off =
+        cfg!(debug_assertions) && std::env::var_os("VAULT_RUN_GATE").is_some_and(|v| v == "off");
+    let gate = if gate_off {
+        // The sandbox's own line on PID 1's stderr (it has no CLI to print through).
+        let _ = writeln!(std::io::stderr(), "vault run: the creation gate is OFF (VAULT_RUN_GATE=off, a debug build's switch): a repository can be planted");
+        None
+    } else {
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        let program = filter::kernel_supports(&release).and_then(|()| filter::program());
+        let pair = rustix::net::socketpair(
+            rustix::net::AddressFamily::UNIX,
+            rustix::net::SocketType::SEQPACKET,
+            rustix::net::SocketFlags::CLOEXEC,
+            None,
+        );
+        match (program, pair) {
+            (Ok(p), Ok(pair)) => Some((p, pair)),
+            (Err(e), _) => return tell(report, &format!("setup: {e}")),
+            (_, Err(e)) => return tell(report, &format!("setup: socketpair: {e}")),
+        }
+    };
+    if let Err(e) = supervise::drop_capabilities() {
+        return tell(
+            report,
+            &format!("setup: dropping PID 1's capabilities: {e}"),
+        );
     }
     let env: Vec<CString> = launch
         .plan
@@ -281,10 +326,26 @@ fn init(launch: &Launch, report: std::io::PipeWriter) -> i32 {
             CString::new(std::os::unix::ffi::OsStringExt::into_vec(kv)).ok()
         })
         .collect();
+    let (gate, theirs) = match gate {
+        Some((program, (ours, theirs))) => (Some((program, ours)), Some(theirs)),
+        None => (None, None),
+    };
     let client = match sandbox::fork() {
         Ok(Forked::Child) => {
             for sig in [libc::SIGINT, libc::SIGQUIT, libc::SIGPIPE] {
                 sandbox::set_signal(sig, Disposition::Default);
+            }
+            // The person's umask, and no descriptor but the terminal's three: whatever the
+            // launcher left open (and `vault run`'s own) closes at the exec.
+            rustix::process::umask(rustix::fs::Mode::from_raw_mode(launch.umask));
+            if let (Some((program, ours)), Some(theirs)) = (gate, theirs) {
+                drop(ours);
+                if let Err(e) = supervise::hand_over(&program, theirs) {
+                    sandbox::exit_now(tell(report, &format!("setup: the creation gate: {e}")));
+                }
+            }
+            if let Err(e) = sandbox::close_on_exec_from(3) {
+                sandbox::exit_now(tell(report, &format!("setup: closing descriptors: {e}")));
             }
             let e = sandbox::exec(&launch.program, &launch.argv, &env);
             sandbox::exit_now(tell(report, &format!("exec: {e}")))
@@ -293,12 +354,9 @@ fn init(launch: &Launch, report: std::io::PipeWriter) -> i32 {
         Err(e) => return tell(report, &format!("setup: fork: {e}")),
     };
     drop(report);
-    loop {
-        match rustix::process::wait(rustix::process::WaitOptions::empty()) {
-            Ok(Some((pid, st))) if pid.as_raw_nonzero().get() == client => return code_of(st),
-            Ok(_) => {}
-            Err(rustix::io::Errno::INTR) => {}
-            Err(_) => return 1,
-        }
-    }
+    drop(theirs);
+    let gate = gate
+        .and_then(|(_, ours)| supervise::take_listener(&ours))
+        .map(|l| supervise::Gate::new(l, &launch.plan.gate, kept));
+    supervise::supervise(gate, client)
 }

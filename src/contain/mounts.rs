@@ -1,17 +1,19 @@
 //! The client's view of the file system, built by PID 1 of the sandbox in its own mount namespace
-//! (it holds every capability of the new user namespace until it drops them by `exec`): private
-//! propagation, an empty tmpfs over `/tmp`, `/var/tmp`, `$XDG_RUNTIME_DIR` and `/run/screen`
-//! (the sockets of tmux, screen, X11, Wayland, D-Bus, systemd and the agents live there), the
-//! relay's socket where `vault mcp` looks for the agent, the vault directory and the secret files
-//! replaced by empty read-only ones (the vault's `vault.id` and `config.toml` shown again, for
-//! `vault mcp`), a minimal `/dev` with a fresh `devpts` (no way to the person's other terminals),
-//! a fresh `/proc` of the new PID namespace, and read-only binds over what runs later.
+//! (it holds every capability of the new user namespace until it drops them by `exec`) as a new
+//! root, the way bubblewrap builds one: a tmpfs over `/tmp` becomes the root for a moment with
+//! the old one under it at `/oldroot`, a second tmpfs `/newroot` receives what the plan shows
+//! (bound from `/oldroot`), and a last `pivot_root` into it detaches the old root entirely. In
+//! it: the system's directories read-only, empty private tmpfs mounts (`/tmp`, `/var/tmp`, `/run`,
+//! the runtime directory, the home), the person's shown paths, read-only binds over what runs
+//! later, the relay's socket where `vault mcp` looks for the agent, the vault directory holding
+//! only `vault.id` and `config.toml`, a minimal `/dev` with a fresh `devpts`, a fresh `/proc` of
+//! the new PID namespace. The root itself ends read-only.
 use super::plan::Plan;
-use rustix::fs::{Mode, OFlags, StatVfsMountFlags};
+use rustix::fs::StatVfsMountFlags;
 use rustix::mount::{
-    mount, mount_bind, mount_change, mount_remount, MountFlags, MountPropagationFlags,
+    mount, mount_bind, mount_bind_recursive, mount_change, mount_remount, unmount, MountFlags,
+    MountPropagationFlags, UnmountFlags,
 };
-use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 /// A mount step that failed: what, where, and the kernel's word.
@@ -36,31 +38,14 @@ fn fail<'a>(
     }
 }
 
-/// What the view needs from outside before the first mount hides it: the relay's socket, the
-/// vault's public files, the device nodes, the paths under a private tmpfs to bring back.
-pub(super) struct Held {
-    fds: Vec<(PathBuf, OwnedFd)>,
-}
-
-impl Held {
-    fn open(paths: impl IntoIterator<Item = PathBuf>) -> Self {
-        let fds = paths
-            .into_iter()
-            .filter_map(|p| {
-                let fd =
-                    rustix::fs::open(&p, OFlags::PATH | OFlags::CLOEXEC, Mode::empty()).ok()?;
-                Some((p, fd))
-            })
-            .collect();
-        Self { fds }
-    }
-
-    /// `/proc/self/fd/N` of what was at `p`, to bind from once `p` is hidden.
-    fn source(&self, p: &Path) -> Option<PathBuf> {
-        self.fds
-            .iter()
-            .find(|(q, _)| q == p)
-            .map(|(_, fd)| PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd())))
+fn io_fail<'a>(
+    what: &'static str,
+    path: &'a Path,
+) -> impl FnOnce(std::io::Error) -> MountError + 'a {
+    move |source| MountError {
+        what,
+        path: path.display().to_string(),
+        source,
     }
 }
 
@@ -74,98 +59,156 @@ pub struct SocketAt {
     pub inside: PathBuf,
 }
 
-/// The vault's files `vault mcp` reads, shown again inside the hidden vault directory.
+/// The vault's files `vault mcp` reads, shown again inside the (otherwise empty) vault directory.
 #[derive(Debug, Clone)]
 pub struct VaultFiles {
     pub dir: PathBuf,
     pub files: Vec<PathBuf>,
 }
 
-/// Builds the view. Runs in PID 1 of the sandbox, before Landlock and seccomp.
+const OLD: &str = "/oldroot";
+const NEW: &str = "/newroot";
+
+/// `p` (absolute) under `base`.
+fn at(base: &str, p: &Path) -> PathBuf {
+    Path::new(base).join(p.strip_prefix("/").unwrap_or(p))
+}
+
+/// Builds the view and enters it. Runs in PID 1 of the sandbox, before Landlock and seccomp.
 pub(super) fn build(plan: &Plan, socket: Option<&SocketAt>, vault: &VaultFiles) -> Result<()> {
-    // Under a private tmpfs: what must come back (the project, allowed paths, the vault binary).
-    let keep: Vec<(PathBuf, bool)> = plan
-        .writable
-        .iter()
-        .chain(&plan.read_only)
-        .filter(|p| plan.private.iter().any(|t| p.starts_with(t)) && p.exists())
-        .map(|p| (p.clone(), p.is_dir()))
-        .collect();
-    let held = Held::open(
-        DEVICES
-            .iter()
-            .map(|d| Path::new("/dev").join(d))
-            .chain(socket.map(|s| s.outside.clone()))
-            .chain(vault.files.iter().cloned())
-            .chain(keep.iter().map(|(p, _)| p.clone())),
-    );
+    let root = Path::new("/");
     mount_change(
-        "/",
+        root,
         MountPropagationFlags::PRIVATE | MountPropagationFlags::REC,
     )
-    .map_err(fail("make private", Path::new("/")))?;
-    for t in &plan.private {
-        // Shared temporary directories keep their sticky, world-writable mode; the rest are ours.
-        let shared = t == Path::new("/tmp") || t == Path::new("/var/tmp");
-        // One may sit under another (a runtime directory under /tmp): made again there.
-        mountpoint(t, true)?;
-        tmpfs(t, if shared { c"mode=1777" } else { c"mode=0700" })?;
+    .map_err(fail("make private", root))?;
+    // The base: a tmpfs over /tmp becomes the root for a moment; the old root goes under it.
+    let base = Path::new("/tmp");
+    tmpfs(base, c"mode=0755")?;
+    for d in ["/tmp/oldroot", "/tmp/newroot"] {
+        make_dirs(Path::new(d), 0o755)?;
     }
-    for (p, dir) in &keep {
-        let src = held.source(p).ok_or_else(|| MountError {
-            what: "keep",
-            path: p.display().to_string(),
-            source: std::io::ErrorKind::NotFound.into(),
-        })?;
-        mountpoint(p, *dir)?;
-        mount_bind(&src, p).map_err(fail("bring back", p))?;
+    rustix::process::pivot_root(base, "/tmp/oldroot").map_err(fail("pivot_root to", base))?;
+    std::env::set_current_dir(root).map_err(io_fail("cd", root))?;
+    let new = Path::new(NEW);
+    tmpfs(new, c"mode=0755")?;
+
+    for s in &plan.system {
+        let to = at(NEW, s);
+        make_dirs(&to, 0o755)?;
+        mount_bind_recursive(at(OLD, s), &to).map_err(fail("show", s))?;
+        read_only(&to)?;
     }
-    if let Some(s) = socket {
-        if let Some(dir) = s.inside.parent() {
-            make_dirs(dir)?;
-        }
-        mountpoint(&s.inside, false)?;
-        let src = held.source(&s.outside).ok_or_else(|| MountError {
-            what: "relay socket",
-            path: s.outside.display().to_string(),
-            source: std::io::ErrorKind::NotFound.into(),
-        })?;
-        mount_bind(&src, &s.inside).map_err(fail("relay socket", &s.inside))?;
+    // The private tmpfs mounts and the shown paths, parents before children.
+    enum Step<'a> {
+        Private(&'a Path),
+        Show(&'a Path, bool),
     }
-    // What a private tmpfs already hides is not there to hide again.
-    for d in plan
-        .hidden_dirs
+    let mut steps: Vec<Step> = plan
+        .private
         .iter()
-        .filter(|d| **d != vault.dir && d.is_dir())
-    {
-        tmpfs(d, c"mode=0500")?;
-        read_only(d)?;
+        .map(|p| Step::Private(p))
+        .chain(plan.shown.iter().map(|s| Step::Show(&s.path, s.writable)))
+        .collect();
+    let depth = |s: &Step| match s {
+        Step::Private(p) | Step::Show(p, _) => p.components().count(),
+    };
+    steps.sort_by_key(depth);
+    for step in steps {
+        match step {
+            Step::Private(p) => {
+                let to = at(NEW, p);
+                make_dirs(&to, 0o755)?;
+                let shared = p == Path::new("/tmp") || p == Path::new("/var/tmp");
+                tmpfs(&to, if shared { c"mode=1777" } else { c"mode=0700" })?;
+            }
+            Step::Show(p, writable) => {
+                let (from, to) = (at(OLD, p), at(NEW, p));
+                if !from.exists() {
+                    continue;
+                }
+                mountpoint(&to, from.is_dir())?;
+                mount_bind(&from, &to).map_err(fail("show", p))?;
+                if !writable {
+                    read_only(&to)?;
+                }
+            }
+        }
     }
-    hide_vault(vault, &held)?;
-    let empty = Path::new("/tmp/.vault-run-empty");
+    for (link, to) in &plan.links {
+        let l = at(NEW, link);
+        if std::fs::symlink_metadata(&l).is_err() {
+            if let Some(parent) = l.parent() {
+                let _ = make_dirs(parent, 0o755);
+            }
+            // Best effort: a link whose directory is shown read-only is there already.
+            let _ = std::os::unix::fs::symlink(to, &l);
+        }
+    }
+    for f in &plan.copies {
+        let to = at(NEW, f);
+        if let Ok(bytes) = std::fs::read(at(OLD, f)) {
+            crate::paths::write_new_private(&to, &bytes).map_err(|e| MountError {
+                what: "copy",
+                path: f.display().to_string(),
+                source: std::io::Error::other(e.to_string()),
+            })?;
+        }
+    }
+    for d in &plan.hidden_dirs {
+        let to = at(NEW, d);
+        if to.is_dir() {
+            tmpfs(&to, c"mode=0500")?;
+            read_only(&to)?;
+        }
+    }
     if !plan.hidden_files.is_empty() {
-        std::fs::write(empty, b"").map_err(|e| MountError {
-            what: "create",
-            path: empty.display().to_string(),
-            source: e,
-        })?;
-        for f in plan.hidden_files.iter().filter(|f| f.is_file()) {
-            mount_bind(empty, f).map_err(fail("hide", f))?;
-            read_only(f)?;
+        let empty = at(NEW, Path::new("/tmp/.vault-run-empty"));
+        std::fs::write(&empty, b"").map_err(io_fail("create", &empty))?;
+        for f in &plan.hidden_files {
+            let to = at(NEW, f);
+            if to.is_file() {
+                mount_bind(&empty, &to).map_err(fail("hide", f))?;
+                read_only(&to)?;
+            }
         }
-        let _ = std::fs::remove_file(empty);
+        let _ = std::fs::remove_file(&empty);
     }
-    dev(&held)?;
-    mount("proc", "/proc", "proc", flags_nodev(), None)
-        .map_err(fail("mount", Path::new("/proc")))?;
-    for p in &plan.read_only {
-        if p.exists() {
-            mount_bind(p, p).map_err(fail("bind", p))?;
-            read_only(p)?;
+    show_vault(vault)?;
+    if let Some(s) = socket {
+        let to = at(NEW, &s.inside);
+        mountpoint(&to, false)?;
+        mount_bind(at(OLD, &s.outside), &to).map_err(fail("relay socket", &s.inside))?;
+    }
+    dev()?;
+    let proc = at(NEW, Path::new("/proc"));
+    make_dirs(&proc, 0o555)?;
+    mount("proc", &proc, "proc", flags_nodev(), None).map_err(fail("mount", &proc))?;
+    // What runs later, inside what is writable: read-only. Each repository's `.git` pinned.
+    for p in &plan.pinned {
+        let to = at(NEW, p);
+        if to.is_dir() {
+            mount_bind(&to, &to).map_err(fail("pin", p))?;
         }
     }
-    drop(held);
-    Ok(())
+    for p in plan
+        .read_only
+        .iter()
+        .filter(|_| !crate::mutation::off("read_only_guards"))
+    {
+        let to = at(NEW, p);
+        if to.exists() {
+            mount_bind(&to, &to).map_err(fail("bind", p))?;
+            read_only(&to)?;
+        }
+    }
+    let _ = std::os::unix::fs::symlink("/run", at(NEW, Path::new("/var/run")));
+    // Into the new root; the old one (and the base tmpfs) detached.
+    std::env::set_current_dir(new).map_err(io_fail("cd", new))?;
+    rustix::process::pivot_root(".", ".").map_err(fail("pivot_root to", new))?;
+    unmount(".", UnmountFlags::DETACH).map_err(fail("detach the old root", root))?;
+    std::env::set_current_dir(root).map_err(io_fail("cd", root))?;
+    read_only(root)
 }
 
 fn flags_nodev() -> MountFlags {
@@ -205,69 +248,62 @@ fn read_only(p: &Path) -> Result<()> {
     mount_remount(p, flags, "").map_err(fail("make read-only", p))
 }
 
-fn make_dirs(p: &Path) -> Result<()> {
+fn make_dirs(p: &Path, mode: u32) -> Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()
         .recursive(true)
-        .mode(0o700)
+        .mode(mode)
         .create(p)
-        .map_err(|e| MountError {
-            what: "create",
-            path: p.display().to_string(),
-            source: e,
-        })
+        .map_err(io_fail("create", p))
 }
 
-/// An empty file or directory to mount on, where none is.
+/// An empty file or directory to mount on, where none is (inside the new root's tmpfs mounts:
+/// never in the person's own directories, where every mount point already exists).
 fn mountpoint(p: &Path, dir: bool) -> Result<()> {
-    if p.exists() {
+    if std::fs::symlink_metadata(p).is_ok() {
         return Ok(());
     }
     if dir {
-        return make_dirs(p);
+        return make_dirs(p, 0o755);
     }
     if let Some(parent) = p.parent() {
-        make_dirs(parent)?;
+        make_dirs(parent, 0o755)?;
     }
-    std::fs::write(p, b"").map_err(|e| MountError {
-        what: "create",
-        path: p.display().to_string(),
-        source: e,
-    })
+    std::fs::write(p, b"").map_err(io_fail("create", p))
 }
 
-/// The vault directory: an empty tmpfs, then read-only, holding only the public files `vault
-/// mcp` reads (bound read-only from the real ones).
-fn hide_vault(vault: &VaultFiles, held: &Held) -> Result<()> {
-    if vault.files.is_empty() && !vault.dir.is_dir() {
-        return Ok(());
-    }
-    // Under a private tmpfs it is already gone: made again there, as empty.
-    mountpoint(&vault.dir, true)?;
-    tmpfs(&vault.dir, c"mode=0700")?;
+/// The vault directory: empty and read-only but for the public files `vault mcp` reads, bound
+/// read-only from the real ones (a tmpfs over it where a shown path holds it).
+fn show_vault(vault: &VaultFiles) -> Result<()> {
+    let dir = at(NEW, &vault.dir);
+    make_dirs(&dir, 0o700)?;
+    tmpfs(&dir, c"mode=0700")?;
     for f in &vault.files {
-        let Some(src) = held.source(f) else { continue };
-        mountpoint(f, false)?;
-        mount_bind(&src, f).map_err(fail("show", f))?;
-        read_only(f)?;
+        let to = at(NEW, f);
+        mountpoint(&to, false)?;
+        mount_bind(at(OLD, f), &to).map_err(fail("show", f))?;
+        read_only(&to)?;
     }
-    read_only(&vault.dir)
+    read_only(&dir)
 }
 
 /// `/dev`: a tmpfs with the harmless nodes bound in, a new `devpts` instance (the client's own
 /// terminal stays open on its descriptors; the person's other terminals are not there), and the
 /// usual links.
-fn dev(held: &Held) -> Result<()> {
-    let d = Path::new("/dev");
-    tmpfs(d, c"mode=0755")?;
+fn dev() -> Result<()> {
+    let d = at(NEW, Path::new("/dev"));
+    make_dirs(&d, 0o755)?;
+    tmpfs(&d, c"mode=0755")?;
     for name in DEVICES {
-        let p = d.join(name);
-        let Some(src) = held.source(&p) else { continue };
-        mountpoint(&p, false)?;
-        mount_bind(&src, &p).map_err(fail("bind", &p))?;
+        let (from, to) = (Path::new(OLD).join("dev").join(name), d.join(name));
+        if std::fs::symlink_metadata(&from).is_err() {
+            continue;
+        }
+        mountpoint(&to, false)?;
+        mount_bind(&from, &to).map_err(fail("bind", &to))?;
     }
     let pts = d.join("pts");
-    make_dirs(&pts)?;
+    make_dirs(&pts, 0o755)?;
     mount(
         "devpts",
         &pts,
@@ -277,7 +313,7 @@ fn dev(held: &Held) -> Result<()> {
     )
     .map_err(fail("mount devpts on", &pts))?;
     let shm = d.join("shm");
-    make_dirs(&shm)?;
+    make_dirs(&shm, 0o755)?;
     tmpfs(&shm, c"mode=1777")?;
     for (link, to) in [
         ("ptmx", "pts/ptmx"),

@@ -3,7 +3,9 @@
 //! mcp` looks for the agent. Each connection from inside becomes a connection to the agent that
 //! first says, as `vault run`, which process it carries (`Request::Contained`): the agent marks
 //! that session contained because of the channel it came on, never because of anything the
-//! client said. Then bytes pass through unchanged both ways.
+//! client said. Then bytes pass through unchanged both ways. Only a peer that descends from the
+//! sandbox's first process is served: the socket can also be reached from outside through
+//! `/proc/PID/root` of a contained process, and such a peer gets nothing, least of all the flag.
 use crate::agent::client::Client;
 use crate::paths::VaultPaths;
 use std::io::{Read, Write};
@@ -40,7 +42,9 @@ impl Listener {
 
     /// Serves connections in threads of their own until the process ends; returns the names
     /// to remove once the sandbox holds its bind of the socket.
-    pub fn serve(self, paths: VaultPaths, mark: bool) -> Names {
+    /// `sandbox`: the pid (in this namespace) of the sandbox's first process, whose descendants
+    /// are the only peers served.
+    pub fn serve(self, paths: VaultPaths, mark: bool, sandbox: i32) -> Names {
         let Self {
             dir,
             path,
@@ -49,7 +53,7 @@ impl Listener {
         std::thread::spawn(move || {
             for inner in listener.incoming().flatten() {
                 let paths = paths.clone();
-                std::thread::spawn(move || relay(inner, &paths, mark));
+                std::thread::spawn(move || relay(inner, &paths, mark, sandbox));
             }
         });
         Names { dir, path }
@@ -73,13 +77,20 @@ impl Names {
 
 /// One connection from inside: the agent is told which process it carries (unless the sandbox
 /// is a weaker one, whose sessions are not marked), then bytes flow.
-fn relay(inner: UnixStream, paths: &VaultPaths, mark: bool) {
+fn relay(inner: UnixStream, paths: &VaultPaths, mark: bool, sandbox: i32) {
     let pid = rustix::net::sockopt::socket_peercred(&inner)
         .ok()
         .map(|c| c.pid.as_raw_nonzero().get() as u32);
     let Some(pid) = pid else {
         return;
     };
+    if !descends_from(pid, sandbox) && !crate::mutation::off("relay_ancestry") {
+        tracing::warn!(
+            pid,
+            "refused a connection to the relay from a process outside the sandbox (through /proc/PID/root?)"
+        );
+        return;
+    }
     let outer = match Client::contained_stream(paths, mark.then_some(pid)) {
         Ok(Some(s)) => s,
         Ok(None) => {
@@ -97,6 +108,35 @@ fn relay(inner: UnixStream, paths: &VaultPaths, mark: bool) {
     let up = std::thread::spawn(move || pipe(inner, outer2));
     pipe(outer, inner2);
     let _ = up.join();
+}
+
+/// Whether `pid` is `ancestor` or one of its descendants, by the parent links in `/proc` (a
+/// process outside the sandbox never has the sandbox's first process among its ancestors: that
+/// process's one child is the sandbox's PID 1, and everything PID 1's namespace holds descends
+/// from it).
+fn descends_from(pid: u32, ancestor: i32) -> bool {
+    let mut p = pid as i64;
+    for _ in 0..4096 {
+        if p == i64::from(ancestor) {
+            return true;
+        }
+        if p <= 1 {
+            return false;
+        }
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+            return false;
+        };
+        // `pid (comm) state ppid …`: comm may hold spaces and parentheses; the last `)` ends it.
+        let Some(ppid) = stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().nth(1))
+            .and_then(|s| s.parse::<i64>().ok())
+        else {
+            return false;
+        };
+        p = ppid;
+    }
+    false
 }
 
 /// Copies `from` to `to` until `from` ends, then ends `to`'s writing side.

@@ -55,6 +55,9 @@ fn embedded_v4(ip: Ipv6Addr) -> Vec<Ipv4Addr> {
     if let Some(v4) = ip.to_ipv4_mapped() {
         return vec![v4];
     }
+    if crate::mutation::off("nat64") {
+        return Vec::new();
+    }
     match s {
         // NAT64 well-known prefix (RFC 6052): the last 32 bits.
         [0x64, 0xff9b, 0, 0, 0, 0, _, _] => vec![last32],

@@ -7,7 +7,7 @@ use zeroize::Zeroizing;
 /// Errors wrapping or unwrapping the key file.
 #[derive(Debug, thiserror::Error)]
 pub enum KeyFileError {
-    #[error("wrong passphrase for vault.key.age (nothing was changed); try again, or restore the file from your backup")]
+    #[error("wrong passphrase for vault.key.age (nothing was changed); type it again, minding the keyboard layout and caps lock. A forgotten passphrase cannot be recovered: the vault's key is encrypted with it")]
     WrongPassphrase,
     #[error("vault.key.age is not a valid age file ({0}); restore it from your backup")]
     Corrupt(String),

@@ -140,8 +140,19 @@ impl PassphraseSource {
 const NEW_PASSPHRASE_TRIES: u32 = 3;
 
 /// The first line of stdin, without its line ending; empty or oversized input is an error.
+/// When stdin is a terminal (a person typing or pasting at `--secret-stdin`), it is asked for
+/// with a prompt and read with echo off, like the passphrase: a secret never appears on the
+/// screen or in a terminal's scrollback.
 pub fn read_stdin_line(what: &'static str) -> Result<Zeroizing<String>, PassphraseError> {
+    use std::io::IsTerminal;
     let stdin = io::stdin();
+    if stdin.is_terminal() {
+        return read_terminal(
+            what,
+            &format!("Paste the {what} (it is not shown), then Enter: "),
+            "give it on standard input from a file or a pipe",
+        );
+    }
     let lock = stdin.lock();
     first_line(lock, what, "standard input")
 }

@@ -40,7 +40,7 @@ struct Session {
     link: Arc<Link>,
     era: Era,
     out: mpsc::Sender<String>,
-    inflight: Arc<Mutex<HashMap<String, watch::Sender<bool>>>>,
+    inflight: Arc<Mutex<HashMap<String, Inflight>>>,
     tasks: JoinSet<()>,
     /// How long in-flight calls get to finish after EOF or SIGTERM.
     grace: Duration,
@@ -126,6 +126,14 @@ async fn run(opts: ServeOptions, config: crate::config::Config) -> std::io::Resu
     // Every sender is gone: the writer ends once the lines queued before are out.
     let _ = tokio::task::spawn_blocking(move || writer.join()).await;
     Ok(())
+}
+
+/// A tool call in flight: how to cancel it, and whether its client did (then it gets no
+/// response).
+#[derive(Clone)]
+struct Inflight {
+    cancel: watch::Sender<bool>,
+    by_client: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Reads stdin on a thread of its own, in chunks as they come (an empty chunk at EOF). A
@@ -227,13 +235,16 @@ impl Session {
                 let Some(id) = params.and_then(|p| p.get("requestId")) else {
                     return;
                 };
-                if let Some(tx) = self
+                if let Some(call) = self
                     .inflight
                     .lock()
                     .ok()
                     .and_then(|m| m.get(&id.to_string()).cloned())
                 {
-                    let _ = tx.send(true);
+                    // The client withdrew it: it gets no response, whatever comes back.
+                    call.by_client
+                        .store(true, std::sync::atomic::Ordering::SeqCst);
+                    let _ = call.cancel.send(true);
                 }
             }
             other => tracing::debug!(method = other, "ignored notification"),
@@ -460,8 +471,15 @@ impl Session {
         };
         let (cancel_tx, cancel_rx) = watch::channel(false);
         let key = id.to_string();
+        let by_client = Arc::new(std::sync::atomic::AtomicBool::new(false));
         if let Ok(mut m) = self.inflight.lock() {
-            m.insert(key.clone(), cancel_tx);
+            m.insert(
+                key.clone(),
+                Inflight {
+                    cancel: cancel_tx,
+                    by_client: by_client.clone(),
+                },
+            );
         }
         let (link, out, inflight) = (self.link.clone(), self.out.clone(), self.inflight.clone());
         let name = tool["name"].as_str().unwrap_or_default().to_owned();
@@ -474,7 +492,12 @@ impl Session {
             if let Ok(mut m) = inflight.lock() {
                 m.remove(&key);
             }
-            if let Some(r) = result {
+            // Only a call the client cancelled goes unanswered (docs/design.md §2), even when
+            // its action had already gone out: its outcome is journaled, and get_action and
+            // `vault log` give it. A call cancelled by the session's end is still answered.
+            let silent = by_client.load(std::sync::atomic::Ordering::SeqCst)
+                && !crate::mutation::off("cancel_silence");
+            if let Some(r) = result.filter(|_| !silent) {
                 let _ = out.send(response(&id, r.to_json(modern))).await;
             }
         });
@@ -501,8 +524,8 @@ impl Session {
 
     async fn shutdown(&mut self) {
         if let Ok(m) = self.inflight.lock() {
-            for tx in m.values() {
-                let _ = tx.send(true);
+            for call in m.values() {
+                let _ = call.cancel.send(true);
             }
         }
         let drain = async { while self.tasks.join_next().await.is_some() {} };

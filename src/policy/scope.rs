@@ -73,10 +73,17 @@ pub fn grant_scope(a: &NormalizedAction) -> GrantScope {
             // A normalized URL always parses; one that does not gets a scope nothing matches.
             let path = path_of(&h.url).unwrap_or_else(|| h.url.clone());
             if http_reads(h) {
+                // The path's directory; for a path at the host's root (`GET /user`), the path
+                // itself and what lies under it, never every read on the host.
                 let dir = path.rfind('/').map_or("/", |i| &path[..=i]);
+                let prefix = if dir == "/" && path.len() > 1 {
+                    format!("{}/", path.trim_end_matches('/'))
+                } else {
+                    dir.to_owned()
+                };
                 GrantScope::HttpReads {
                     methods: READ_METHODS.map(str::to_owned).to_vec(),
-                    prefix: dir.to_owned(),
+                    prefix,
                 }
             } else {
                 GrantScope::HttpWrite {
@@ -93,16 +100,23 @@ pub fn grant_scope(a: &NormalizedAction) -> GrantScope {
 }
 
 /// Whether `scope` covers the action (its session, credential version and expiry are the
-/// caller's to check): a reads scope only reads under its prefix, a write scope only its method
+/// caller's to check): a reads scope only reads under its prefix (and of the prefix's own path,
+/// `/repos/acme/app` for `/repos/acme/app/`), a write scope only its method
 /// on its path with the same rewriting headers, an SSH scope only its command.
 pub fn covers(scope: &GrantScope, a: &NormalizedAction) -> bool {
+    if crate::mutation::off("grant_scope") {
+        return true;
+    }
     match (scope, a) {
         (GrantScope::HttpReads { methods, prefix }, NormalizedAction::Http(h)) => {
             prefix.ends_with('/')
                 && methods.iter().all(|m| READ_METHODS.contains(&m.as_str()))
                 && methods.contains(&h.method)
                 && http_reads(h)
-                && path_of(&h.url).is_some_and(|p| p.starts_with(prefix.as_str()))
+                && path_of(&h.url).is_some_and(|p| {
+                    p.starts_with(prefix.as_str())
+                        || (prefix.len() > 1 && p == prefix.trim_end_matches('/'))
+                })
         }
         (
             GrantScope::HttpWrite {
@@ -122,14 +136,16 @@ pub fn covers(scope: &GrantScope, a: &NormalizedAction) -> bool {
 }
 
 /// The scope as a person reads it, on one line (agent-derived text: escape it for a terminal):
-/// `GET, HEAD under /repos/acme/app/ (reads only, any query)`.
+/// `GET, HEAD at or under /repos/acme/app, any query`.
 pub fn describe(scope: &GrantScope) -> String {
     match scope {
-        GrantScope::HttpReads { methods, prefix } => {
-            format!(
-                "{} under {prefix} (reads only, any query)",
-                methods.join(", ")
-            )
+        GrantScope::HttpReads { methods, prefix } if prefix.len() > 1 => format!(
+            "{} at or under {}, any query",
+            methods.join(", "),
+            prefix.trim_end_matches('/')
+        ),
+        GrantScope::HttpReads { methods, .. } => {
+            format!("{} anywhere on the host, any query", methods.join(", "))
         }
         GrantScope::HttpWrite {
             method,
@@ -170,6 +186,30 @@ mod tests {
     const B: &str = "https://api.example.com";
 
     #[test]
+    fn a_read_at_the_hosts_root_grants_that_path_and_under_it_never_every_read() {
+        let scope = grant_scope(&http("GET", &format!("{B}/user"), &[], false));
+        assert_eq!(describe(&scope), "GET, HEAD at or under /user, any query");
+        for (url, covered) in [
+            ("/user", true),
+            ("/user?x=1", true),
+            ("/user/repos", true),
+            ("/users/octocat", false),
+            ("/repos/acme/app", false),
+            ("/", false),
+        ] {
+            let a = http("GET", &format!("{B}{url}"), &[], false);
+            assert_eq!(covers(&scope, &a), covered, "{url}");
+        }
+        // A grant given on the host's root itself still says what it is.
+        let root = grant_scope(&http("GET", &format!("{B}/"), &[], false));
+        assert!(
+            describe(&root).contains("anywhere on the host"),
+            "{}",
+            describe(&root)
+        );
+    }
+
+    #[test]
     fn a_read_grants_reads_under_its_directory_and_nothing_else() {
         let granted = http(
             "GET",
@@ -180,7 +220,7 @@ mod tests {
         let scope = grant_scope(&granted);
         assert_eq!(
             describe(&scope),
-            "GET, HEAD under /repos/acme/app/ (reads only, any query)"
+            "GET, HEAD at or under /repos/acme/app, any query"
         );
         let yes = [
             http("GET", &format!("{B}/repos/acme/app/issues"), &[], false),
@@ -214,7 +254,6 @@ mod tests {
             http("PATCH", &format!("{B}/repos/acme/app/issues"), &[], true),
             http("OPTIONS", &format!("{B}/repos/acme/app/issues"), &[], false),
             http("GET", &format!("{B}/repos/acme/app/issues"), &[], true),
-            http("GET", &format!("{B}/repos/acme/app"), &[], false),
             http("GET", &format!("{B}/repos/acme/application"), &[], false),
             http("GET", &format!("{B}/repos/acme/other/issues"), &[], false),
             http(
@@ -237,6 +276,11 @@ mod tests {
             ),
             ssh("ls"),
         ];
+        // The directory's own path is covered too (the card says so).
+        assert!(covers(
+            &scope,
+            &http("GET", &format!("{B}/repos/acme/app"), &[], false)
+        ));
         for a in &no {
             assert!(!covers(&scope, a), "{a:?}");
         }

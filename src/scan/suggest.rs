@@ -163,7 +163,7 @@ impl Suggestion<'_> {
                 );
                 match from {
                     From::Env { file, key } => format!(
-                        "{add} --secret-from {}",
+                        "{add} --secret-from {} --remove-from-source",
                         shell_word(&format!("env:{}#{key}", file.to_string_lossy()))
                     ),
                     From::Pipe(cmd) => format!("{cmd} | {add} --secret-stdin"),
@@ -273,7 +273,7 @@ mod tests {
         };
         assert_eq!(
             s.command(),
-            "vault add http stripe-secret --host HOST --bearer --secret-from 'env:/p/my app/.env#STRIPE_SECRET'"
+            "vault add http stripe-secret --host HOST --bearer --secret-from 'env:/p/my app/.env#STRIPE_SECRET' --remove-from-source"
         );
         let s = Suggestion::Http {
             service: GITHUB,

@@ -1,20 +1,35 @@
 //! The operating-system calls behind process hardening, file modes and terminals: the only module
 //! that may use `unsafe` (closing inherited descriptors, locking key pages, macOS
-//! `PT_DENY_ATTACH`, `sandbox.rs`'s fork, namespaces and exec for `vault run`, and `bytes.rs`'s
-//! SSE2 loads for the verifier's quote scan); everything else goes through `rustix`'s safe
-//! wrappers from here.
+//! `PT_DENY_ATTACH`, `sandbox.rs`'s fork, namespaces and exec for `vault run`, `notify.rs`'s
+//! seccomp user notification for its creation gate, and `bytes.rs`'s SSE2 loads for the
+//! verifier's quote scan); everything else goes through `rustix`'s safe wrappers from here.
 #![allow(unsafe_code)]
 
 pub mod bytes;
+#[cfg(target_os = "linux")]
+pub mod notify;
 #[cfg(target_os = "linux")]
 pub mod sandbox;
 
 use rustix::process::{Resource, Rlimit};
 use std::io;
 
-/// Sets the process umask to 077 so nothing we (or SQLite) create is readable by others.
+/// The umask this process started with, before `restrict_umask` (what `vault run` gives its
+/// client: the person's, not ours).
+static STARTED_WITH: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0o022);
+
+/// Sets the process umask to 077 so nothing we (or SQLite) create is readable by others, and
+/// remembers the one it had.
 pub fn restrict_umask() {
-    rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
+    let was = rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
+    // The first call records the person's; a later one would record our own 077.
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| STARTED_WITH.store(was.as_raw_mode(), std::sync::atomic::Ordering::Relaxed));
+}
+
+/// The umask this process started with.
+pub fn started_umask() -> u32 {
+    STARTED_WITH.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 pub use crate::wire::Hardening;
@@ -22,6 +37,13 @@ pub use crate::wire::Hardening;
 /// Makes this process unreadable by other processes of the same user: no ptrace attach, no
 /// `/proc/PID/mem`, `environ` or core dump. Call before any key is read.
 pub fn deny_inspection() -> Hardening {
+    if crate::mutation::off("undumpable") {
+        return Hardening {
+            undumpable: true,
+            no_core: true,
+            key_locked: false,
+        };
+    }
     let no_core = rustix::process::setrlimit(
         Resource::Core,
         Rlimit {

@@ -60,8 +60,10 @@ pub struct ClientFrame {
     pub req: Request,
 }
 
-/// Everything a client may ask. The first request on a connection must be `Hello`.
-#[derive(Debug, Serialize, Deserialize)]
+/// Everything a client may ask. The first request on a connection must be `Hello`. Its kinds
+/// (`RequestKind`, one per variant, derived) say what each role may ask (`RequestKind::for_mcp`).
+#[derive(Debug, Serialize, Deserialize, strum::EnumDiscriminants)]
+#[strum_discriminants(name(RequestKind), derive(strum::EnumIter, Hash))]
 #[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Request {
     Hello {
@@ -205,7 +207,34 @@ pub enum Request {
     },
 }
 
+impl RequestKind {
+    /// What an MCP session may ask, on any connection and so on every contained one: its own
+    /// tool calls, their cancellation, a refusal of one of its calls, its own end, and `ping`.
+    /// Everything else is a person's command (the journal, the queue, an export, a pause, a
+    /// lock, …) and is refused on an MCP connection. A kind added later is refused there until
+    /// it is named here.
+    pub fn for_mcp(self) -> bool {
+        matches!(
+            self,
+            RequestKind::Tool
+                | RequestKind::Cancel
+                | RequestKind::Reject
+                | RequestKind::End
+                | RequestKind::Ping
+        )
+    }
+
+    /// Every kind the protocol defines (for tests and documentation).
+    pub fn all() -> impl Iterator<Item = RequestKind> {
+        <RequestKind as strum::IntoEnumIterator>::iter()
+    }
+}
+
 impl Request {
+    pub fn kind(&self) -> RequestKind {
+        self.into()
+    }
+
     /// Whether the request carries a secret, a signature or something to sign, or answers with
     /// what a card shows: such a request is accepted only over the encrypted channel, which only
     /// a process holding the vault's key can open (a relay on the socket path sees ciphertext).

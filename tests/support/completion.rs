@@ -1,6 +1,6 @@
 //! A shell's own completion protocol, run for real: the script `vault completions SHELL` prints
 //! is loaded into bash or fish, and the shell is asked what it offers for a command line (bash:
-//! `COMP_WORDS`/`COMP_CWORD` and the function that `complete -p vault` names, reading `COMPREPLY`;
+//! `COMP_WORDS`/`COMP_CWORD` and the function that `complete -p COMMAND` names (the line's first word), reading `COMPREPLY`;
 //! fish: `complete -C LINE`).
 use std::path::Path;
 use std::process::Command;
@@ -23,10 +23,10 @@ pub fn offered(
             c.args(["--norc", "--noprofile", "-c"])
                 .arg(
                     r#"source "$1"; shift
-                    f=$(complete -p vault | sed -E 's/.* -F ([^ ]+) .*/\1/')
+                    f=$(complete -p "$1" | sed -E 's/.* -F ([^ ]+) .*/\1/')
                     COMP_WORDS=("$@"); COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 ))
                     COMP_LINE="$*"; COMP_POINT=${#COMP_LINE}; COMP_TYPE=9
-                    "$f" vault "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
+                    "$f" "$1" "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
                     printf '%s\n' "${COMPREPLY[@]}""#,
                 )
                 .arg("bash")

@@ -34,6 +34,14 @@ pub fn forms(secret: &[u8]) -> Vec<(String, Vec<u8>, bool)> {
     ));
     let form: String = url::form_urlencoded::byte_serialize(secret).collect();
     out.push(("form-encoded".into(), form.into_bytes(), false));
+    // A secret holding `"`, `\` or a control character is escaped in any JSON output.
+    if let Ok(utf8) = std::str::from_utf8(secret) {
+        let escaped = serde_json::to_string(utf8).unwrap();
+        let escaped = &escaped[1..escaped.len() - 1];
+        if escaped != utf8 {
+            out.push(("JSON-escaped".into(), escaped.as_bytes().to_vec(), false));
+        }
+    }
     let json_u: String = text.encode_utf16().map(|u| format!("\\u{u:04x}")).collect();
     out.push(("JSON \\u-escaped".into(), json_u.into_bytes(), true));
     out.push(("hex".into(), hex::encode(secret).into_bytes(), true));

@@ -4,7 +4,8 @@
 //! (`team.rs`), SSH helpers
 //! (`ssh.rs`), re-running a test as the unprivileged user (`uid.rs`), and the same-uid
 //! attacker's tools: reading another process's memory (`memory.rs`), speaking the agent's
-//! protocol (`raw.rs`) and relaying its socket (`relay.rs`).
+//! protocol (`raw.rs`, with a sample of every request kind in `requests.rs`) and relaying its
+//! socket (`relay.rs`).
 #![allow(dead_code)]
 
 pub mod ai;
@@ -17,6 +18,7 @@ pub mod memory;
 pub mod pty;
 pub mod raw;
 pub mod relay;
+pub mod requests;
 pub mod shapes;
 pub mod soft_key;
 pub mod ssh;
@@ -27,6 +29,7 @@ pub mod team;
 pub mod tls;
 pub mod tmux;
 pub mod uid;
+pub mod world;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -482,13 +485,17 @@ pub fn wait_until(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
-/// The forms a secret could leak in: raw, base64 (standard, URL-safe, unpadded), hex.
+/// The forms a secret could leak in: raw, JSON-escaped, base64 (standard, URL-safe, unpadded),
+/// hex.
 pub fn encodings(secret: &str) -> Vec<String> {
     use base64::Engine;
     let b = secret.as_bytes();
     let e = base64::engine::general_purpose::STANDARD.encode(b);
+    let json = serde_json::to_string(secret).unwrap();
     let mut forms = vec![
         secret.to_owned(),
+        // What a JSON output holds of a secret with `"`, `\` or a control character.
+        json[1..json.len() - 1].to_owned(),
         e.trim_end_matches('=').to_owned(),
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b),
         hex::encode(b),

@@ -43,27 +43,65 @@ pub fn test_user() -> u32 {
 
 /// `program args…` as `user` (setpriv: no new privileges, no supplementary groups).
 pub fn as_user(user: &str, program: &str) -> Command {
+    as_user_in(user, &[], program)
+}
+
+/// `as_user`, with these supplementary groups (names), as a person in the `docker` group has.
+pub fn as_user_in(user: &str, groups: &[&str], program: &str) -> Command {
     let mut c = Command::new("setpriv");
     let gid = id_of(user, "-g").expect("the user has a group");
+    let groups = if groups.is_empty() {
+        "--clear-groups".to_owned()
+    } else {
+        format!("--groups={}", groups.join(","))
+    };
     c.args([
         &format!("--reuid={user}"),
         &format!("--regid={gid}"),
-        "--clear-groups",
+        &groups,
         "--",
         program,
     ]);
     c
 }
 
+/// A group (created here if missing, as root): the test user is given it as a supplementary
+/// group by `run_unprivileged_in`.
+pub fn group(name: &str) -> u32 {
+    let gid = |n: &str| -> Option<u32> {
+        let out = Command::new("getent").args(["group", n]).output().ok()?;
+        String::from_utf8(out.stdout)
+            .ok()?
+            .split(':')
+            .nth(2)?
+            .trim()
+            .parse()
+            .ok()
+    };
+    if gid(name).is_none() {
+        let ok = Command::new("groupadd")
+            .args(["--system", name])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "cannot create the group {name}; run .ci/run as root");
+    }
+    gid(name).unwrap()
+}
+
 /// Re-runs this test as `vaulttest`; true when this process is that child (or not root: then the
 /// test runs as it is, already unprivileged).
 pub fn run_unprivileged(test: &str) -> bool {
+    run_unprivileged_in(test, &[])
+}
+
+/// `run_unprivileged`, the test user holding these supplementary groups.
+pub fn run_unprivileged_in(test: &str, groups: &[&str]) -> bool {
     if std::env::var_os(CHILD).is_some() || !is_root() {
         return true;
     }
     test_user();
     let exe = std::env::current_exe().unwrap();
-    let out = as_user(USER, exe.to_str().unwrap())
+    let out = as_user_in(USER, groups, exe.to_str().unwrap())
         .args(["--exact", test, "--nocapture", "--test-threads=1"])
         .env(CHILD, "1")
         .output()

@@ -101,7 +101,7 @@ struct Conn {
 
 pub(super) async fn serve(agent: Arc<Agent>, stream: UnixStream) {
     let peer = match Peer::of(&stream) {
-        Ok(p) if p.is_same_user() => p,
+        Ok(p) if p.is_same_user() || crate::mutation::off("peer_uid") => p,
         Ok(p) => {
             tracing::warn!(uid = p.uid, pid = ?p.pid, "refused a connection from another user");
             return;
@@ -210,6 +210,30 @@ impl Conn {
         .await;
     }
 
+    /// A person's command asked on an MCP connection: answered with a protocol error and
+    /// journaled as a refused call; nothing of it runs.
+    async fn refuse_for_mcp(&self, id: u64, kind: protocol::RequestKind, line: &[u8]) {
+        tracing::warn!(pid = ?self.peer.pid, contained = self.contained, "refused {kind:?} on an MCP connection");
+        let why = format!(
+            "{kind:?} is a person's command, and this is an MCP session: it may call its tools, \
+             cancel them and end itself. Run `vault` commands in your own terminal, outside \
+             `vault run`"
+        );
+        self.writer
+            .reply(id, ops::error(ErrorCode::Protocol, why))
+            .await;
+        let fp = blake3::hash(line).to_hex().to_string();
+        tools::reject(
+            &self.agent.env,
+            self.session.as_deref(),
+            -32600,
+            "a person's command on an MCP session",
+            &fp,
+            None,
+        )
+        .await;
+    }
+
     /// One unit from the client: a sealed message (one chunk of a frame) once the channel is
     /// open; before, a line: the channel's opening or a plain frame.
     async fn line(&mut self, line: &[u8]) -> Result<(), String> {
@@ -250,6 +274,14 @@ impl Conn {
         }
         if matches!(req, Request::Hello { .. }) {
             return Err("hello was already said".into());
+        }
+        // One place decides what an MCP connection (every contained one among them) may ask.
+        if self.role == Some(Role::Mcp)
+            && !req.kind().for_mcp()
+            && !crate::mutation::off("mcp_gate")
+        {
+            self.refuse_for_mcp(id, req.kind(), line).await;
+            return Ok(());
         }
         if req.needs_channel() && self.opener.is_none() {
             self.writer

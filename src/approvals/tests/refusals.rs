@@ -274,7 +274,7 @@ fn a_session_grant_covers_only_its_session_and_credential_version() {
     let b = created(submit_get(
         &mut s,
         &c,
-        "https://api.example.com/g2",
+        "https://api.example.com/g1/more",
         None,
         HOUR,
     ));
@@ -289,7 +289,7 @@ fn a_session_grant_covers_only_its_session_and_credential_version() {
         HttpArgs {
             credential: "api".into(),
             method: "GET".into(),
-            url: "https://api.example.com/g3".into(),
+            url: "https://api.example.com/g1/other".into(),
             ..HttpArgs::default()
         },
     )

@@ -383,7 +383,7 @@ mod tests {
         );
         let line = grant_line(&d);
         assert!(
-            line.starts_with("  [s] covers  GET, HEAD under /repos/acme/app/ (reads only, any query); api version 2; this session, 60 min (to "),
+            line.starts_with("  [s] covers  GET, HEAD at or under /repos/acme/app, any query; api version 2; this session, 60 min (to "),
             "{line}"
         );
         assert!(card(&d, 1, Style { color: false }, "", BIG)

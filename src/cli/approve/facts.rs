@@ -260,11 +260,16 @@ pub(super) fn card_data(v: &ApprovalView) -> CardData {
             .as_ref()
             .map(|s| s.client.version.clone())
             .unwrap_or_default(),
-        parent_exe: v
-            .session
-            .as_ref()
-            .and_then(|s| s.parent.exe.clone())
-            .unwrap_or_else(|| "?".into()),
+        // The program that started `vault mcp`; a process that hides itself (undumpable, as
+        // `vault demo` is) is named by its pid and said to be unreadable, never shown as "?".
+        parent_exe: match v.session.as_ref().map(|s| &s.parent) {
+            Some(p) => match (&p.exe, p.pid) {
+                (Some(exe), _) => exe.clone(),
+                (None, Some(pid)) => format!("pid {pid}, whose program cannot be read"),
+                (None, None) => "a process the agent could not see".into(),
+            },
+            None => "no session record".into(),
+        },
         contained: v.session.as_ref().is_some_and(|s| s.contained),
         normalized,
         body,

@@ -35,8 +35,10 @@ pub(super) struct Args {
     id: Option<String>,
     #[arg(long, requires = "id")]
     approve: bool,
-    /// Approve, and let the same session use this credential without asking until
-    /// `[approvals] session_grant_seconds` (default 3600) from now.
+    /// Approve, and let the same session's next calls of the same kind run without a card
+    /// until `[approvals] session_grant_seconds` (default 3600) from now: what the card's
+    /// `[s] covers` line names (reads at or under this read's directory, or exactly this
+    /// method and path, or exactly this SSH command), not every use of the credential.
     #[arg(long, requires = "id")]
     approve_session: bool,
     #[arg(long, requires = "id")]
@@ -63,8 +65,7 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     };
     Vault::id_of(&paths)?;
     let source = PassphraseSource::choose(args.passphrase_stdin);
-    let passphrase = source.read("Vault passphrase: ")?;
-    let keys = super::backend::keys_from(&paths, &source, &passphrase)?;
+    let keys = super::backend::read_keys(&paths, &source, "Vault passphrase: ")?;
     let mut client = approver_client(&paths, &keys)?;
     // The channel is open: only the approver key is needed from here on.
     let approver = keys.into_approver();

@@ -16,7 +16,7 @@
 use super::card;
 use super::facts::{card_data, CardData};
 use super::layout::Size;
-use super::tty::{page_through, read_pin, Tty, CTRL_C};
+use super::tty::{page_through, read_pin, read_pin_or_quit, PinRead, Tty, CTRL_C};
 use super::unlock::unlock;
 use super::watch::{left_note, Told};
 use crate::agent::client::Proof;
@@ -130,11 +130,23 @@ pub(super) fn run(
                 let what = card_data(&v).headline();
                 let proof = match verdict {
                     Verdict::Deny(_) => Some(Proof::Key),
-                    _ => read_pin(
+                    _ => match read_pin_or_quit(
                         &mut tty,
-                        &format!("PIN to approve {} (Enter; Esc cancels): ", v.action.id),
-                    )
-                    .map(Proof::Pin),
+                        &format!(
+                            "PIN to approve {} (Enter; Esc goes back, Ctrl-C quits): ",
+                            v.action.id
+                        ),
+                    ) {
+                        PinRead::Typed(pin) => Some(Proof::Pin(pin)),
+                        PinRead::Cancelled => None,
+                        PinRead::Quit => {
+                            tty.show(&format!(
+                                "\r\nQuit: nothing was decided; {} still waits.\r\n",
+                                v.action.id
+                            ));
+                            return Ok(Exit::Ok);
+                        }
+                    },
                 };
                 screen.note = match (proof, watch.client()) {
                     (None, _) => format!("Not approved: {} (no PIN was entered).", v.action.id),

@@ -131,6 +131,22 @@ impl Drop for Tty {
 /// Reads a PIN on the last line of the screen: nothing is shown as it is typed (not even how
 /// many characters); Enter ends it, Esc or Ctrl-C cancels, and so does `PIN_WAIT` without a key.
 pub(super) fn read_pin(tty: &mut Tty, prompt: &str) -> Option<Secret> {
+    match read_pin_or_quit(tty, prompt) {
+        PinRead::Typed(pin) => Some(pin),
+        PinRead::Cancelled | PinRead::Quit => None,
+    }
+}
+
+/// What a PIN prompt got: a PIN, nothing (Esc, Enter alone, or no key for a while), or Ctrl-C,
+/// which means what it means everywhere else: quit.
+pub(super) enum PinRead {
+    Typed(Secret),
+    Cancelled,
+    Quit,
+}
+
+/// `read_pin`, telling Ctrl-C (quit `vault approve`) from Esc (back to the card).
+pub(super) fn read_pin_or_quit(tty: &mut Tty, prompt: &str) -> PinRead {
     let rows = tty.rows();
     tty.show(&format!("\x1b[{rows};1H\x1b[2K{prompt}"));
     let mut typed = zeroize::Zeroizing::new(Vec::with_capacity(PIN_INPUT_MAX));
@@ -138,14 +154,15 @@ pub(super) fn read_pin(tty: &mut Tty, prompt: &str) -> Option<Secret> {
     loop {
         let Some(k) = tty.key() else {
             if last.elapsed() > PIN_WAIT {
-                return None;
+                return PinRead::Cancelled;
             }
             continue;
         };
         last = Instant::now();
         match k {
             b'\r' | b'\n' => break,
-            ESC | CTRL_C => return None,
+            CTRL_C => return PinRead::Quit,
+            ESC => return PinRead::Cancelled,
             127 | 8 => {
                 typed.pop();
             }
@@ -153,7 +170,10 @@ pub(super) fn read_pin(tty: &mut Tty, prompt: &str) -> Option<Secret> {
             _ => {}
         }
     }
-    (!typed.is_empty()).then(|| Secret::new(std::mem::take(&mut *typed)))
+    if typed.is_empty() {
+        return PinRead::Cancelled;
+    }
+    PinRead::Typed(Secret::new(std::mem::take(&mut *typed)))
 }
 
 /// Shows the full view a page at a time: space for the next page, any other key goes back.

@@ -20,9 +20,9 @@ pub(super) fn unlock(
     tty: &mut Tty,
 ) -> anyhow::Result<(Watch, ApproverKey)> {
     tty.raw(false);
-    let passphrase = source.read("Vault passphrase: ");
+    let keys = super::super::backend::read_keys(paths, source, "Vault passphrase: ");
     tty.raw(true);
-    let keys = super::super::backend::keys_from(paths, source, &passphrase?)?;
+    let keys = keys?;
     let mut client = crate::agent::handoff::approver_client(paths, &keys)?;
     let psk = crate::agent::channel::channel_key(&keys.master);
     let approver = keys.into_approver();

@@ -4,6 +4,7 @@
 use super::super::out::note;
 use super::clients::{Client, Scope};
 use super::merge::Server;
+use super::NAME;
 use crate::cli::Exit;
 use crate::paths::VaultPaths;
 use crate::term::escape;
@@ -147,6 +148,29 @@ fn read_verdict(client: Client, name: &str, said: &str, cwd: &Path) -> Option<(S
 }
 
 /// An executable `name` in a directory of PATH.
+/// How to give this program its other name, `agent-vault` (the link the packages install): a link
+/// beside it where its folder is on PATH (after `cargo install`: `ln -s vault ~/.cargo/bin/…`, as
+/// the README says), else one in ~/.local/bin. The same words from `vault setup` and `vault doctor`.
+pub(in crate::cli) fn link_advice() -> String {
+    let this = std::env::current_exe().and_then(std::fs::canonicalize).ok();
+    let folder_on_path = this.as_deref().and_then(Path::parent).filter(|dir| {
+        std::env::var_os("PATH").is_some_and(|p| {
+            std::env::split_paths(&p).any(|d| std::fs::canonicalize(d).ok().as_deref() == Some(dir))
+        })
+    });
+    match (&this, folder_on_path) {
+        (Some(exe), Some(dir)) => {
+            let name = exe.file_name().unwrap_or_default().to_string_lossy();
+            format!("`ln -s {name} {}/{NAME}`", dir.display())
+        }
+        (Some(exe), None) => format!(
+            "`ln -s {} ~/.local/bin/{NAME}` (with ~/.local/bin on PATH)",
+            exe.display()
+        ),
+        (None, _) => format!("`ln -s \"$(command -v vault)\" ~/.local/bin/{NAME}`"),
+    }
+}
+
 pub(in crate::cli) fn on_path(name: &str) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let path = std::env::var_os("PATH")?;

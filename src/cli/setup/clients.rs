@@ -69,6 +69,14 @@ impl Places {
         })
     }
 
+    /// Claude Code's user config, `~/.claude.json` (or in `$CLAUDE_CONFIG_DIR`).
+    pub(super) fn claude_config(&self) -> PathBuf {
+        self.claude_dir
+            .as_ref()
+            .unwrap_or(&self.home)
+            .join(".claude.json")
+    }
+
     /// Gemini CLI's record of trusted folders.
     pub(super) fn gemini_trusted_folders(&self) -> PathBuf {
         self.gemini_trust
@@ -113,7 +121,7 @@ impl Client {
     pub(super) fn config_path(self, scope: Scope, at: &Places) -> anyhow::Result<PathBuf> {
         let (home, cwd) = (&at.home, &at.cwd);
         Ok(match (self, scope) {
-            (Client::Claude, Scope::User) => at.claude_dir.as_ref().unwrap_or(home).join(".claude.json"),
+            (Client::Claude, Scope::User) => at.claude_config(),
             (Client::Claude, Scope::Project) => cwd.join(".mcp.json"),
             (Client::Cursor, Scope::User) => home.join(".cursor/mcp.json"),
             (Client::Cursor, Scope::Project) => cwd.join(".cursor/mcp.json"),
@@ -156,6 +164,9 @@ impl Client {
         members.push(("args".to_owned(), Node::New(json!(["mcp"]))));
         if let Some(dir) = &s.vault_dir {
             members.push(("env".to_owned(), Node::New(json!({"VAULT_DIR": dir}))));
+        }
+        if self == Client::Gemini && s.trust {
+            members.push(("trust".to_owned(), Node::New(json!(true))));
         }
         Node::Object(members)
     }

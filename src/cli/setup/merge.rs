@@ -16,6 +16,8 @@ pub(super) struct Server {
     pub(super) name: String,
     pub(super) command: String,
     pub(super) vault_dir: Option<String>,
+    /// Gemini CLI's `"trust": true`: no confirmation of its own before a call.
+    pub(super) trust: bool,
 }
 
 /// A JSON value on its way out: a member kept as it was written, an object whose members we

@@ -14,8 +14,9 @@ mod clients;
 mod jsonc;
 mod merge;
 mod portable;
+mod scopes;
 
-pub(super) use self::check::on_path;
+pub(super) use self::check::{link_advice, on_path};
 use self::clients::{Client, Places, Scope, Trust};
 use self::merge::Server;
 use super::out::note;
@@ -42,6 +43,11 @@ pub(super) struct Args {
     /// The client's executable, for its health check (default: `claude` or `gemini` on PATH).
     #[arg(long, value_name = "PATH")]
     client_bin: Option<PathBuf>,
+    /// Gemini CLI: let it call the vault's tools without its own confirmation ("trust": true).
+    /// Headless `gemini -p` offers the model no tool it would have to confirm; each action still
+    /// waits for your card in `vault approve`.
+    #[arg(long)]
+    trust: bool,
 }
 
 /// The server's name in every client, and the command a project's config names: `vault` is
@@ -73,11 +79,13 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
             name: args.name.clone(),
             command: NAME.to_owned(),
             vault_dir: None,
+            trust: args.trust,
         },
         Scope::User => Server {
             name: args.name.clone(),
             command: utf8(&this_binary()?, "the vault binary")?,
             vault_dir: Some(utf8(&vault_dir(&paths)?, "the vault directory")?),
+            trust: args.trust,
         },
     };
     let at = Places::from_env()?;
@@ -146,6 +154,15 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
             "{} runs outside `vault run`, which contains terminal clients: its agent can type into your terminals, so approvals there take the PIN (SECURITY.md \"Who can approve\").",
             client.label()
         ),
+    }
+    if let Some(warning) = scopes::conflict(client, args.scope, &server.name, &at) {
+        outln!("{warning}");
+    }
+    if client == Client::Gemini && !server.trust {
+        outln!(
+            "Headless `gemini -p` offers the model none of {}'s tools: it drops every tool it would have to confirm first. For headless use run `vault setup gemini --trust` (Gemini then calls them without asking; each action still waits for your card in `vault approve`).",
+            server.name
+        );
     }
     let bin = args.client_bin.as_deref();
     check::check(client, args.scope, bin, &server, &at.cwd, &paths)

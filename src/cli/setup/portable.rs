@@ -10,15 +10,14 @@ use std::path::Path;
 /// Prints the project scope's lines after the file is written.
 pub(super) fn tell(file: &Path, paths: &VaultPaths) -> anyhow::Result<()> {
     outln!(
-        "{} is meant to be committed: it names the command `{NAME}` and no path of this machine. Each teammate needs `{NAME}` on their PATH (the .deb and Homebrew packages install it; after `cargo install`: `ln -s \"$(command -v vault)\" ~/.local/bin/{NAME}`), their own vault at its default place (`vault init`), and the credentials this project uses, added under the same names (`vault add …`).",
+        "{} is meant to be committed: it names the command `{NAME}` and no path of this machine. Each teammate needs `{NAME}` on their PATH (the .deb and Homebrew packages install it; after `cargo install`: `ln -s vault ~/.cargo/bin/{NAME}`), their own vault at its default place (`vault init`), and the credentials this project uses, added under the same names (`vault add …`).",
         file.display()
     );
     let this = std::env::current_exe().and_then(std::fs::canonicalize).ok();
     match on_path(NAME) {
         None => outln!(
-            "`{NAME}` is not on your PATH here, so the client cannot start this entry on this machine: `ln -s {} ~/.local/bin/{NAME}` (with ~/.local/bin on PATH), or install the package.",
-            this.as_deref()
-                .map_or("\"$(command -v vault)\"".to_owned(), |p| p.display().to_string())
+            "`{NAME}` is not on your PATH here, so the client cannot start this entry on this machine: {}, or install the package.",
+            super::check::link_advice()
         ),
         Some(found) => {
             let same = std::fs::canonicalize(&found).ok() == this;

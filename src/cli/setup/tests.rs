@@ -11,6 +11,7 @@ fn server() -> Server {
         name: "vault".into(),
         command: "/opt/bin/vault".into(),
         vault_dir: Some("/home/p/vault \"dir\"".into()),
+        trust: false,
     }
 }
 
