@@ -434,10 +434,10 @@ impl Verifier {
                     .map(|b| b.vault_id);
             }
             self.held.genesis(row.body)?;
-        } else if row.prev != self.prev {
+        } else if row.prev != self.prev && !crate::mutation::off("verify_chain") {
             return Err((Reason::PrevMismatch, format!("row {exp}'s prev is not the hash of row {}: the history before it was rewritten", exp - 1)));
         }
-        if row.hash != hash {
+        if row.hash != hash && !crate::mutation::off("verify_chain") {
             return Err((
                 Reason::HashMismatch,
                 format!("row {exp} was changed after it was written (its hash does not match its contents)"),

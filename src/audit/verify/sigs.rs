@@ -398,6 +398,9 @@ pub(super) fn verify_all(key: &VerifyingKey, messages: &[&[u8]], sigs: &[Signatu
     if sigs.is_empty() {
         return Vec::new();
     }
+    if crate::mutation::off("approver_signature") {
+        return vec![true; sigs.len()];
+    }
     let keys = vec![*key; sigs.len()];
     if sigs.len() > 1 && ed25519_dalek::verify_batch(messages, sigs, &keys).is_ok() {
         return vec![true; sigs.len()];
