@@ -245,6 +245,77 @@ fn doctor_says_who_else_can_type_into_the_terminal_and_what_holds() {
     );
 }
 
+/// The scripted path (`vault approve --id … --approve` with the passphrase in
+/// VAULT_PASSPHRASE_FILE) signs with the passphrase alone, no PIN: whoever reads that file can
+/// approve. `vault doctor` warns when the file is readable by anyone but its owner, or sits in a
+/// project (a git work tree an AI client reads, commits and pushes); a 0600 file elsewhere is ok.
+#[test]
+fn doctor_warns_of_a_passphrase_file_others_can_read_or_that_sits_in_a_project() {
+    use std::os::unix::fs::PermissionsExt;
+    let mut v = TestVault::init("pp-file");
+    let check = |v: &mut TestVault, file: &std::path::Path| -> Value {
+        let mut c = v.command(&["doctor", "--json"]);
+        c.env("VAULT_PASSPHRASE_FILE", file);
+        let doc: Value = serde_json::from_str(v.run_command(&mut c, None).stdout.trim()).unwrap();
+        doc["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["check"] == "passphrase file")
+            .cloned()
+            .unwrap_or_else(|| panic!("no passphrase file check: {doc}"))
+    };
+    let write = |path: &std::path::Path, mode: u32| {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, format!("{PASSPHRASE}\n")).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    let private = v.dir.path().join("config/passphrase");
+    write(&private, 0o600);
+    let ok = check(&mut v, &private);
+    assert_eq!(
+        (ok["ok"].as_bool(), ok["warning"].as_bool()),
+        (Some(true), Some(false)),
+        "{ok}"
+    );
+    assert!(
+        ok["detail"].as_str().unwrap().contains("without the PIN"),
+        "{ok}"
+    );
+    let shared = v.dir.path().join("config/passphrase-shared");
+    write(&shared, 0o644);
+    let warn = check(&mut v, &shared);
+    let detail = warn["detail"].as_str().unwrap();
+    assert_eq!(warn["warning"], true, "{warn}");
+    assert!(
+        detail.contains("644") && detail.contains("chmod 600"),
+        "{detail}"
+    );
+    // In a project: the git work tree's root is named, even several directories up.
+    let project = v.dir.path().join("project");
+    std::fs::create_dir_all(project.join(".git")).unwrap();
+    let inside = project.join("scripts/ci/passphrase");
+    write(&inside, 0o600);
+    let warn = check(&mut v, &inside);
+    let detail = warn["detail"].as_str().unwrap();
+    assert_eq!(warn["warning"], true, "{warn}");
+    assert!(
+        detail.contains("git work tree") && detail.contains(project.to_str().unwrap()),
+        "{detail}"
+    );
+    // Without VAULT_PASSPHRASE_FILE there is nothing to say.
+    let doc: Value =
+        serde_json::from_str(v.run(&["doctor", "--json"], None).stdout.trim()).unwrap();
+    assert!(
+        !doc["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["check"] == "passphrase file"),
+        "{doc}"
+    );
+}
+
 /// A typo is not tampering: the person mistypes the PIN once on a card in a real tmux pane, then
 /// types it right. The action runs, and the journal those rows made verifies, in `vault.db` and
 /// as an export (issue 46: `approval.pin_wrong` names the action it was typed for).
@@ -298,6 +369,17 @@ fn a_mistyped_pin_then_the_right_one_leaves_a_journal_that_verifies() {
     let file = v.vault_dir().join("../typo-export.jsonl");
     v.run_pp(&["export-audit", file.to_str().unwrap()], None)
         .ok();
-    let offline = v.run(&["verify", "--file", file.to_str().unwrap()], None);
-    assert_eq!(offline.code, 0, "vault verify --file: {offline:?}");
+    let key = support::journal::approver_key(&mut v);
+    let held = [
+        "verify",
+        "--file",
+        file.to_str().unwrap(),
+        "--approver-key",
+        &key,
+    ];
+    let offline = v.run(&held, None);
+    assert_eq!(
+        offline.code, 0,
+        "vault verify --file --approver-key: {offline:?}"
+    );
 }

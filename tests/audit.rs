@@ -54,7 +54,7 @@ fn verify_prints_the_head_and_an_export_verifies_with_no_vault_at_all() {
     assert_eq!(
         run.stdout.trim(),
         format!(
-            r#"{{"ok":true,"rows":22,"head":{{"seq":22,"hash":"{}"}},"first_bad_seq":null,"reason":null}}"#,
+            r#"{{"ok":true,"rows":22,"head":{{"seq":22,"hash":"{}"}},"first_bad_seq":null,"reason":null,"held":true,"signatures":0,"signed_from":null,"unchecked":null}}"#,
             head.1
         )
     );
@@ -92,12 +92,107 @@ fn verify_prints_the_head_and_an_export_verifies_with_no_vault_at_all() {
         (Some("ses_t"), Some(0))
     );
 
-    let (code, report) = verify_file(&file, &["--anchor", &format!("22:{}", head.1)]);
+    let key = support::journal::approver_key(&mut v);
+    let anchor = format!("22:{}", head.1);
+    let (code, report) = verify_file(&file, &["--anchor", &anchor, "--approver-key", &key]);
     assert_eq!(code, 0, "{report}");
+    // Without the approver's key the chain is intact, but the export is not held to anyone.
+    let (code, report) = verify_file(&file, &["--anchor", &anchor]);
+    assert_eq!(
+        (code, report["ok"].as_bool(), report["held"].as_bool()),
+        (5, Some(true), Some(false)),
+        "{report}"
+    );
     assert_eq!(
         (report["rows"].as_i64(), report["head"]["hash"].as_str()),
         (Some(22), Some(head.1.as_str()))
     );
+}
+
+#[test]
+fn init_prints_the_approver_key_once_and_show_key_prints_it_again() {
+    let mut v = TestVault::empty("show-key");
+    let init = v
+        .run(
+            &["init", "--passphrase-stdin"],
+            Some(&format!("{PASSPHRASE}\n")),
+        )
+        .ok();
+    let row1: Value = {
+        let vault = open(&v);
+        let body: String = vault
+            .store
+            .conn()
+            .query_row("SELECT body FROM audit WHERE seq = 1", [], |r| r.get(0))
+            .unwrap();
+        serde_json::from_str(&body).unwrap()
+    };
+    let hex = row1["approver_public_key"].as_str().unwrap().to_owned();
+    let show = v
+        .run(
+            &["approver", "show-key", "--passphrase-stdin"],
+            Some(&format!("{PASSPHRASE}\n")),
+        )
+        .ok();
+    let lines: Vec<&str> = show.stdout.lines().collect();
+    assert_eq!(
+        lines.len(),
+        2,
+        "stdout holds the key, nothing else: {}",
+        show.stdout
+    );
+    assert_eq!(lines[0], hex);
+    assert!(
+        lines[1].starts_with("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI")
+            && lines[1].ends_with(" agent-vault-approver"),
+        "{}",
+        lines[1]
+    );
+    assert!(
+        show.stderr.contains("Keep a copy off this machine"),
+        "the advice goes to stderr: {}",
+        show.stderr
+    );
+    // `vault init` printed the same two lines once, and said to keep them elsewhere.
+    assert_eq!(init.stdout.matches(&hex).count(), 1, "{}", init.stdout);
+    assert!(init.stdout.contains(lines[1]), "{}", init.stdout);
+    assert!(
+        init.stderr.contains("Keep a copy off this machine"),
+        "{}",
+        init.stderr
+    );
+    // Any ssh tool reads the line as an ed25519 key.
+    let file = v.dir.path().join("approver.pub");
+    std::fs::write(&file, format!("{}\n", lines[1])).unwrap();
+    if let Ok(out) = Command::new("ssh-keygen")
+        .arg("-l")
+        .arg("-f")
+        .arg(&file)
+        .output()
+    {
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(said.contains("agent-vault-approver (ED25519)"), "{said}");
+    }
+    let json: Value = serde_json::from_str(
+        v.run(
+            &["approver", "show-key", "--json", "--passphrase-stdin"],
+            Some(&format!("{PASSPHRASE}\n")),
+        )
+        .ok()
+        .stdout
+        .trim(),
+    )
+    .unwrap();
+    assert_eq!(
+        (json["hex"].as_str(), json["ssh"].as_str()),
+        (Some(hex.as_str()), Some(lines[1]))
+    );
+    let wrong = v.run(
+        &["approver", "show-key", "--passphrase-stdin"],
+        Some("nope\n"),
+    );
+    assert_ne!(wrong.code, 0);
+    assert!(wrong.stdout.is_empty(), "{}", wrong.stdout);
 }
 
 #[test]
@@ -190,7 +285,11 @@ fn a_tampered_export_fails_verification_at_the_right_seq() {
         );
     }
     // The untouched export still verifies: the failures above come from the tampering.
-    assert_eq!(verify_file(&file, &["--anchor", &anchor]).0, 0);
+    let key = support::journal::approver_key(&mut v);
+    assert_eq!(
+        verify_file(&file, &["--anchor", &anchor, "--approver-key", &key]).0,
+        0
+    );
 }
 
 #[test]
@@ -347,6 +446,7 @@ fn log_and_sessions_show_what_each_agent_did() {
             basis: None,
             method: None,
             touch: None,
+            signed: None,
         };
         for s in [
             State::Pending,

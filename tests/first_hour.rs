@@ -322,8 +322,15 @@ fn papercuts_say_what_they_mean() {
     assert!(!v.vault_dir().join("-").exists() && !std::path::Path::new("-").exists());
     let file = v.vault_dir().with_file_name("exported.jsonl");
     std::fs::write(&file, &r.stdout).unwrap();
-    v.run(&["verify", "--file", file.to_str().unwrap()], None)
-        .ok();
+    let key = support::journal::approver_key(&mut v);
+    let held = [
+        "verify",
+        "--file",
+        file.to_str().unwrap(),
+        "--approver-key",
+        &key,
+    ];
+    v.run(&held, None).ok();
     // A missing --secret-file says the OS error once.
     let r = v
         .run(

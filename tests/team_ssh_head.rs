@@ -114,8 +114,15 @@ fn ssh_logs_in_with_a_certificate_from_the_team_ca() {
     }
     drop(p);
     v.run(&["verify"], None).ok();
-    v.run(&["verify", "--file", export.to_str().unwrap()], None)
-        .ok();
+    let key = support::journal::approver_key(&mut v);
+    let held = [
+        "verify",
+        "--file",
+        export.to_str().unwrap(),
+        "--approver-key",
+        &key,
+    ];
+    v.run(&held, None).ok();
 }
 
 const HEAD_POLICY: &str = r#"

@@ -155,6 +155,12 @@ fn on_the_card_a_key_credential_says_so_and_with_no_key_plugged_in_nothing_is_se
 
 #[test]
 fn an_action_under_presence_key_runs_only_with_a_registered_keys_touch_over_its_own_hash() {
+    // The forger is a process of the person's own uid, not root (issue 49).
+    if !support::uid::run_unprivileged(
+        "an_action_under_presence_key_runs_only_with_a_registered_keys_touch_over_its_own_hash",
+    ) {
+        return;
+    }
     let target = HttpTarget::start(SECRET);
     let mut v = TestVault::init("touch");
     let (keys, mut client) = approver(&v);
@@ -392,8 +398,15 @@ fn an_action_under_presence_key_runs_only_with_a_registered_keys_touch_over_its_
         approved[0]
     );
     v.run(&["verify"], None).ok();
-    v.run(&["verify", "--file", export.to_str().unwrap()], None)
-        .ok();
+    let key = support::journal::approver_key(&mut v);
+    let held = [
+        "verify",
+        "--file",
+        export.to_str().unwrap(),
+        "--approver-key",
+        &key,
+    ];
+    v.run(&held, None).ok();
 
     // A forger with the database key rewrites the approved row and recomputes every hash after
     // it: the chain holds, the touch does not. `vault verify --file` needs no key to see it.

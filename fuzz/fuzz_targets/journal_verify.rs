@@ -1,15 +1,20 @@
 //! Fuzzes the journal verifier (`audit::verify_file`, the streaming `Verifier` behind
-//! `vault verify --file`): a mutated export must never be accepted.
+//! `vault verify --file`, with and without `--approver-key`): a mutated export must never be
+//! accepted.
 //!
 //! The journal is built once per process, by the vault's own code: `Vault::init` in a temp dir
 //! (row 1, `vault.init`), then typed `audit::append` rows inside `Store::write` transactions, a
-//! credential added through `credentials::add_as_approver`, and `audit::record_rejection`: an
+//! credential of each policy added through `credentials::add_as_approver` (signed), and
+//! `audit::record_rejection`: an
 //! unlock, two interleaved sessions whose actions go through every terminal state (pending →
 //! approved → dispatched on a decision nonce → completed; received → dispatched on the policy →
 //! indeterminate; pending → denied / expired / withdrawn; approved → dispatched on its own nonce
 //! → failed_before_send; a session grant recorded, received → dispatched on it → completed, the
-//! grant revoked), a rejected and a suppressed call, a pause and a resume, a lock. It is exported with `audit::export_to` (the
-//! bytes `vault export-audit` writes) and must verify as is.
+//! grant revoked), a rejected and a suppressed call, a pause and a resume, a lock. Every row a
+//! person decided carries the approver's signature (`signed`: the decisions, the grant, its
+//! revocation, the resume, the credentials), made with the vault's approver key. It is exported
+//! with `audit::export_to` (the bytes `vault export-audit` writes) and must verify as is, and be
+//! held to the approver's key.
 //!
 //! Input: byte 0 holds the number of phase-1 mutations (bits 0-2), whether a forgery follows
 //! (bit 3) and the number of anchors (bits 4-5). Then the anchors: each the true head of the
@@ -29,11 +34,15 @@
 //! a `vault.init` chained to its vault id's genesis, each prev the previous hash, each hash
 //! blake3(prev ‖ canonical row) over the body text as written, every anchor at or below k and equal
 //! to the hash at its seq, and the lifecycle (an action starts `pending`/`received`, moves only by
-//! `State::can_go`, a plain kind never names an action, an unknown `action.*` kind is refused, a
+//! `State::can_go`, a plain kind never names an action (a note about one, `approval.pin_wrong`,
+//! may), an unknown `action.*` kind is refused, a
 //! dispatch body reads as `ActionRow`, names a basis that fits (a decision after `approved`, a
 //! `never`/`writes` policy or a recorded, unrevoked, unexpired grant of its session after
 //! `received`) and spends a decision nonce at most once; a grant is recorded once, in its own
-//! session's rows, and only a recorded grant is revoked, once).
+//! session's rows, and only a recorded grant is revoked, once; and what the touch checks read:
+//! credential, `session.start` and key rows read as their types, a key registered reads as a COSE
+//! key and only a registered one is removed, an approval of a credential that needs a touch
+//! carries one, and a touch the fuzzer made, with no key, is refused).
 //!
 //! Invariants:
 //! - no panic, whatever the bytes;
@@ -56,7 +65,14 @@
 //!   or a decision nonce spent twice); and a forgery with no phase-1 mutation that the reference
 //!   accepts is accepted (the verifier does not refuse an honest-looking journal);
 //! - bytes that are exactly the export or a cut of it at a line end: accepted exactly when no
-//!   anchor is wrong or past the cut, and at least one line is kept.
+//!   anchor is wrong or past the cut, and at least one line is kept; held to the key exactly then;
+//! - held to the key (every input is verified both ways), the checks only add: what it accepts
+//!   the chain alone accepts (same rows, same head); it accepts no signed payload and signature
+//!   the original journal does not hold (no signature can be made without the key; the same one
+//!   may be spelled otherwise), and no dispatch on a
+//!   person's decision (action, nonce) the original does not hold; and it never refuses what the
+//!   chain accepts when nothing was changed. (A forgery that strips a signature from the rows
+//!   before the first one left may be accepted, not held: what rests on them is counted.)
 //!
 //! Accepted as the same journal (no assertion either way beyond the above): JSON whitespace
 //! between a line's fields (around the body too: its text runs from its first to its last
@@ -75,12 +91,18 @@ use agent_vault::credentials::{self, Approval, HttpAuth, HttpTarget, NewCredenti
 use agent_vault::keys::Passphrase;
 use agent_vault::paths::VaultPaths;
 use agent_vault::vault::Vault;
+use agent_vault::keys::signing::{self, Signed};
 use agent_vault::wire::journal::{
-    ActionRow, Basis, CallSuppressed, ClientLabel, GrantAdded, GrantRevoked, Kind, Process,
-    SessionEnd, SessionStart, VaultInit, VaultLock, VaultPause, VaultResume, VaultUnlock,
+    ActionRow, Basis, CallSuppressed, ClientLabel, CredentialBody, GrantAdded, GrantRevoked, Kind,
+    Process, RowSignature, SessionEnd, SessionStart, VaultInit, VaultLock, VaultPause,
+    VaultResume, VaultUnlock,
 };
 use agent_vault::wire::touch::Presence;
-use agent_vault::wire::{GrantScope, Hardening, State};
+use agent_vault::wire::{
+    ApprovalMethod, Decision, DecisionPayload, GrantPayload, GrantScope, Hardening, Op, Payload,
+    ResumePayload, RevocationPayload, State,
+};
+use ed25519_dalek::VerifyingKey;
 use libfuzzer_sys::arbitrary::Unstructured;
 use libfuzzer_sys::fuzz_target;
 use serde::{Deserialize, Serialize};
@@ -230,6 +252,109 @@ fn ms(ts: &str) -> Option<i64> {
         .map(|t| t.as_millisecond())
 }
 
+/// What the reference knows of security keys, as `audit/verify/touches.rs` reads it: the keys
+/// registered (credential id → removed), what each credential requires, each session's profile.
+#[derive(Default)]
+struct Touches {
+    keys: HashMap<String, bool>,
+    presence: HashMap<(String, String), Presence>,
+    sessions: HashMap<String, String>,
+}
+
+impl Touches {
+    /// Whether the touch checks read a row of this kind (with no action).
+    fn reads(&self, r: &Row) -> bool {
+        matches!(
+            Kind::parse(&r.kind),
+            Some(
+                Kind::KeyAdd
+                    | Kind::KeyRemove
+                    | Kind::CredentialAdd
+                    | Kind::CredentialEdit
+                    | Kind::CredentialRm
+                    | Kind::SessionStart
+            )
+        )
+    }
+
+    fn apply(&mut self, r: &Row) -> Result<(), String> {
+        let unread = |e: serde_json::Error| format!("row {}: {} body {e}", r.seq, r.kind);
+        match Kind::parse(&r.kind) {
+            Some(Kind::KeyAdd) => {
+                let add: agent_vault::wire::journal::KeyAdded =
+                    serde_json::from_str(r.body.get()).map_err(unread)?;
+                hex::decode(&add.key.public_key)
+                    .ok()
+                    .and_then(|c| agent_vault::fido::parse_cose_key(&c).ok())
+                    .ok_or_else(|| format!("row {}: a key that does not read", r.seq))?;
+                self.keys.insert(add.key.credential_id, false);
+            }
+            Some(Kind::KeyRemove) => {
+                let rm: agent_vault::wire::journal::KeyRemoved =
+                    serde_json::from_str(r.body.get()).map_err(unread)?;
+                match self.keys.get_mut(&rm.credential_id) {
+                    Some(removed) if !*removed => *removed = true,
+                    _ => return Err(format!("row {}: removes no registered key", r.seq)),
+                }
+            }
+            Some(k @ (Kind::CredentialAdd | Kind::CredentialEdit | Kind::CredentialRm)) => {
+                let c: CredentialBody = serde_json::from_str(r.body.get()).map_err(unread)?;
+                let needs = match &c.binding {
+                    Target::Http(h) => h.presence,
+                    Target::Ssh(s) => s.presence,
+                };
+                let at = (c.profile, c.name);
+                if k == Kind::CredentialRm || needs.is_none() {
+                    self.presence.remove(&at);
+                } else {
+                    self.presence.insert(at, needs);
+                }
+            }
+            Some(Kind::SessionStart) => {
+                let s: SessionStart = serde_json::from_str(r.body.get()).map_err(unread)?;
+                if let Some(id) = &r.session {
+                    self.sessions.insert(id.clone(), s.profile);
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// An `action.approved` row: a touch where its credential needs one. No touch a fuzzer
+    /// makes verifies (it holds no key), so one that is there is refused.
+    fn approved(&self, r: &Row) -> Result<(), String> {
+        let body = r.body.get();
+        if self.presence.is_empty() && !body.contains("\"touch\"") {
+            return Ok(());
+        }
+        #[derive(Deserialize)]
+        struct Approved {
+            credential: String,
+            summary: String,
+            #[allow(dead_code)]
+            hash: String,
+            #[serde(default)]
+            touch: Option<agent_vault::wire::touch::TouchRecord>,
+        }
+        let a: Approved = serde_json::from_str(body)
+            .map_err(|e| format!("row {}: approved body {e}", r.seq))?;
+        if a.touch.is_some() {
+            return Err(format!("row {}: a touch no registered key made", r.seq));
+        }
+        let profile = r.session.as_ref().and_then(|s| self.sessions.get(s));
+        let needs = profile
+            .and_then(|p| self.presence.get(&(p.clone(), a.credential.clone())))
+            .copied()
+            .unwrap_or_default();
+        let read = a.summary.starts_with("GET ") || a.summary.starts_with("HEAD ");
+        if needs.needs_touch(!read) {
+            return Err(format!("row {}: needs a touch and carries none", r.seq));
+        }
+        Ok(())
+    }
+}
+
 /// The reference verdict over parsed rows: Ok, or why not.
 fn reference(rows: &[Row], anchors: &[Anchor]) -> Result<(), String> {
     if rows.is_empty() {
@@ -240,6 +365,7 @@ fn reference(rows: &[Row], anchors: &[Anchor]) -> Result<(), String> {
     let mut spent: HashSet<String> = HashSet::new();
     // Each recorded grant: its session, expiry (ms) and whether it was revoked.
     let mut grants: HashMap<String, (String, i64, bool)> = HashMap::new();
+    let mut touches = Touches::default();
     for (j, r) in rows.iter().enumerate() {
         if r.seq != j as i64 + 1 {
             return Err(format!("line {} has seq {}", j + 1, r.seq));
@@ -266,6 +392,8 @@ fn reference(rows: &[Row], anchors: &[Anchor]) -> Result<(), String> {
         if let Some(a) = r.action.as_deref() {
             let to = match Kind::parse(&r.kind) {
                 Some(Kind::Action(s)) => s,
+                // A note about the action (a wrong PIN typed on its card) moves it nowhere.
+                Some(k) if k.notes_action() => continue,
                 Some(_) => return Err(format!("row {}: a plain kind names an action", r.seq)),
                 None if r.kind.starts_with("action.") => {
                     return Err(format!("row {}: unknown state", r.seq))
@@ -278,6 +406,9 @@ fn reference(rows: &[Row], anchors: &[Anchor]) -> Result<(), String> {
                     return Err(format!("row {}: illegal transition", r.seq))
                 }
                 _ => {}
+            }
+            if to == State::Approved {
+                touches.approved(r)?;
             }
             if to == State::Dispatched {
                 let body: ActionRow = serde_json::from_str(r.body.get())
@@ -309,6 +440,8 @@ fn reference(rows: &[Row], anchors: &[Anchor]) -> Result<(), String> {
                 }
             }
             last.insert(a, to);
+        } else if touches.reads(r) {
+            touches.apply(r)?;
         } else if r.kind == Kind::GrantAdd.as_str() {
             let add: GrantAdded = serde_json::from_str(r.body.get())
                 .map_err(|e| format!("row {}: grant body {e}", r.seq))?;
@@ -342,6 +475,10 @@ struct Base {
     bytes: Vec<u8>,
     rows: Vec<Row>,
     vault_id: String,
+    /// The approver's public key, which signed the journal's decisions, grant and the rest.
+    key: VerifyingKey,
+    /// (action, nonce) of every dispatch on a person's decision.
+    decisions: HashSet<(String, String)>,
 }
 
 fn process() -> Process {
@@ -354,6 +491,26 @@ fn process() -> Process {
 /// Appends the journal described in the header, through the vault's own append path.
 fn build(vault: &mut Vault, keys: &agent_vault::keys::KeyMaterial) {
     let id = vault.vault_id.clone();
+    // What the approver signs, as the journal keeps it.
+    let sign = |p: &dyn Fn() -> Signed| Some(RowSignature::of(&p()));
+    let when = |t: &str| -> jiff::Timestamp { t.parse().unwrap() };
+    let decided = |n: u32, approve: bool| {
+        signing::sign(
+            &keys.approver,
+            &DecisionPayload {
+                v: DecisionPayload::VERSION,
+                vault_id: id.clone(),
+                action_id: format!("act_{n:032x}"),
+                action_hash: format!("{n:064x}"),
+                decision: if approve { Decision::Approve } else { Decision::Deny },
+                reason: None,
+                expires_at: when("2999-01-01T00:00:00Z"),
+                nonce: format!("{n:032x}"),
+                issued_at: when("2026-01-01T00:00:00Z"),
+                method: ApprovalMethod::Pin,
+            },
+        )
+    };
     let tx = vault.store.write().unwrap();
     audit::append(
         &tx,
@@ -390,7 +547,16 @@ fn build(vault: &mut Vault, keys: &agent_vault::keys::KeyMaterial) {
         }),
         secret: credentials::Secret::new(b"fuzz-token-not-a-secret".to_vec()),
     };
-    credentials::add_as_approver(&mut vault.store, &keys.approver, &id, cred).unwrap();
+    let free = NewCredential {
+        id: credentials::new_id("cred"),
+        profile: "default".into(),
+        name: "free".into(),
+        approval: Approval::Never,
+        target: cred.target.clone(),
+        secret: credentials::Secret::new(b"fuzz-token-not-a-secret".to_vec()),
+    };
+    let api = credentials::add_as_approver(&mut vault.store, &keys.approver, &id, cred).unwrap();
+    credentials::add_as_approver(&mut vault.store, &keys.approver, &id, free).unwrap();
 
     let (a, b) = (
         "ses_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
@@ -407,12 +573,19 @@ fn build(vault: &mut Vault, keys: &agent_vault::keys::KeyMaterial) {
         protocol_version: "2025-11-25".into(),
         contained: false,
     };
+    // Action 2 runs on the `never` policy of `free`; action 7 is a read under the grant's scope.
     let row = |n: u32, state: State, basis: Option<Basis>| {
-        let summary = format!("POST https://api.example.com/v1/items/{n} (credential api)");
+        let (method, credential) = match n {
+            2 => ("GET", "free"),
+            7 => ("GET", "api"),
+            _ => ("POST", "api"),
+        };
+        let summary =
+            format!("{method} https://api.example.com/v1/items/{n} (credential {credential})");
         let row = ActionRow {
             state,
             tool: "http_request".into(),
-            credential: "api".into(),
+            credential: credential.into(),
             hash: format!("{n:064x}"),
             summary,
             reason: matches!(state, State::Denied | State::FailedBeforeSend)
@@ -420,6 +593,7 @@ fn build(vault: &mut Vault, keys: &agent_vault::keys::KeyMaterial) {
             basis,
             method: None,
             touch: None,
+            signed: None,
         };
         (format!("act_{n:032x}"), row)
     };
@@ -427,6 +601,15 @@ fn build(vault: &mut Vault, keys: &agent_vault::keys::KeyMaterial) {
     macro_rules! step {
         ($tx:expr, $session:expr, $n:expr, $state:expr, $basis:expr $(,)?) => {{
             let (action, body) = row($n, $state, $basis);
+            audit::append(&$tx, Some($session), Some(&action), &body).unwrap();
+        }};
+    }
+    // A person's decision on action `n`, made with the PIN and signed.
+    macro_rules! decide {
+        ($tx:expr, $session:expr, $n:expr, $state:expr $(,)?) => {{
+            let (action, mut body) = row($n, $state, None);
+            body.method = Some(ApprovalMethod::Pin);
+            body.signed = sign(&|| decided($n, $state == State::Approved));
             audit::append(&$tx, Some($session), Some(&action), &body).unwrap();
         }};
     }
@@ -441,7 +624,7 @@ fn build(vault: &mut Vault, keys: &agent_vault::keys::KeyMaterial) {
     audit::append(&tx, Some(a), None, &start("client-a")).unwrap();
     step!(tx, a, 1, Pending, None);
     audit::append(&tx, Some(b), None, &start("client-b")).unwrap();
-    step!(tx, a, 1, Approved, None);
+    decide!(tx, a, 1, Approved);
     step!(tx, b, 2, Received, None);
     step!(tx, a, 1, Dispatched, decision(1));
     step!(
@@ -465,7 +648,7 @@ fn build(vault: &mut Vault, keys: &agent_vault::keys::KeyMaterial) {
     )
     .unwrap();
     step!(tx, a, 3, Pending, None);
-    step!(tx, a, 3, Denied, None);
+    decide!(tx, a, 3, Denied);
     audit::append(
         &tx,
         None,
@@ -493,28 +676,53 @@ fn build(vault: &mut Vault, keys: &agent_vault::keys::KeyMaterial) {
         None,
         &VaultResume {
             nonce: "f".repeat(32),
+            signed: sign(&|| {
+                signing::sign(
+                    &keys.approver,
+                    &ResumePayload {
+                        v: ResumePayload::VERSION,
+                        vault_id: id.clone(),
+                        op: Op::Resume,
+                        nonce: "f".repeat(32),
+                        issued_at: when("2026-01-01T00:00:00Z"),
+                    },
+                )
+            }),
         },
     )
     .unwrap();
     step!(tx, a, 5, Pending, None);
-    step!(tx, a, 5, Approved, None);
+    decide!(tx, a, 5, Approved);
     step!(tx, b, 6, Pending, None);
     step!(tx, a, 5, Dispatched, decision(5));
     step!(tx, b, 6, Withdrawn, None);
     step!(tx, a, 5, FailedBeforeSend, None);
     let grant = format!("grt_{:032x}", 7);
+    let scope = GrantScope::HttpReads {
+        methods: vec!["GET".into(), "HEAD".into()],
+        prefix: "/v1/".into(),
+    };
+    let grant_payload = GrantPayload {
+        v: GrantPayload::VERSION,
+        vault_id: id.clone(),
+        action_id: format!("act_{:032x}", 5),
+        action_hash: format!("{:064x}", 5),
+        credential_id: api.id.clone(),
+        credential_version: 1,
+        scope: scope.clone(),
+        expires_at: when("2999-01-01T00:00:00Z"),
+        nonce: format!("{:032x}", 77),
+    };
     let added = GrantAdded {
         grant: grant.clone(),
         session: a.into(),
-        action: format!("act_{:032x}", 6),
+        action: format!("act_{:032x}", 5),
         credential: "api".into(),
-        credential_id: "cred_1".into(),
+        credential_id: api.id.clone(),
         credential_version: 1,
-        scope: GrantScope::HttpReads {
-            methods: vec!["GET".into(), "HEAD".into()],
-            prefix: "/v1/".into(),
-        },
+        scope,
         expires_at: "2999-01-01T00:00:00.000Z".into(),
+        signed: sign(&|| signing::sign(&keys.approver, &grant_payload)),
     };
     audit::append(&tx, Some(a), None, &added).unwrap();
     step!(tx, a, 7, Received, None);
@@ -529,10 +737,18 @@ fn build(vault: &mut Vault, keys: &agent_vault::keys::KeyMaterial) {
         }),
     );
     step!(tx, a, 7, Completed, None);
+    let revocation = RevocationPayload {
+        v: RevocationPayload::VERSION,
+        vault_id: id.clone(),
+        grant: Some(grant.clone()),
+        nonce: "e".repeat(32),
+        issued_at: when("2026-01-01T00:00:00Z"),
+    };
     let revoked = GrantRevoked {
         grant,
         session: a.into(),
         nonce: "e".repeat(32),
+        signed: sign(&|| signing::sign(&keys.approver, &revocation)),
     };
     audit::append(&tx, Some(a), None, &revoked).unwrap();
     let end = SessionEnd {
@@ -576,19 +792,60 @@ fn base() -> &'static Base {
         assert_eq!(rows.len() as u64, exported.rows);
         assert!(rows.len() >= 30, "{} rows", rows.len());
         reference(&rows, &[]).expect("the reference accepts the export");
-        let report = verify(&bytes, &[]);
+        let key = keys.approver.public();
+        let report = verify(&bytes, &[], None);
         assert!(report.ok(), "{}", report.to_json_line());
+        let held = verify(&bytes, &[], Some(&key));
+        assert!(held.held(), "{}", held.to_json_line());
+        assert_eq!(held.signatures.checked, 8, "{}", held.to_json_line());
+        let decisions = decision_dispatches(&rows);
+        assert_eq!(decisions.len(), 2);
         Base {
             bytes,
             rows,
             vault_id,
+            key,
+            decisions,
         }
     })
 }
 
-/// `verify_file` on `bytes`: an unlinked file in /dev/shm (or the temp dir) reached through
-/// /proc/self/fd, rewritten for each input (nothing is left behind when the process ends).
-fn verify(bytes: &[u8], anchors: &[Anchor]) -> Report {
+/// (action, nonce) of every dispatch row on a person's decision.
+fn decision_dispatches(rows: &[Row]) -> HashSet<(String, String)> {
+    rows.iter()
+        .filter(|r| r.kind == "action.dispatched")
+        .filter_map(|r| {
+            let body: ActionRow = serde_json::from_str(r.body.get()).ok()?;
+            match body.basis? {
+                Basis::Decision { nonce, .. } => Some((r.action.clone()?, nonce)),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// The signature a row's body carries, as what it means: the payload's text and the signature's
+/// bytes (the same signature may be spelled in upper case, or with JSON escapes).
+fn signed_objects(body: &str) -> Vec<(String, Vec<u8>)> {
+    #[derive(Deserialize)]
+    struct WithSig {
+        #[serde(default)]
+        signed: Option<RowSignature>,
+    }
+    serde_json::from_str::<WithSig>(body)
+        .ok()
+        .and_then(|w| w.signed)
+        .map(|s| {
+            let bytes = hex::decode(&s.signature).unwrap_or_default();
+            vec![(s.payload.get().to_owned(), bytes)]
+        })
+        .unwrap_or_default()
+}
+
+/// `verify_file` on `bytes`, held to `key` if given: an unlinked file in /dev/shm (or the temp
+/// dir) reached through /proc/self/fd, rewritten for each input (nothing is left behind when the
+/// process ends).
+fn verify(bytes: &[u8], anchors: &[Anchor], key: Option<&VerifyingKey>) -> Report {
     static F: OnceLock<(File, PathBuf)> = OnceLock::new();
     let (file, path) = F.get_or_init(|| {
         let shm = std::path::Path::new("/dev/shm");
@@ -611,7 +868,7 @@ fn verify(bytes: &[u8], anchors: &[Anchor]) -> Report {
     });
     file.set_len(0).unwrap();
     file.write_all_at(bytes, 0).unwrap();
-    audit::verify_file(path, anchors).expect("the file is readable")
+    audit::verify_file(path, anchors, key).expect("the file is readable")
 }
 
 /// Tokens whose insertion keeps JSON valid or nearly so.
@@ -918,6 +1175,11 @@ fn forge(u: &mut Unstructured<'_>, m: &mut Vec<u8>, base: &Base) -> Forgery {
     }
 }
 
+/// Nothing was changed: no byte mutation and no forgery.
+fn forgery_none_and_no_ops(ops: u8, forgery: &Forgery) -> bool {
+    ops == 0 && matches!(forgery, Forgery::None)
+}
+
 fn fail(m: &[u8], anchors: &[Anchor], report: &Report, what: &str) -> ! {
     let stem = format!("journal_verify-failure-{}", std::process::id());
     let _ = std::fs::write(format!("{stem}.jsonl"), m);
@@ -965,7 +1227,8 @@ fuzz_target!(|data: &[u8]| {
         Forgery::None
     };
 
-    let report = verify(&m, &anchors);
+    let report = verify(&m, &anchors, None);
+    let held = verify(&m, &anchors, Some(&base.key));
     let lines = split_lines(&m);
     let k = lines.len();
     let check = |ok: bool, what: &str| {
@@ -986,6 +1249,35 @@ fuzz_target!(|data: &[u8]| {
             report.ok() == expect,
             "the export (or a cut at a line end) got the wrong verdict",
         );
+        check(
+            held.held() == expect,
+            "the export (or a cut at a line end) held to its key got the wrong verdict",
+        );
+    }
+
+    // Held to the key, the checks only add: what it accepts, the chain accepts, and it accepts
+    // no signature, and no dispatch on a person's decision, that the original does not hold.
+    if held.ok() {
+        check(
+            report.ok() && report.rows == held.rows && report.head == held.head,
+            "held to the key it accepted what the chain alone refuses",
+        );
+        let rows: Vec<Row> = lines.iter().filter_map(|l| Row::parse(l)).collect();
+        let originals: HashSet<(String, Vec<u8>)> = base
+            .rows
+            .iter()
+            .flat_map(|r| signed_objects(r.body.get()))
+            .collect();
+        for r in &rows {
+            if let Some(s) = signed_objects(r.body.get()).iter().find(|s| !originals.contains(*s)) {
+                fail(&m, &anchors, &held, &format!("held to the key, accepted at row {} a signature the approver never made: {}", r.seq, s.0));
+            }
+        }
+        if !decision_dispatches(&rows).is_subset(&base.decisions) {
+            fail(&m, &anchors, &held, "held to the key, accepted a dispatch on a decision the person never made for it");
+        }
+    } else if report.ok() && forgery_none_and_no_ops(ops, &forgery) {
+        fail(&m, &anchors, &held, "held to the key, refused a journal the chain accepts with nothing forged");
     }
 
     if report.ok() {

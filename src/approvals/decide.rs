@@ -8,7 +8,7 @@ use super::{load, transition, Action, ApprovalError, Change, State};
 use crate::audit;
 use crate::keys::ApproverKey;
 use crate::store::{get_meta, Store};
-use crate::wire::journal::{Kind, VaultResume};
+use crate::wire::journal::{Kind, RowSignature, VaultResume};
 use crate::wire::{
     ApprovalMethod, Decision, DecisionPayload, GrantPayload, NormalizedAction, Op, Payload,
     ResumePayload, Secret,
@@ -199,6 +199,7 @@ pub fn decide(
         note: Some(&note),
         method: Some(d.method),
         touch,
+        signed: Some(RowSignature::of(&signed.decision)),
         ..Change::default()
     };
     let decided = transition(&tx, &action.id, to, change)?;
@@ -248,7 +249,11 @@ pub fn resume(store: &mut Store, trust: &Trust, signed: &Signed) -> Result<bool,
     tx.prepare_cached("DELETE FROM meta WHERE key = 'paused'")?
         .execute([])?;
     if was {
-        audit::append(&tx, None, None, &VaultResume { nonce: v.nonce })?;
+        let body = VaultResume {
+            nonce: v.nonce,
+            signed: Some(RowSignature::of(signed)),
+        };
+        audit::append(&tx, None, None, &body)?;
     }
     tx.commit()?;
     Ok(was)

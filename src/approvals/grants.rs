@@ -13,7 +13,7 @@ use crate::credentials::Credential;
 use crate::keys::ApproverKey;
 use crate::policy::scope::{covers, grant_scope};
 use crate::store::Store;
-use crate::wire::journal::{GrantAdded, GrantRevoked, Kind};
+use crate::wire::journal::{GrantAdded, GrantRevoked, Kind, RowSignature};
 use crate::wire::protocol::{GrantCredential, GrantView};
 use crate::wire::{GrantPayload, NormalizedAction, Payload, RevocationPayload, State};
 use jiff::Timestamp;
@@ -78,6 +78,7 @@ pub(super) fn record(
         credential_version: action.credential_version,
         scope: v.scope.clone(),
         expires_at: expires.clone(),
+        signed: Some(RowSignature::of(g)),
     };
     audit::append(tx, Some(&action.session_id), None, &body)?;
     Ok((expires, v.scope))
@@ -302,6 +303,7 @@ pub fn revoke_grants(
             grant: g.id.clone(),
             session: g.session.clone(),
             nonce: r.nonce.clone(),
+            signed: Some(RowSignature::of(signed)),
         };
         audit::append(&tx, Some(&g.session), None, &body)?;
     }

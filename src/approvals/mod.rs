@@ -207,7 +207,7 @@ pub fn submit(
         ],
     )?;
     let mut action = load(&tx, &id)?;
-    journal(&tx, &action, None, None, None, None)?;
+    journal(&tx, &action, None, None, None, (None, None))?;
     if let Some(why) = s.unresolved {
         action = transition(
             &tx,
@@ -230,6 +230,12 @@ pub(crate) fn load(conn: &Connection, id: &str) -> Result<Action, ApprovalError>
         .ok_or_else(|| ApprovalError::NotFound(id.to_owned()))
 }
 
+/// What proves a person's decision in its row: the key's touch, the approver's signature.
+type Signatures = (
+    Option<crate::wire::touch::TouchRecord>,
+    Option<crate::wire::journal::RowSignature>,
+);
+
 /// One `action.<state>` journal row for the action's current state; `basis` (dispatch only) names
 /// what allowed it: a decision or grant by id and nonce, or the signed policy.
 fn journal(
@@ -238,7 +244,7 @@ fn journal(
     reason: Option<&str>,
     basis: Option<Basis>,
     method: Option<ApprovalMethod>,
-    touch: Option<crate::wire::touch::TouchRecord>,
+    (touch, signed): Signatures,
 ) -> Result<(), ApprovalError> {
     let body = ActionRow {
         state: a.state,
@@ -250,6 +256,7 @@ fn journal(
         basis,
         method,
         touch,
+        signed,
     };
     audit::append(tx, Some(&a.session_id), Some(&a.id), &body)?;
     Ok(())
@@ -270,6 +277,8 @@ pub(crate) struct Change<'a> {
     pub method: Option<ApprovalMethod>,
     /// The security key's touch that came with an approval (journaled in its `approved` row).
     pub touch: Option<crate::wire::touch::TouchRecord>,
+    /// The approver's signed decision (journaled in its `approved` or `denied` row).
+    pub signed: Option<crate::wire::journal::RowSignature>,
 }
 
 /// The one way an action changes state, inside the caller's transaction: the move must be legal
@@ -307,7 +316,7 @@ pub(crate) fn transition(
         change.note.or(change.reason),
         change.basis,
         change.method,
-        change.touch,
+        (change.touch, change.signed),
     )?;
     Ok(action)
 }

@@ -9,7 +9,7 @@ use super::ApprovalError;
 use crate::audit;
 use crate::fido;
 use crate::store::{get_meta, set_meta, StoreError};
-use crate::wire::journal::{KeyAdded, KeyRemoved, Kind};
+use crate::wire::journal::{KeyAdded, KeyRemoved, Kind, RowSignature};
 use crate::wire::touch::{RegisteredKey, TouchProof};
 use crate::wire::KeyPayload;
 use crate::wire::{Op, Payload};
@@ -162,6 +162,7 @@ pub fn add_key(
         &KeyAdded {
             nonce: p.nonce,
             key: p.key,
+            signed: Some(RowSignature::of(signed)),
         },
     )?;
     tx.commit()?;
@@ -194,6 +195,7 @@ pub fn remove_key(
             nonce: p.nonce,
             name: p.key.name,
             credential_id: p.key.credential_id,
+            signed: Some(RowSignature::of(signed)),
         },
     )?;
     tx.commit()?;

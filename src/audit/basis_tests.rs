@@ -63,7 +63,7 @@ fn verdict(tag: &str, rows: &[Row]) -> Report {
     let file = std::env::temp_dir().join(format!("vault-basis-{tag}-{}.jsonl", std::process::id()));
     let _ = std::fs::remove_file(&file);
     export(s.conn(), &file).unwrap();
-    let offline = verify_file(&file, &[]).unwrap();
+    let offline = verify_file(&file, &[], None).unwrap();
     std::fs::remove_file(&file).unwrap();
     assert_eq!(
         (

@@ -31,7 +31,7 @@ pub use anchor::{
 pub use export::{export, export_to, ExportError, Exported};
 pub use verify::{
     verify_file, verify_file_with, verify_store, verify_store_parallel, verify_store_with, Facts,
-    Failure, Head, Reason, Report, RowRef, Transitions, Verifier, VerifyError,
+    Failure, Head, Reason, Report, RowRef, Signatures, Transitions, Verifier, VerifyError,
     CHUNK_ROWS as VERIFY_CHUNK_ROWS,
 };
 

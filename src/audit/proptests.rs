@@ -55,6 +55,32 @@ pub(super) fn read_rows(s: &Store) -> Vec<Owned> {
         .collect()
 }
 
+/// What a forger holding the database key does: replaces row `seq`'s body with `body` and
+/// re-hashes the chain from there on, so the chain itself stays intact.
+pub(crate) fn rewrite_from(s: &mut Store, seq: i64, body: &str) {
+    let mut rows = read_rows(s);
+    rows[seq as usize - 1].body = body.to_owned();
+    let tx = s.write().unwrap();
+    tx.execute_batch(
+        "DROP TRIGGER IF EXISTS audit_no_update; DROP TRIGGER IF EXISTS audit_no_delete;",
+    )
+    .unwrap();
+    let mut prev: [u8; 32] = rows[seq as usize - 1].prev.clone().try_into().unwrap();
+    let mut buf = String::new();
+    for r in rows.iter_mut().skip(seq as usize - 1) {
+        r.prev = prev.to_vec();
+        write_canonical_row(&mut buf, &r.as_ref());
+        r.hash = row_hash(&prev, &buf).to_vec();
+        prev = r.hash.clone().try_into().unwrap();
+        tx.execute(
+            "UPDATE audit SET body = ?2, prev = ?3, hash = ?4 WHERE seq = ?1",
+            rusqlite::params![r.seq, r.body, r.prev, r.hash],
+        )
+        .unwrap();
+    }
+    tx.commit().unwrap();
+}
+
 /// A store whose journal starts with `vault.init` and holds `n` rows with random contents.
 pub(super) fn chain(tag: &str, n: usize, rng: &mut Rng) -> Store {
     let mut s = store(tag);

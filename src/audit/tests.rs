@@ -11,9 +11,9 @@ pub(super) fn verify_both(
     vault_id: &str,
     anchors: &[Anchor],
 ) -> Result<Report, VerifyError> {
-    let one = verify_store(s.conn(), vault_id, anchors)?;
+    let one = verify_store(s.conn(), vault_id, anchors, None)?;
     for chunk in [1, 2, 5] {
-        let many = verify_store_with(s, vault_id, anchors, 2, chunk)?;
+        let many = verify_store_with(s, vault_id, anchors, None, 2, chunk)?;
         assert_eq!(
             many, one,
             "the parallel verdict (chunks of {chunk}) differs"
@@ -370,7 +370,7 @@ fn an_export_verifies_without_the_key_and_hashes_as_the_database() {
         matches!(export(s.conn(), &file), Err(ExportError::Path(_))),
         "never overwrites"
     );
-    let report = verify_file(&file, &[]).unwrap();
+    let report = verify_file(&file, &[], None).unwrap();
     assert!(report.ok(), "{report:?}");
     assert_eq!(report.head, exported.head);
     let first: Value = serde_json::from_str(

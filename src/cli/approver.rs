@@ -1,7 +1,9 @@
-//! `vault approver add-key [--name NAME]`, `keys [--json]` and `remove-key NAME`: the FIDO2
-//! security keys whose touch a credential's approvals can require (`--presence key`). Adding and
-//! removing are signed with the passphrase, so a process of the person's user cannot register a
-//! key of its own; the registration itself is a touch of the key (makeCredential over USB).
+//! `vault approver show-key`: the approver's public key, to keep elsewhere (an export is held to
+//! it: `vault verify --file … --approver-key`). `add-key [--name NAME]`, `keys [--json]` and
+//! `remove-key NAME`: the FIDO2 security keys whose touch a credential's approvals can require
+//! (`--presence key`). Adding and removing are signed with the passphrase, so a process of the
+//! person's user cannot register a key of its own; the registration itself is a touch of the key
+//! (makeCredential over USB).
 use super::backend::{read_keys, unexpected, Backend, PassphraseArg};
 use crate::agent::protocol::{KeyView, Reply, Request};
 use crate::approvals::touch;
@@ -15,6 +17,9 @@ use std::time::Duration;
 
 #[derive(Debug, clap::Subcommand)]
 pub(super) enum Sub {
+    /// Print the approver's public key (hex, then as an ssh-ed25519 line), read from
+    /// vault.key.age with the passphrase; keep it off this machine.
+    ShowKey(ShowArgs),
     /// Register a security key (touch it when it blinks); asks for the passphrase, and for the
     /// key's PIN when it has one. Two keys may be registered: a main one and a backup.
     AddKey(AddArgs),
@@ -32,6 +37,15 @@ pub(super) struct AddArgs {
     /// How long to wait for the touch, in seconds.
     #[arg(long, default_value_t = 30)]
     timeout: u64,
+    #[command(flatten)]
+    passphrase: PassphraseArg,
+}
+
+#[derive(Debug, clap::Args)]
+pub(super) struct ShowArgs {
+    /// Print one JSON object: `{"vault_id","hex","ssh"}`.
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     passphrase: PassphraseArg,
 }
@@ -55,10 +69,50 @@ pub(super) struct RemoveArgs {
 
 pub(super) fn run(paths: VaultPaths, sub: Sub) -> anyhow::Result<Exit> {
     match sub {
+        Sub::ShowKey(a) => show_key(paths, a),
         Sub::AddKey(a) => add(paths, a),
         Sub::Keys(a) => list(paths, a),
         Sub::RemoveKey(a) => remove(paths, a),
     }
+}
+
+/// The approver's public key from `vault.key.age` (the passphrase opens it): the one source a
+/// process of this user cannot swap without the passphrase, unlike the database or the agent.
+fn show_key(paths: VaultPaths, a: ShowArgs) -> anyhow::Result<Exit> {
+    let vault_id = Vault::id_of(&paths)?;
+    let source = a.passphrase.source();
+    let public = read_keys(&paths, &source, "Vault passphrase (to read the approver key): ")?
+        .approver
+        .public();
+    print_public_key(&vault_id, &public, a.json)?;
+    Ok(Exit::Ok)
+}
+
+/// The approver's public key on stdout (hex, then the ssh-ed25519 line; or one JSON object), and
+/// on stderr why to keep it elsewhere: `vault init` and `vault approver show-key`.
+pub(super) fn print_public_key(
+    vault_id: &str,
+    public: &ed25519_dalek::VerifyingKey,
+    json: bool,
+) -> anyhow::Result<()> {
+    use crate::keys::public::{to_hex, to_ssh_line};
+    if json {
+        super::print_json(&serde_json::json!({
+            "vault_id": vault_id, "hex": to_hex(public), "ssh": to_ssh_line(public),
+        }))?;
+    } else {
+        outln!("{}", to_hex(public));
+        outln!("{}", to_ssh_line(public));
+    }
+    keep_it_elsewhere(vault_id);
+    Ok(())
+}
+
+/// On stderr: what the approver public key is for, and to keep it off this machine.
+pub(super) fn keep_it_elsewhere(vault_id: &str) {
+    super::out::note(format_args!(
+        "That is the approver public key of vault {vault_id}. Keep a copy off this machine: `vault verify --file EXPORT --approver-key KEY` holds an export to it, and whoever rewrites the journal here cannot forge its signatures. `vault approver show-key` prints it again."
+    ));
 }
 
 fn keys_of(backend: &mut Backend) -> anyhow::Result<Vec<KeyView>> {

@@ -1,8 +1,9 @@
 //! `vault doctor`: paths and modes, the configuration, the vault agent (pid, socket, lifetime,
 //! hardening), what a same-user process could still reach (`ptrace_scope`, a writable `vault`
 //! binary, a key left in a keyring), whether `vault` on PATH is this program (HashiCorp Vault's
-//! CLI has the name too), and the store's versions and journal. Exits 0 when no check
-//! fails (warnings do not fail). Prints no secret.
+//! CLI has the name too), whether VAULT_PASSPHRASE_FILE is its owner's alone and outside any
+//! project, and the store's versions and journal. Exits 0 when no check fails (warnings do not
+//! fail). Prints no secret.
 use crate::agent::client::Client;
 use crate::agent::protocol::{Reply, Request, Role, StoreStatus};
 use crate::cli::Exit;
@@ -64,6 +65,49 @@ fn mode_check(name: &str, path: &std::path::Path, want: u32) -> Check {
             format!("{} is missing; run `vault init`", path.display()),
         ),
     }
+}
+
+/// VAULT_PASSPHRASE_FILE, when set: whoever reads it can approve with `vault approve --id …
+/// --approve`, which signs with the passphrase alone (no PIN), so it must be its owner's only and
+/// sit outside any project (a git work tree the AI client reads, commits and may push).
+fn passphrase_file_check() -> Option<Check> {
+    let PassphraseSource::File(path) = PassphraseSource::choose(false) else {
+        return None;
+    };
+    let name = "passphrase file";
+    let shown = path.display();
+    let exposure = match crate::keys::file_exposure(&path) {
+        Ok(e) => e,
+        Err(e) => {
+            return Some(check(name, Level::Warn, format!("VAULT_PASSPHRASE_FILE names {shown}, which cannot be read ({e}); commands given no passphrase will fail")));
+        }
+    };
+    let mut worries = Vec::new();
+    if let Some(mode) = exposure.open_mode {
+        worries.push(format!(
+            "it is mode {mode:o}: others than you may read it; `chmod 600 {shown}`"
+        ));
+    }
+    if exposure.other_owner {
+        worries.push("it belongs to another user, who can read or replace it".to_owned());
+    }
+    if let Some(root) = &exposure.work_tree {
+        worries.push(format!("it sits in the git work tree {}: a project's files are what an AI client reads, and what gets committed and pushed; move it out (e.g. ~/.config/agent-vault/passphrase, mode 600)", root.display()));
+    }
+    let what = "whoever reads it can approve any waiting action as you, without the PIN (`vault approve --id … --approve` signs with the passphrase alone)";
+    Some(if worries.is_empty() {
+        check(
+            name,
+            Level::Ok,
+            format!("{shown} (yours alone, outside any git work tree); {what}, so keep it so"),
+        )
+    } else {
+        check(
+            name,
+            Level::Warn,
+            format!("{shown}: {}. {what}", worries.join("; ")),
+        )
+    })
 }
 
 fn binary_check() -> Check {
@@ -327,6 +371,7 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         Err(e) => checks.push(check("config.toml", Level::Fail, e.to_string())),
     }
     checks.push(binary_check());
+    checks.extend(passphrase_file_check());
     checks.push(path_check());
     let exposed = super::exposure::of_this_terminal();
     checks.push(if exposed.is_empty() {

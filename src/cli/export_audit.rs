@@ -61,7 +61,7 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         outln!("head: seq {seq} hash {hash}");
     }
     outln!(
-        "Check it anywhere, without the key: vault verify --file {}",
+        "Check it anywhere with the approver's public key alone (`vault approver show-key` prints it): vault verify --file {} --approver-key KEY",
         args.file.display()
     );
     Ok(Exit::Ok)

@@ -42,6 +42,7 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     let Vault {
         paths, vault_id, ..
     } = vault;
+    let public = keys.approver.public();
     let agent = handoff::start_agent(
         &paths,
         &vault_id,
@@ -55,7 +56,12 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
             "vault_id": vault_id,
             "dir": paths.dir(),
             "agent": agent.as_ref().ok().map(|s| serde_json::json!({"pid": s.pid, "socket": s.socket})),
+            "approver_public_key": {
+                "hex": crate::keys::public::to_hex(&public),
+                "ssh": crate::keys::public::to_ssh_line(&public),
+            },
         }))?;
+        super::approver::keep_it_elsewhere(&vault_id);
     } else {
         outln!("Created vault {vault_id} in {}", paths.dir().display());
         match &agent {
@@ -73,6 +79,8 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         if pin.is_none() {
             outln!("No approval PIN yet: `vault approve` asks for one before the first card (or run `vault pin`).");
         }
+        outln!("Approver public key:");
+        super::approver::print_public_key(&vault_id, &public, false)?;
     }
     Ok(Exit::Ok)
 }

@@ -29,6 +29,10 @@ const EXIT_STATUS: &[(&str, &str)] = &[
         "4",
         "Locked or paused: no agent holds the key, a wrong passphrase, or vault pause.",
     ),
+    (
+        "5",
+        "Not held to a key: vault verify --file found the export intact but could not hold it to the approver's key (no --approver-key, or dispatches that rest on rows written before the journal carried signatures).",
+    ),
 ];
 
 const ENVIRONMENT: &[(&str, &str)] = &[
@@ -67,7 +71,8 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("vault edit web1 --key-file ~/.ssh/new_key", "Rotate an SSH key: its type and fingerprint are shown and old approvals stop matching."),
     ("vault status", "Whether the vault is up, paused, or waiting on you; exit 4 when locked or paused."),
     ("vault log", "What each agent did, and why each action ran (a card, a grant or a policy)."),
-    ("vault verify", "Recompute the journal's hash chain; keep the head it prints somewhere else."),
+    ("vault verify", "Recompute the journal's hash chain and check every approver signature in it; keep the head it prints somewhere else."),
+    ("vault verify --file audit.jsonl --approver-key approver.pub", "Hold an export to the approver public key you kept (vault approver show-key): every action that ran must rest on a signature of that key."),
 ];
 
 fn page() -> io::Result<Vec<u8>> {

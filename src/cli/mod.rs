@@ -126,7 +126,7 @@ enum Command {
     Demo(demo::Args),
     /// Recompute the journal's hash chain (of the vault, or of an export with no key); exit 3 if broken.
     Verify(verify::Args),
-    /// Write the journal as JSON lines that `vault verify --file` checks without the key.
+    /// Write the journal as JSON lines that `vault verify --file` holds to the approver's public key.
     ExportAudit(export_audit::Args),
     /// What each agent did: actions and rejected calls, from the journal.
     Log(log::Args),
@@ -241,6 +241,8 @@ pub(crate) enum Exit {
     Usage = 2,
     VerificationFailed = 3,
     LockedOrPaused = 4,
+    /// `vault verify --file`: intact, but not held to an approver key.
+    NotHeld = 5,
 }
 
 /// The exit code a vault error maps to: 4 when the vault is locked or the passphrase is wrong.

@@ -1,6 +1,8 @@
-//! `vault verify [--json] [--anchor SEQ:HASH]... [--file FILE]`: recompute the journal's chain
-//! (in the vault, through its agent or with the passphrase, or in an export with no key at all),
-//! check the anchors, print the verdict and the head. Exit 0 intact, 3 not.
+//! `vault verify [--json] [--anchor SEQ:HASH]... [--file FILE [--approver-key KEY]]`: recompute
+//! the journal's chain (in the vault, through its agent or with the passphrase, held to the
+//! vault's approver key; or in an export, held to the approver key the person kept), check the
+//! anchors, print the verdict and the head. Exit 0 intact (and, for an export, held to the key),
+//! 3 not intact, 5 an export intact but not held to a key (docs/design.md §7, §9).
 use super::backend::{unexpected, Backend};
 use crate::agent::protocol::{Reply, Request};
 use crate::audit::{self, Anchor};
@@ -17,6 +19,11 @@ pub(super) struct Args {
     /// or vault directory.
     #[arg(long, value_name = "FILE")]
     file: Option<PathBuf>,
+    /// The approver public key to hold the export to (64 hex digits, the `ssh-ed25519 …` line, or
+    /// a file holding either, as `vault approver show-key` prints it): every signature must be
+    /// its, and every action that ran must rest on one. Without it an export is not held (exit 5).
+    #[arg(long, value_name = "KEY", requires = "file")]
+    approver_key: Option<String>,
     /// A head kept elsewhere (as this command prints it); the journal must still reach it with
     /// the same hash. Repeatable.
     #[arg(long, value_name = "SEQ:HASH")]
@@ -34,9 +41,14 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         .collect::<Result<_, _>>()?;
     let given = anchors.len();
     let mut remote = None;
+    let key = args
+        .approver_key
+        .as_deref()
+        .map(crate::keys::public::read)
+        .transpose()?;
     let (line, from_file, what) = match &args.file {
         Some(file) => (
-            audit::verify_file(file, &anchors)?.to_json_line(),
+            audit::verify_file(file, &anchors, key.as_ref())?.to_json_line(),
             0,
             format!("export {}", file.display()),
         ),
@@ -66,6 +78,10 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         ));
     }
     let ok = report.ok;
+    // An export is evidence for someone else: intact is not enough, it must be held to the key.
+    // The vault's own journal is held to the key in vault.key.age; rows written before the
+    // journal carried signatures are said (`unchecked`), not failed.
+    let held = report.held || args.file.is_none();
     if args.json {
         outln!("{}", serde_json::to_string(&report)?);
     } else {
@@ -83,10 +99,10 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
             say_last_anchor(&paths)?;
         }
     }
-    Ok(if ok {
-        Exit::Ok
-    } else {
-        Exit::VerificationFailed
+    Ok(match (ok, held) {
+        (true, true) => Exit::Ok,
+        (true, false) => Exit::NotHeld,
+        (false, _) => Exit::VerificationFailed,
     })
 }
 
@@ -104,9 +120,27 @@ fn print_human(
         (0, f) => format!("{f} anchor(s) from anchors.jsonl, all matched"),
         (g, f) => format!("{g} anchor(s) given and {f} from anchors.jsonl, all matched"),
     };
-    if ok {
+    let plural = if report.signatures == 1 { "" } else { "s" };
+    let sigs = match (report.signatures, report.signed_from) {
+        (0, _) => "no approver signature in it".to_owned(),
+        (n, Some(from)) => {
+            format!(
+                "{n} approver signature{plural} checked (the rows carry them from row {from} on)"
+            )
+        }
+        (n, None) => format!("{n} approver signature{plural} checked"),
+    };
+    if ok && report.held {
         outln!(
-            "OK: the journal of {what} is intact: {rows} rows chained from the genesis; {anchors}."
+            "OK: the journal of {what} is intact and held to the approver's key: {rows} rows chained from the genesis; {sigs}; {anchors}."
+        );
+    } else if ok && report.unchecked.is_some() && what.starts_with("vault.db") {
+        outln!(
+            "OK: the journal of {what} is intact: {rows} rows chained from the genesis; {sigs}; {anchors}."
+        );
+    } else if ok {
+        outln!(
+            "NOT HELD: the rows of {what} link from the genesis ({rows} rows; {anchors}), but that alone is no proof: a rewrite re-hashed from its first changed row links too."
         );
     } else {
         let at = report
@@ -116,6 +150,9 @@ fn print_human(
         outln!(
             "Rows verified before it: {rows}. Keep the {what} as evidence (copy it, do not repair it) and compare it with your backups and exports."
         );
+    }
+    if let Some(unchecked) = &report.unchecked {
+        outln!("Not checked: {unchecked}.");
     }
     if let Some(HeadLine { seq, hash }) = &report.head {
         let label = if ok { "head" } else { "last intact row" };

@@ -7,7 +7,9 @@ use super::{check_name, invalid, Approval, Credential, CredentialError, Secret, 
 use crate::audit;
 use crate::keys::signing::{Signed, Trust};
 use crate::store::{CredentialRow, Store};
-use crate::wire::journal::{CredentialAdded, CredentialBody, CredentialEdited, CredentialRemoved};
+use crate::wire::journal::{
+    CredentialAdded, CredentialBody, CredentialEdited, CredentialRemoved, RowSignature,
+};
 
 pub use crate::wire::NewCredential;
 
@@ -97,7 +99,20 @@ fn audit_body(c: &Credential) -> CredentialBody {
         target: c.target.summary(),
         binding: c.target.clone(),
         changed: None,
+        signed: None,
     }
+}
+
+/// The journal's copy of the approver's signature over a credential version's policy: the
+/// payload it covers (`signed::policy_payload`), rebuilt here as it was checked, and the
+/// signature.
+fn policy_row_signature(trust: &Trust, c: &Credential, signature: &str) -> RowSignature {
+    let payload =
+        crate::keys::signing::canonical_payload(&signed::policy_payload(&trust.vault_id, c));
+    RowSignature::of(&Signed {
+        payload,
+        signature: signature.to_owned(),
+    })
 }
 
 impl NewCredential {
@@ -149,7 +164,11 @@ pub fn add(
     }
     to_row(&cred).insert(&tx, new.secret.expose())?;
     CredentialRow::set_policy_sig(&tx, &cred.id, Some(signature))?;
-    audit::append(&tx, None, None, &CredentialAdded(audit_body(&cred)))?;
+    let body = CredentialBody {
+        signed: Some(policy_row_signature(trust, &cred, signature)),
+        ..audit_body(&cred)
+    };
+    audit::append(&tx, None, None, &CredentialAdded(body))?;
     tx.commit()?;
     Ok(cred)
 }
@@ -214,7 +233,11 @@ pub fn remove(
     let cred = to_credential(row.clone())?;
     signed::check_removal(trust, &cred, removal)?;
     row.delete(&tx)?;
-    audit::append(&tx, None, None, &CredentialRemoved(audit_body(&cred)))?;
+    let body = CredentialBody {
+        signed: Some(RowSignature::of(removal)),
+        ..audit_body(&cred)
+    };
+    audit::append(&tx, None, None, &CredentialRemoved(body))?;
     tx.commit()?;
     Ok(cred)
 }
@@ -400,6 +423,7 @@ pub fn edit(
     CredentialRow::set_policy_sig(&tx, &cred.id, Some(signature))?;
     let body = CredentialBody {
         changed: Some(changed.iter().map(|c| c.to_string()).collect()),
+        signed: Some(policy_row_signature(trust, &cred, signature)),
         ..audit_body(&cred)
     };
     audit::append(&tx, None, None, &CredentialEdited(body))?;

@@ -245,7 +245,7 @@ fn flow(
     )?;
     mcp.finish()?;
 
-    check_journal(&mut cli, paths, &secret, say)?;
+    check_journal(&mut cli, paths, &keys.approver.public(), &secret, say)?;
     let denied = u32::from(!http_approved) + u32::from(!ssh_approved);
     if denied == 0 {
         say("Demo complete: the AI agent got its requests done without ever holding a secret.");
@@ -368,10 +368,12 @@ fn http_action(
     Ok(approved)
 }
 
-/// The journal verifies, in the agent and offline from an export, and holds no secret (step 9).
+/// The journal verifies, in the agent and offline from an export held to the approver's public
+/// key, and holds no secret (step 9).
 fn check_journal(
     cli: &mut Client,
     paths: &VaultPaths,
+    approver: &ed25519_dalek::VerifyingKey,
     secret: &str,
     say: &mut dyn FnMut(&str),
 ) -> Result<(), DemoError> {
@@ -380,7 +382,7 @@ fn check_journal(
             .map_err(|e| step(format!("verify answered {report:?}: {e}")))?,
         other => return Err(step(format!("verify: {other:?}"))),
     };
-    if !report.ok {
+    if !report.ok || !report.held {
         return Err(step(format!("the journal does not verify: {report:?}")));
     }
     let export = paths.dir().join("journal.jsonl");
@@ -388,9 +390,9 @@ fn check_journal(
         path: export.display().to_string(),
     })
     .map_err(|e| step(format!("export: {e}")))?;
-    let offline =
-        audit::verify_file(&export, &[]).map_err(|e| step(format!("verify --file: {e}")))?;
-    if !offline.ok()
+    let offline = audit::verify_file(&export, &[], Some(approver))
+        .map_err(|e| step(format!("verify --file: {e}")))?;
+    if !offline.held()
         || std::fs::read_to_string(&export)
             .unwrap_or_default()
             .contains(secret)
@@ -399,7 +401,7 @@ fn check_journal(
             "the exported journal does not verify, or holds the secret",
         ));
     }
-    say(&format!("9. Journal verified: {} rows, hash chain intact (also offline from the export, with no key); no secret in it", report.rows));
+    say(&format!("9. Journal verified: {} rows, hash chain intact, {} approver signatures checked (also offline from the export, with the approver's public key alone); no secret in it", report.rows, report.signatures));
     Ok(())
 }
 

@@ -5,13 +5,14 @@
 //! Nothing here prints; every key type zeroizes on drop and shows `<redacted>` in `Debug`.
 mod keyfile;
 mod passphrase;
+pub mod public;
 pub mod remember;
 pub mod signing;
 
 pub use keyfile::{unwrap_key_file, wrap_key_file, KeyFileError};
 pub use passphrase::{
-    read_file_line, read_stdin_line, read_terminal, Passphrase, PassphraseError, PassphraseSource,
-    PASSPHRASE_INSTEAD,
+    file_exposure, read_file_line, read_stdin_line, read_terminal, FileExposure, Passphrase,
+    PassphraseError, PassphraseSource, PASSPHRASE_INSTEAD,
 };
 pub use remember::CacheError;
 

@@ -232,6 +232,37 @@ fn first_line(
     Ok(Zeroizing::new(text.to_owned()))
 }
 
+/// How far a passphrase file reaches beyond its owner (`vault doctor`): whoever reads it can sign
+/// as the approver without the PIN (`vault approve --id … --approve`), so it must be its owner's
+/// alone and live outside any project an AI client reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileExposure {
+    /// Its mode bits, when anyone but its owner may read or write it.
+    pub open_mode: Option<u32>,
+    /// It belongs to another user than this process's.
+    pub other_owner: bool,
+    /// The root of the git work tree it sits in (a directory holding `.git`), if any.
+    pub work_tree: Option<PathBuf>,
+}
+
+/// The exposure of the passphrase file at `path`.
+pub fn file_exposure(path: &std::path::Path) -> io::Result<FileExposure> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path)?;
+    let mode = meta.mode() & 0o7777;
+    let full = std::fs::canonicalize(path)?;
+    let work_tree = full
+        .ancestors()
+        .skip(1)
+        .find(|dir| dir.join(".git").exists())
+        .map(std::path::Path::to_path_buf);
+    Ok(FileExposure {
+        open_mode: (mode & 0o077 != 0).then_some(mode),
+        other_owner: meta.uid() != rustix::process::getuid().as_raw(),
+        work_tree,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -339,7 +339,7 @@ fn verify(store: &Store, trust: &Trust, paths: &VaultPaths, given: Vec<(i64, Str
     };
     let n = from_file.len();
     anchors.extend(from_file);
-    match audit::verify_store_parallel(store, &trust.vault_id, &anchors) {
+    match audit::verify_store_parallel(store, &trust.vault_id, &anchors, Some(&trust.approver)) {
         Ok(report) => Reply::Verify {
             report: report.to_json_line(),
             from_file: n,

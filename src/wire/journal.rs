@@ -3,8 +3,9 @@
 //! Bodies are read leniently (an older build's extra field is history, protected by the chain),
 //! and written exactly as the hash covers them: a field that is `null` stays `null`, one that is
 //! absent stays absent.
-use super::{Approval, ApprovalMethod, GrantScope, Hardening, State, Target};
+use super::{Approval, ApprovalMethod, GrantScope, Hardening, Signed, State, Target};
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
 /// What a journal row records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -149,6 +150,43 @@ macro_rules! body {
     };
 }
 
+/// The approver's signature as a journal row keeps it: the signed payload's canonical JSON as an
+/// object, whose text in the row is exactly the text that was signed (after its type's domain
+/// tag: a canonical object serializes to itself), and the signature (hex). A reader holding only
+/// the approver's public key checks it offline (`vault verify --approver-key`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RowSignature {
+    pub payload: Box<RawValue>,
+    pub signature: String,
+}
+
+impl RowSignature {
+    /// The row's copy of a payload the approver signed (and the agent opened: its text is JSON).
+    pub fn of(signed: &Signed) -> Self {
+        Self {
+            payload: RawValue::from_string(signed.payload.clone())
+                .expect("an opened signed payload is JSON"),
+            signature: signed.signature.clone(),
+        }
+    }
+
+    /// The payload and signature as they were signed and sent.
+    pub fn to_signed(&self) -> Signed {
+        Signed {
+            payload: self.payload.get().to_owned(),
+            signature: self.signature.clone(),
+        }
+    }
+}
+
+impl PartialEq for RowSignature {
+    fn eq(&self, other: &Self) -> bool {
+        self.payload.get() == other.payload.get() && self.signature == other.signature
+    }
+}
+impl Eq for RowSignature {}
+
 /// Row 1: the vault and the approver key every signature is checked against.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VaultInit {
@@ -188,6 +226,9 @@ body!(VaultPause, Kind::VaultPause);
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VaultResume {
     pub nonce: String,
+    /// The approver's `ResumePayload` and signature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signed: Option<RowSignature>,
 }
 body!(VaultResume, Kind::VaultResume);
 
@@ -207,6 +248,10 @@ pub struct CredentialBody {
     /// The fields an edit changed (edits only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changed: Option<Vec<String>>,
+    /// The approver's signature: over the `PolicyPayload` of this version (add, edit), or the
+    /// `RemovalPayload` (rm).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signed: Option<RowSignature>,
 }
 
 /// `credential.add`.
@@ -340,6 +385,9 @@ body!(OpenBaoCertIssued, Kind::OpenBaoCert);
 pub struct KeyAdded {
     pub nonce: String,
     pub key: super::touch::RegisteredKey,
+    /// The approver's `KeyPayload` (`add_key`) and signature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signed: Option<RowSignature>,
 }
 body!(KeyAdded, Kind::KeyAdd);
 
@@ -350,6 +398,9 @@ pub struct KeyRemoved {
     pub nonce: String,
     pub name: String,
     pub credential_id: String,
+    /// The approver's `KeyPayload` (`remove_key`) and signature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signed: Option<RowSignature>,
 }
 body!(KeyRemoved, Kind::KeyRemove);
 
@@ -368,6 +419,9 @@ pub struct GrantAdded {
     pub credential_version: i64,
     pub scope: GrantScope,
     pub expires_at: String,
+    /// The approver's `GrantPayload` and signature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signed: Option<RowSignature>,
 }
 body!(GrantAdded, Kind::GrantAdd);
 
@@ -377,6 +431,10 @@ pub struct GrantRevoked {
     pub grant: String,
     pub session: String,
     pub nonce: String,
+    /// The approver's `RevocationPayload` and signature (one revocation of every grant puts the
+    /// same one in each of its rows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signed: Option<RowSignature>,
 }
 body!(GrantRevoked, Kind::GrantRevoke);
 
@@ -413,6 +471,10 @@ pub struct ActionRow {
     /// under `--presence`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub touch: Option<super::touch::TouchRecord>,
+    /// The approver's signed `DecisionPayload` (`approved` rows, and `denied` rows a person
+    /// decided; a pause's denial has none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signed: Option<RowSignature>,
 }
 
 impl Body for ActionRow {
@@ -422,7 +484,7 @@ impl Body for ActionRow {
 }
 
 /// `vault verify --json`: `{"ok":…,"rows":N,"head":{"seq":N,"hash":"<hex>"},"first_bad_seq":…,
-/// "reason":…}`, keys in this order.
+/// "reason":…,"held":…,"signatures":K,"signed_from":S,"unchecked":…}`, keys in this order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VerifyLine {
     pub ok: bool,
@@ -430,6 +492,18 @@ pub struct VerifyLine {
     pub head: Option<HeadLine>,
     pub first_bad_seq: Option<i64>,
     pub reason: Option<String>,
+    /// Intact, checked against an approver key, and every dispatch held to it.
+    #[serde(default)]
+    pub held: bool,
+    /// Approver signatures checked.
+    #[serde(default)]
+    pub signatures: u64,
+    /// The first row that carries an approver signature.
+    #[serde(default)]
+    pub signed_from: Option<i64>,
+    /// What an intact journal could not be held to, in one line.
+    #[serde(default)]
+    pub unchecked: Option<String>,
 }
 
 /// The last verified row of a `VerifyLine`.
@@ -505,6 +579,7 @@ mod tests {
             }),
             method: None,
             touch: None,
+            signed: None,
         };
         same(
             &row,
@@ -571,6 +646,7 @@ mod tests {
             target: "u@h:22".into(),
             binding: target.clone(),
             changed: None,
+            signed: None,
         };
         let old = json!({"id": "cred_1", "profile": "default", "name": "web", "kind": "ssh",
             "version": 2, "approval": "each", "target": "u@h:22",

@@ -19,6 +19,18 @@ pub fn append_rows(v: &TestVault, n: usize) {
     }
 }
 
+/// The vault's approver public key in hex, as `vault approver show-key` prints it (with the
+/// passphrase, from `vault.key.age`): what a person keeps elsewhere to hold an export to.
+pub fn approver_key(v: &mut TestVault) -> String {
+    let run = v
+        .run(
+            &["approver", "show-key", "--passphrase-stdin"],
+            Some(&format!("{}\n", super::PASSPHRASE)),
+        )
+        .ok();
+    run.stdout.lines().next().unwrap().to_owned()
+}
+
 pub fn verify_json(v: &mut TestVault, args: &[&str], want_code: i32) -> Value {
     let mut all = vec!["verify", "--json"];
     all.extend_from_slice(args);

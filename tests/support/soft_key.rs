@@ -63,6 +63,15 @@ pub struct SoftKey {
 impl SoftKey {
     /// A key that signs with ES256 (`iana::Algorithm::ES256`) or EdDSA, with a counter.
     pub fn new(alg: iana::Algorithm) -> Self {
+        Self::with_counter(alg, true)
+    }
+
+    /// An ES256 key that keeps no signature counter: every touch reports 0, as some keys do.
+    pub fn es256_without_counter() -> Self {
+        Self::with_counter(iana::Algorithm::ES256, false)
+    }
+
+    fn with_counter(alg: iana::Algorithm, counter: bool) -> Self {
         let touches = Arc::new(AtomicBool::new(true));
         let mut auth = Authenticator::new(
             Aaguid::new_empty(),
@@ -71,7 +80,7 @@ impl SoftKey {
             RustCryptoBackend,
         );
         auth.set_algorithms(&[alg]).expect("a supported algorithm");
-        auth.set_make_credentials_with_signature_counter(true);
+        auth.set_make_credentials_with_signature_counter(counter);
         Self {
             auth,
             rt: tokio::runtime::Builder::new_current_thread()

@@ -100,7 +100,7 @@ fn force_received(s: &mut Store, a: &Action) {
 }
 
 fn verifies(s: &Store) {
-    let report = crate::audit::verify_store(s.conn(), "vlt_t", &[]).unwrap();
+    let report = crate::audit::verify_store(s.conn(), "vlt_t", &[], None).unwrap();
     assert!(report.ok(), "{:?}", report.failure);
 }
 
@@ -231,7 +231,7 @@ fn a_reads_grant_runs_reads_under_its_directory_and_nothing_else() {
     );
     assert!(list_grants(&s, &current_trust()).unwrap().is_empty());
     // The journal verifies up to the row forced by hand, which it names.
-    let f = crate::audit::verify_store(s.conn(), "vlt_t", &[])
+    let f = crate::audit::verify_store(s.conn(), "vlt_t", &[], None)
         .unwrap()
         .failure
         .unwrap();

@@ -355,6 +355,7 @@ fn a_signed_approval_authorizes_exactly_once() {
 mod grants;
 mod pin_gate;
 mod refusals;
+mod signed_rows;
 
 /// The idempotency lookup of `submit` costs the same in a session's 200th call as in its 10th:
 /// it finds earlier calls by fingerprint, not by walking the session's actions. It is prepared

@@ -98,7 +98,7 @@ fn an_approval_by_pin_needs_the_right_pin_and_three_wrong_ones_pause() {
     assert_eq!(ok.state, State::Approved);
     // Every row written above is the vault's own: wrong PINs, the pause they caused, the resume.
     // The journal verifies; a typo is not tampering.
-    let report = crate::audit::verify_store(s.conn(), "vlt_t", &[]).unwrap();
+    let report = crate::audit::verify_store(s.conn(), "vlt_t", &[], None).unwrap();
     assert!(report.ok(), "{:?}", report.failure);
 }
 

@@ -69,6 +69,21 @@ impl Detail {
 /// a worker serde's owned strings and the untagged `Basis`, which buffers each value and tries
 /// its variants in turn.
 fn dispatch_basis(body: &str) -> Option<Option<Basis>> {
+    read_dispatch(body).map(|d| d.basis)
+}
+
+/// A dispatch row as the quick reader reads it: its basis, and (for the checks held to a key)
+/// the action hash, summary and credential it names.
+pub(super) struct Quick<'a> {
+    pub(super) basis: Option<Basis>,
+    pub(super) hash: &'a str,
+    pub(super) summary: &'a str,
+    pub(super) credential: &'a str,
+}
+
+/// `dispatch_basis`, keeping what the row names besides its basis; `None` where it does not
+/// answer (serde reads those).
+pub(super) fn read_dispatch(body: &str) -> Option<Quick<'_>> {
     thread_local! {
         /// Where the quotes are in the body being read (`Plain`), kept from one dispatch to the next.
         static QUOTES: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
@@ -88,6 +103,7 @@ fn dispatch_basis(body: &str) -> Option<Option<Basis>> {
             "basis",
         ];
         let (mut met, mut basis) = (0u8, None);
+        let (mut hash, mut summary, mut credential) = ("", "", "");
         loop {
             let key = p.key()?;
             let bit = 1 << FIELDS.iter().position(|f| *f == key)?;
@@ -103,6 +119,9 @@ fn dispatch_basis(body: &str) -> Option<Option<Basis>> {
                     Some(_) => return None,
                 },
                 "basis" => basis = read_basis(&mut p)?,
+                "hash" => hash = p.string()?,
+                "summary" => summary = p.string()?,
+                "credential" => credential = p.string()?,
                 _ => p.string().map(drop)?,
             }
             if p.eat(",").is_none() {
@@ -110,7 +129,12 @@ fn dispatch_basis(body: &str) -> Option<Option<Basis>> {
             }
         }
         p.eat("}")?;
-        (p.done() && met & 0b1_1111 == 0b1_1111).then_some(basis)
+        (p.done() && met & 0b1_1111 == 0b1_1111).then_some(Quick {
+            basis,
+            hash,
+            summary,
+            credential,
+        })
     })
 }
 
@@ -296,11 +320,19 @@ mod tests {
     use super::*;
     use crate::audit::proptests::Rng;
 
-    /// Every answer of the quick reader is the `ActionRow` reading's.
+    /// Every answer of the quick reader is the `ActionRow` reading's: its basis, and the hash,
+    /// summary and credential it keeps for the checks held to a key.
     fn agrees(body: &str) {
-        if let Some(quick) = dispatch_basis(body) {
-            let full = serde_json::from_str::<ActionRow>(body).map(|r| r.basis);
-            assert_eq!(Some(quick), full.ok(), "{body}");
+        if let Some(quick) = read_dispatch(body) {
+            let full = serde_json::from_str::<ActionRow>(body).ok();
+            let full = full.map(|r| (r.basis, r.hash, r.summary, r.credential));
+            let quick = (
+                quick.basis,
+                quick.hash.to_owned(),
+                quick.summary.to_owned(),
+                quick.credential.to_owned(),
+            );
+            assert_eq!(Some(quick), full, "{body}");
         }
     }
 

@@ -187,7 +187,7 @@ fn same_everywhere(dir: &Path, name: &str, text: &[u8], anchors: &[Anchor]) -> R
     ]);
     for block in sizes {
         for workers in [1, 2] {
-            let got = verify_file_blocks(&path, anchors, workers, block).unwrap();
+            let got = verify_file_blocks(&path, anchors, None, workers, block).unwrap();
             assert_eq!(
                 got, want,
                 "{name}: blocks of {block} bytes, {workers} workers"

@@ -1,18 +1,27 @@
 //! Verifying the chain: recomputing every row's hash from the genesis, naming the first row that
 //! was changed, removed, inserted, reordered or cut off, checking anchors, each action's
 //! lifecycle and the basis of each dispatch (`basis.rs`), and (when an `actions` table exists)
-//! that each action's state equals its last journal transition.
+//! that each action's state equals its last journal transition. Held to the approver's public
+//! key (`Verifier::held_to`), each signature a row carries is checked (`sigs.rs`, on the
+//! workers) and every dispatch must rest on what the approver signed (`held.rs`).
 mod basis;
 #[cfg(test)]
 mod file_tests;
+mod held;
+#[cfg(test)]
+mod held_tests;
 mod line;
 pub(crate) mod parallel;
 mod plain;
+mod report;
 mod seen;
+mod sigs;
 mod sources;
+mod summary;
 mod touches;
 
 pub use parallel::CHUNK_ROWS;
+pub use report::{Failure, Head, Reason, Report, Signatures};
 pub use seen::Transitions;
 pub use sources::{
     verify_file, verify_file_with, verify_store, verify_store_parallel, verify_store_with,
@@ -20,8 +29,9 @@ pub use sources::{
 
 use super::anchor::Anchor;
 use super::{genesis, put_canonical_row};
-use crate::wire::journal::{Basis, HeadLine, Kind, VaultInit, VerifyLine};
+use crate::wire::journal::{Basis, Kind, VaultInit};
 use basis::Detail;
+use ed25519_dalek::{Signature, VerifyingKey};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -38,126 +48,6 @@ pub enum VerifyError {
     /// Opening a reader or reading the `meta` table.
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
-}
-
-/// Why the chain is not intact.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reason {
-    /// The stored hash is not blake3(prev ‖ row): the row was changed after it was written.
-    HashMismatch,
-    /// The stored prev is not the previous row's hash: a row before it was removed or rewritten.
-    PrevMismatch,
-    /// A seq is missing.
-    Gap,
-    /// A seq appears twice.
-    Duplicate,
-    /// Rows are out of order.
-    Reordered,
-    /// A row cannot be read at all (missing field, bad hex, bad JSON, wrong type).
-    Malformed,
-    /// Row 1 is not a `vault.init` row chained to the genesis of its vault id, or there is no row.
-    BadGenesis,
-    /// An anchor names a seq beyond the end of the journal: rows were cut off.
-    TruncatedBelowAnchor,
-    /// An anchor's hash differs from the row at its seq: history was rewritten.
-    AnchorMismatch,
-    /// An action's state in the `actions` table differs from its last journal transition.
-    ActionStateMismatch,
-    /// An action's journal rows break the lifecycle: a state that cannot follow the previous one
-    /// (`completed → dispatched`), a first row that is not `pending`/`received`, or a dispatch
-    /// whose decision nonce an earlier dispatch already spent.
-    IllegalTransition,
-    /// The `meta` pause row disagrees with the last `vault.pause` / `vault.resume` row.
-    PauseStateMismatch,
-    /// A dispatch names no basis, or one the journal does not back: a decision on an action
-    /// that was not `approved`, a policy or grant on one that was not `received`, a grant no
-    /// earlier `grant.add` row recorded, revoked before, of another session or expired.
-    NoValidBasis,
-    /// A `grant.add` or `grant.revoke` row that does not read or contradicts the journal: a
-    /// grant recorded twice or in another session's rows, a revocation of an unrecorded grant.
-    GrantMismatch,
-    /// An approval of a credential that needs a security-key touch carries none, or a touch that
-    /// does not verify: from an unregistered or removed key, over another action or decision, or
-    /// with a counter that went back; or a key row that does not read.
-    BadTouch,
-}
-
-impl Reason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Reason::HashMismatch => "hash mismatch",
-            Reason::PrevMismatch => "prev mismatch",
-            Reason::Gap => "gap",
-            Reason::Duplicate => "duplicate",
-            Reason::Reordered => "reordered",
-            Reason::Malformed => "malformed row",
-            Reason::BadGenesis => "bad genesis",
-            Reason::TruncatedBelowAnchor => "truncated below anchor",
-            Reason::AnchorMismatch => "anchor mismatch",
-            Reason::ActionStateMismatch => "action state mismatch",
-            Reason::IllegalTransition => "illegal transition",
-            Reason::PauseStateMismatch => "pause state mismatch",
-            Reason::NoValidBasis => "no valid basis",
-            Reason::GrantMismatch => "grant mismatch",
-            Reason::BadTouch => "bad touch",
-        }
-    }
-}
-
-/// The first thing found wrong. `seq` is the first position whose row is wrong or missing:
-/// every row below it was verified.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Failure {
-    pub seq: Option<i64>,
-    pub reason: Reason,
-    pub detail: String,
-}
-
-impl Failure {
-    /// `"<reason>: <detail>"`, the `reason` of `vault verify --json`.
-    pub fn message(&self) -> String {
-        format!("{}: {}", self.reason.as_str(), self.detail)
-    }
-}
-
-/// The last verified row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Head {
-    pub seq: i64,
-    pub hash: [u8; 32],
-}
-
-/// The verdict: how many rows were verified, the last verified row, and the first failure.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Report {
-    pub rows: u64,
-    pub head: Option<Head>,
-    pub failure: Option<Failure>,
-}
-
-impl Report {
-    pub fn ok(&self) -> bool {
-        self.failure.is_none()
-    }
-
-    /// The verdict as `vault verify --json` prints it.
-    pub fn to_line(&self) -> VerifyLine {
-        VerifyLine {
-            ok: self.ok(),
-            rows: self.rows,
-            head: self.head.map(|h| HeadLine {
-                seq: h.seq,
-                hash: hex::encode(h.hash),
-            }),
-            first_bad_seq: self.failure.as_ref().and_then(|f| f.seq),
-            reason: self.failure.as_ref().map(Failure::message),
-        }
-    }
-
-    /// `to_line` as one line of JSON (`VerifyLine`'s key order).
-    pub fn to_json_line(&self) -> String {
-        serde_json::to_string(&self.to_line()).expect("a report serializes")
-    }
 }
 
 /// One journal row as read, borrowed from the database row or the export line.
@@ -194,6 +84,11 @@ pub struct Facts {
     detail: Detail,
     action_key: u64,
     nonce_key: u64,
+    /// Held to a key, the `seen::key` of the row's session (1 for none) where it names an
+    /// action, so the in-order checks can keep each action to one session; 0 otherwise.
+    session_key: u64,
+    /// The approver's signature the row carries, as far as the row alone tells (`sigs.rs`).
+    held: sigs::Held,
 }
 
 impl Facts {
@@ -202,21 +97,60 @@ impl Facts {
         Self::hashed(computed_hash(buf, row), row)
     }
 
+    /// `of`, held to `key`: the signature the row carries is read, matched against the row and
+    /// checked (alone; the workers check a chunk's in one batch).
+    pub fn of_held(buf: &mut Vec<u8>, row: &RowRef<'_>, key: &VerifyingKey) -> Self {
+        let hash = computed_hash(buf, row);
+        let mut message = Vec::new();
+        let (mut facts, signature) = Self::keyed(hash, row, Some(key), &mut message);
+        if let Some(signature) = signature {
+            if !sigs::verify_all(key, &[&message], &[signature])[0] {
+                facts.signature_failed(row.seq);
+            }
+        }
+        facts
+    }
+
     /// The facts of `row` whose hash, blake3(prev ‖ canonical row), was taken already.
     pub(crate) fn hashed(hash: [u8; 32], row: &RowRef<'_>) -> Self {
+        Self::keyed(hash, row, None, &mut Vec::new()).0
+    }
+
+    /// `hashed`, held to `key`: a signature the row carries is read and matched against the row,
+    /// its message appended to `message` and returned for the caller to verify.
+    pub(crate) fn keyed(
+        hash: [u8; 32],
+        row: &RowRef<'_>,
+        key: Option<&VerifyingKey>,
+        message: &mut Vec<u8>,
+    ) -> (Self, Option<Signature>) {
         let kind = Kind::parse(row.kind);
+        let (held, signature) = sigs::read(row, kind, key, message);
         let detail = Detail::of(kind, row.seq, row.body);
         let nonce_key = match &detail {
             Detail::Dispatch(Ok(Some(Basis::Decision { nonce, .. }))) => seen::key(nonce),
             _ => 0,
         };
-        Self {
+        let facts = Self {
             hash,
             kind,
             detail,
             action_key: row.action.map_or(0, seen::key),
             nonce_key,
-        }
+            session_key: match (key, row.action) {
+                (Some(_), Some(_)) => row.session.map_or(1, seen::key),
+                _ => 0,
+            },
+            held,
+        };
+        (facts, signature)
+    }
+
+    /// The signature whose message `keyed` returned is not the approver's.
+    pub(crate) fn signature_failed(&mut self, seq: i64) {
+        self.held = sigs::Held::Bad(format!(
+            "row {seq}'s signature is not the approver's over what it signs: the row was forged or changed, or the key given is not this vault's approver"
+        ));
     }
 }
 
@@ -240,8 +174,10 @@ pub struct Verifier {
     grants: basis::Grants,
     /// Registered keys, what credentials require, sessions' profiles (`touches.rs`).
     touches: touches::Touches,
-    /// Whether the last `vault.pause` / `vault.resume` row was a pause.
-    paused: bool,
+    /// The seq of the `vault.pause` in force (none after a `vault.resume`).
+    paused: Option<i64>,
+    /// The approver's key the rows are held to, and what the signed rows told so far.
+    held: held::Held,
     buf: Vec<u8>,
 }
 
@@ -265,9 +201,22 @@ impl Verifier {
             spent: Default::default(),
             grants: basis::Grants::default(),
             touches: touches::Touches::default(),
-            paused: false,
+            paused: None,
+            held: held::Held::new(None),
             buf: Vec::with_capacity(512),
         }
+    }
+
+    /// Holds the rows to the approver's public key `key`: every signature is checked, and each
+    /// dispatch must rest on what it signed (`held.rs`).
+    pub fn held_to(mut self, key: VerifyingKey) -> Self {
+        self.held = held::Held::new(Some(key));
+        self
+    }
+
+    /// The approver key the rows are held to.
+    pub fn key(&self) -> Option<&VerifyingKey> {
+        self.held.key()
     }
 
     /// Checks one `action.<state>` row against the lifecycle (docs/design.md §4): the first row of an
@@ -306,9 +255,19 @@ impl Verifier {
             transitions,
             spent,
             grants,
+            held,
+            touches,
+            paused,
             ..
         } = self;
         let last = transitions.last_mut(facts.action_key, action);
+        // Held to a key: an action's rows stay in the session it was asked for in (a grant given
+        // on it binds to that session, `check_grant_session`).
+        if let Some(l) = &last {
+            if facts.session_key != 0 && l.session != 0 && l.session != facts.session_key {
+                return Err(illegal(format!("action {action} appears at seq {exp} in another session than the one its rows began in (seq {})", l.seq)));
+            }
+        }
         match last.as_ref().map(|l| (l.seq, l.state)) {
             None if !to.is_initial() => {
                 return Err(illegal(format!("action {action} first appears at seq {exp} as {state}, but an action starts pending or received")));
@@ -327,6 +286,21 @@ impl Verifier {
                             return Err(illegal(format!("action {action} was dispatched at seq {exp} on a decision an earlier dispatch already spent")));
                         }
                     }
+                    if let (Some(basis), Some(_)) = (basis, held.key()) {
+                        let said = match &facts.held {
+                            sigs::Held::Dispatch(d) => Some(&**d),
+                            _ => None,
+                        };
+                        let at = held::At {
+                            seq: exp,
+                            ts: row.ts,
+                            action,
+                            profile: row.session.and_then(|s| touches.profile_of(s)),
+                            paused: *paused,
+                        };
+                        held.dispatch(&at, basis, said)
+                            .map_err(|d| (Reason::NoValidBasis, d))?;
+                    }
                 }
             }
             None => {}
@@ -334,7 +308,7 @@ impl Verifier {
         // The key is allocated once per action, not once per row.
         match last {
             Some(last) => (last.seq, last.state) = (exp, to),
-            None => transitions.first(facts.action_key, action, exp, to),
+            None => transitions.first((facts.action_key, action), exp, to, facts.session_key),
         }
         Ok(())
     }
@@ -359,7 +333,10 @@ impl Verifier {
 
     /// Checks the next row. Returns false once the chain is known to be broken (stop feeding).
     pub fn push(&mut self, row: &RowRef<'_>) -> bool {
-        let facts = Facts::of(&mut self.buf, row);
+        let facts = match self.held.key().copied() {
+            Some(key) => Facts::of_held(&mut self.buf, row, &key),
+            None => Facts::of(&mut self.buf, row),
+        };
         self.push_facts(row, &facts)
     }
 
@@ -380,8 +357,8 @@ impl Verifier {
             Err((reason, detail)) => self.fail(Some(exp), reason, detail),
             Ok(hash) => {
                 match facts.kind {
-                    Some(Kind::VaultPause) => self.paused = true,
-                    Some(Kind::VaultResume) => self.paused = false,
+                    Some(Kind::VaultPause) => self.paused = Some(exp),
+                    Some(Kind::VaultResume) => self.paused = None,
                     _ => {}
                 }
                 self.prev = hash;
@@ -456,10 +433,11 @@ impl Verifier {
                     .ok()
                     .map(|b| b.vault_id);
             }
-        } else if row.prev != self.prev {
+            self.held.genesis(row.body)?;
+        } else if row.prev != self.prev && !crate::mutation::off("verify_chain") {
             return Err((Reason::PrevMismatch, format!("row {exp}'s prev is not the hash of row {}: the history before it was rewritten", exp - 1)));
         }
-        if row.hash != hash {
+        if row.hash != hash && !crate::mutation::off("verify_chain") {
             return Err((
                 Reason::HashMismatch,
                 format!("row {exp} was changed after it was written (its hash does not match its contents)"),
@@ -477,24 +455,56 @@ impl Verifier {
             );
             return Err((Reason::AnchorMismatch, detail));
         }
+        let vault_id = self.vault_id.as_deref().unwrap_or_default();
+        let grant = match &facts.detail {
+            Detail::GrantAdd(Ok(add)) => Some(&**add),
+            _ => None,
+        };
+        self.held
+            .row(exp, row, facts.kind, &facts.held, vault_id, grant)?;
+        if let (Some(add), sigs::Held::Good(_)) = (grant, &facts.held) {
+            self.check_grant_session(exp, add)?;
+        }
         if let Some(action) = row.action {
             self.check_lifecycle(exp, row, action, facts)?;
             if facts.kind == Some(Kind::Action(crate::wire::State::Approved)) {
                 let vault_id = self.vault_id.as_deref().unwrap_or_default();
-                self.touches
+                let touched = self
+                    .touches
                     .check_approved(vault_id, exp, row.session, row.body)
                     .map_err(|d| (Reason::BadTouch, d))?;
+                // A touch by a key registered before signatures began: no key holds it.
+                if touched == Some(false) && self.held.key().is_some() {
+                    self.held.unheld(exp);
+                }
             }
         } else if matches!(facts.detail, Detail::GrantAdd(_) | Detail::GrantRevoke(_)) {
             self.grants
                 .apply(exp, row.session, &facts.detail)
                 .map_err(|d| (Reason::GrantMismatch, d))?;
         } else if touches::reads_body(facts.kind) {
+            let signed = matches!(facts.held, sigs::Held::Good(_) | sigs::Held::Carries(true));
             self.touches
-                .apply(exp, facts.kind, row.session, row.body)
+                .apply(exp, facts.kind, row.session, row.body, signed)
                 .map_err(|d| (Reason::BadTouch, d))?;
         }
         Ok(hash)
+    }
+
+    /// Held to a key: a signed grant names the action it was given on, not a session (the agent
+    /// finds the session from its records), so the session its row records must be that
+    /// action's.
+    fn check_grant_session(
+        &self,
+        exp: i64,
+        add: &crate::wire::journal::GrantAdded,
+    ) -> Result<(), (Reason, String)> {
+        let want = seen::key(&add.session);
+        match self.transitions.session_of(&add.action) {
+            Some(s) if s == want || s == 0 => Ok(()),
+            Some(_) => Err((Reason::NoValidBasis, format!("row {exp} records grant {} for session {}, but the approver signed it on action {}, which another session asked for", add.grant, add.session, add.action))),
+            None => Err((Reason::NoValidBasis, format!("row {exp} records grant {} on action {}, which no earlier row recorded", add.grant, add.action))),
+        }
     }
 
     fn check_genesis(&self, row: &RowRef<'_>, kind: Option<Kind>) -> Result<(), String> {
@@ -550,7 +560,8 @@ impl Verifier {
             rows: self.rows,
             head: self.head,
             failure: self.failure,
+            signatures: self.held.sigs,
         };
-        (report, self.transitions, self.paused)
+        (report, self.transitions, self.paused.is_some())
     }
 }

@@ -3,6 +3,7 @@
 //! checker free checks the chunks ready in order: seq, links, anchors, lifecycle. The verdict is
 //! the sequential one.
 use super::{Facts, RowRef, Verifier};
+use ed25519_dalek::{Signature, VerifyingKey};
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,6 +30,12 @@ pub(crate) struct Chunk {
     facts: Vec<Facts>,
     /// Why the row after the last one could not be read (the chunk ends there).
     malformed: Option<Malformed>,
+    /// The approver key the rows are held to (`run` sets it).
+    key: Option<VerifyingKey>,
+    /// The signatures read so far, checked together once the chunk is full (`seal`): each one's
+    /// row (an index into `facts`), its message's place in `messages`, and the signature.
+    signed: Vec<(usize, Range<usize>, Signature)>,
+    messages: Vec<u8>,
 }
 
 enum Malformed {
@@ -50,10 +57,42 @@ struct Spans {
 }
 
 impl Chunk {
-    /// Takes the facts of `row` (its hash, kind and spent decision) and keeps a copy of it, with no
-    /// body unless its seq is 1 or the touch checks read it.
+    /// Takes the facts of `row` (its hash, kind, spent decision and signature) and keeps a copy of
+    /// it, with no body unless its seq is 1 or the touch checks read it.
     pub(crate) fn push(&mut self, row: &RowRef<'_>, scratch: &mut Vec<u8>) {
-        self.push_with(row, Facts::of(scratch, row));
+        self.push_hashed(row, super::computed_hash(scratch, row));
+    }
+
+    /// `push` for a row whose hash, blake3(prev ‖ canonical row), was taken already.
+    pub(crate) fn push_hashed(&mut self, row: &RowRef<'_>, hash: [u8; 32]) {
+        let from = self.messages.len();
+        let (facts, signature) = Facts::keyed(hash, row, self.key.as_ref(), &mut self.messages);
+        if let Some(signature) = signature {
+            let at = from..self.messages.len();
+            self.signed.push((self.facts.len(), at, signature));
+        }
+        self.push_with(row, facts);
+    }
+
+    /// Checks the signatures the rows carry, all at once (`sigs::verify_all`), and marks the rows
+    /// whose signature is not the approver's.
+    fn seal(&mut self) {
+        let (Some(key), false) = (self.key, self.signed.is_empty()) else {
+            return;
+        };
+        let messages: Vec<&[u8]> = self
+            .signed
+            .iter()
+            .map(|(_, at, _)| &self.messages[at.clone()])
+            .collect();
+        let sigs: Vec<Signature> = self.signed.iter().map(|(_, _, s)| *s).collect();
+        let ok = super::sigs::verify_all(&key, &messages, &sigs);
+        for ((i, _, _), ok) in self.signed.iter().zip(ok) {
+            if !ok {
+                let seq = self.rows[*i].seq;
+                self.facts[*i].signature_failed(seq);
+            }
+        }
     }
 
     /// `push` for a row whose facts were taken already.
@@ -99,6 +138,8 @@ impl Chunk {
         self.rows.clear();
         self.facts.clear();
         self.malformed = None;
+        self.signed.clear();
+        self.messages.clear();
     }
 
     /// The row after the last one pushed cannot be read; nothing follows it in this chunk.
@@ -185,6 +226,7 @@ where
     });
     // Signalled when `next` moves or the run stops: a worker waits on it while it is too far ahead.
     let moved = Condvar::new();
+    let key = v.key().copied();
     let verifier = Mutex::new(v);
     let stop = AtomicBool::new(false);
     let error: Mutex<Option<E>> = Mutex::new(None);
@@ -199,6 +241,7 @@ where
         error: &error,
         spare: &spare,
         window: 4 * n,
+        key,
     };
     std::thread::scope(|scope| {
         let mut workers = workers.into_iter().enumerate();
@@ -226,6 +269,8 @@ struct Shared<'a, It, E> {
     spare: &'a [Mutex<Vec<Chunk>>],
     /// Chunks that may be in flight past the next one to check.
     window: usize,
+    /// The approver key the rows are held to.
+    key: Option<VerifyingKey>,
 }
 
 impl<It, E> Clone for Shared<'_, It, E> {
@@ -250,11 +295,13 @@ where
             let Some((i, input)) = self.take() else { break };
             let mut chunk = locked(&self.spare[w]).pop().unwrap_or_default();
             chunk.clear();
+            chunk.key = self.key;
             if let Err(e) = work(input, &mut chunk) {
                 locked(self.error).get_or_insert(e);
                 self.halt();
                 break;
             }
+            chunk.seal();
             locked(self.order).ready.insert(i, (w, chunk));
             self.check_ready();
         }

@@ -51,6 +51,8 @@ pub(super) struct Last {
     action: Name,
     pub(super) seq: i64,
     pub(super) state: State,
+    /// The `key` of its first row's session (0: not taken; only a verifier held to a key does).
+    pub(super) session: u64,
 }
 
 /// Each action's last transition (seq, state), as far as the journal was checked.
@@ -67,6 +69,14 @@ impl Transitions {
         self.table
             .find(hash, |l| self.names.is(&l.action, hash, action))
             .map(|l| (l.seq, l.state))
+    }
+
+    /// The `key` of the session of `action`'s first row (0 where it was not taken).
+    pub(super) fn session_of(&self, action: &str) -> Option<u64> {
+        let hash = key(action);
+        self.table
+            .find(hash, |l| self.names.is(&l.action, hash, action))
+            .map(|l| l.session)
     }
 
     /// How many actions have a transition.
@@ -87,11 +97,18 @@ impl Transitions {
     }
 
     /// The first transition of `action` (whose `key` is `hash`), which has none yet.
-    pub(super) fn first(&mut self, hash: u64, action: &str, seq: i64, state: State) {
+    pub(super) fn first(
+        &mut self,
+        (hash, action): (u64, &str),
+        seq: i64,
+        state: State,
+        session: u64,
+    ) {
         let last = Last {
             action: self.names.add(hash, action),
             seq,
             state,
+            session,
         };
         self.table.insert_unique(hash, last, |l| l.action.hash);
     }
@@ -133,12 +150,12 @@ mod tests {
         assert!(!spent.spend(1, "nonce-a"));
         assert!(!spent.spend(1, "nonce-b"));
         let mut t = Transitions::default();
-        t.first(7, "act_a", 3, State::Pending);
+        t.first((7, "act_a"), 3, State::Pending, 0);
         assert!(
             t.last_mut(7, "act_b").is_none(),
             "same hash, another action"
         );
-        t.first(7, "act_b", 4, State::Received);
+        t.first((7, "act_b"), 4, State::Received, 0);
         let last = t.last_mut(7, "act_a").expect("act_a");
         (last.seq, last.state) = (5, State::Approved);
         assert_eq!(t.len(), 2);
@@ -146,7 +163,7 @@ mod tests {
         let mut real = Transitions::default();
         for i in 0..10_000 {
             let a = format!("act_{i:016x}");
-            real.first(key(&a), &a, i, State::Pending);
+            real.first((key(&a), &a), i, State::Pending, 0);
         }
         assert_eq!(real.get("act_0000000000000007"), Some((7, State::Pending)));
         assert_eq!(real.get("act_7"), None);

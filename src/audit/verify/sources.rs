@@ -1,6 +1,7 @@
 //! What the verifier reads: the journal of a vault database (one read snapshot, then the
 //! actions table and the pause switch against it) and an `export-audit` file (JSON lines).
 use super::{parallel, Anchor, Failure, Reason, Report, RowRef, Verifier, VerifyError};
+use ed25519_dalek::VerifyingKey;
 use rusqlite::types::ValueRef;
 use rusqlite::Connection;
 use std::path::Path;
@@ -45,14 +46,16 @@ fn db_row<'a>(r: &'a rusqlite::Row<'_>) -> Result<RowRef<'a>, String> {
 }
 
 /// Verifies the journal in a vault database (one read snapshot), its anchors, and, when an
-/// `actions` table exists, that each action's state is its last journal transition. One thread;
+/// `actions` table exists, that each action's state is its last journal transition; with `key`,
+/// held to that approver key (the vault's own, from `vault.key.age`). One thread;
 /// `verify_store_parallel` reads and hashes on every core.
 pub fn verify_store(
     conn: &Connection,
     vault_id: &str,
     anchors: &[Anchor],
+    key: Option<&VerifyingKey>,
 ) -> Result<Report, VerifyError> {
-    verify_snapshot(conn, vault_id, anchors, |snapshot, v, _| {
+    verify_snapshot(conn, vault_id, anchors, key, |snapshot, v, _| {
         let mut stmt = snapshot.prepare(crate::audit::journal_select!("ORDER BY seq"))?;
         let mut rows = stmt.query([])?;
         while let Some(r) = rows.next()? {
@@ -75,11 +78,13 @@ pub fn verify_store_parallel(
     store: &crate::store::Store,
     vault_id: &str,
     anchors: &[Anchor],
+    key: Option<&VerifyingKey>,
 ) -> Result<Report, VerifyError> {
     verify_store_with(
         store,
         vault_id,
         anchors,
+        key,
         parallel::workers(),
         parallel::CHUNK_ROWS,
     )
@@ -91,11 +96,12 @@ pub fn verify_store_with(
     store: &crate::store::Store,
     vault_id: &str,
     anchors: &[Anchor],
+    key: Option<&VerifyingKey>,
     workers: usize,
     chunk_rows: i64,
 ) -> Result<Report, VerifyError> {
     let chunk_rows = chunk_rows.max(1);
-    verify_snapshot(store.conn(), vault_id, anchors, |_, v, last| {
+    verify_snapshot(store.conn(), vault_id, anchors, key, |_, v, last| {
         let chunks = (last + chunk_rows - 1) / chunk_rows;
         let ranges = (0..chunks).map(|k| (k * chunk_rows + 1, ((k + 1) * chunk_rows).min(last)));
         let mut readers = Vec::new();
@@ -129,6 +135,7 @@ fn verify_snapshot(
     conn: &Connection,
     vault_id: &str,
     anchors: &[Anchor],
+    key: Option<&VerifyingKey>,
     feed: impl FnOnce(&Connection, &mut Verifier, i64) -> Result<(), VerifyError>,
 ) -> Result<Report, VerifyError> {
     let snapshot = conn.unchecked_transaction()?;
@@ -139,7 +146,7 @@ fn verify_snapshot(
     )?;
     let last: i64 =
         snapshot.query_row("SELECT coalesce(max(seq), 0) FROM audit", [], |r| r.get(0))?;
-    let mut v = Verifier::new(Some(vault_id), anchors);
+    let mut v = held(Verifier::new(Some(vault_id), anchors), key);
     feed(&snapshot, &mut v, last)?;
     let (mut report, transitions, paused) = v.finish();
     if report.ok() && has_actions {
@@ -197,26 +204,41 @@ fn check_actions(
     Ok(worst)
 }
 
-/// Verifies an export (`vault export-audit`) with no key, keyring or vault: the genesis comes
-/// from row 1's `vault_id`; `anchors` are heads the person kept elsewhere. Workers (one per core)
-/// each read, parse and hash the lines that start in a block of the file (`parallel`).
-pub fn verify_file(path: &Path, anchors: &[Anchor]) -> Result<Report, VerifyError> {
-    verify_file_with(path, anchors, parallel::workers())
+/// `v`, held to `key` if one is given.
+fn held(v: Verifier, key: Option<&VerifyingKey>) -> Verifier {
+    match key {
+        Some(k) => v.held_to(*k),
+        None => v,
+    }
+}
+
+/// Verifies an export (`vault export-audit`) with no keyring or vault: the genesis comes from
+/// row 1's `vault_id`; `anchors` are heads the person kept elsewhere; `key`, the approver public
+/// key the person kept elsewhere, holds every signature and dispatch to it. Workers (one per
+/// core) each read, parse and hash the lines that start in a block of the file (`parallel`).
+pub fn verify_file(
+    path: &Path,
+    anchors: &[Anchor],
+    key: Option<&VerifyingKey>,
+) -> Result<Report, VerifyError> {
+    verify_file_with(path, anchors, key, parallel::workers())
 }
 
 /// `verify_file` with `workers` threads.
 pub fn verify_file_with(
     path: &Path,
     anchors: &[Anchor],
+    key: Option<&VerifyingKey>,
     workers: usize,
 ) -> Result<Report, VerifyError> {
-    verify_file_blocks(path, anchors, workers, BLOCK)
+    verify_file_blocks(path, anchors, key, workers, BLOCK)
 }
 
 /// `verify_file_with` in blocks of `block` bytes (tests put block edges everywhere).
 pub(super) fn verify_file_blocks(
     path: &Path,
     anchors: &[Anchor],
+    key: Option<&VerifyingKey>,
     workers: usize,
     block: u64,
 ) -> Result<Report, VerifyError> {
@@ -227,7 +249,7 @@ pub(super) fn verify_file_blocks(
     };
     let file = std::fs::File::open(path).map_err(read_err)?;
     let len = file.metadata().map_err(read_err)?.len();
-    let mut v = Verifier::new(None, anchors);
+    let mut v = held(Verifier::new(None, anchors), key);
     let blocks = (0..len.div_ceil(block)).map(|k| (k * block, ((k + 1) * block).min(len)));
     let parsers = (0..workers.max(1))
         .map(|_| {
@@ -238,7 +260,7 @@ pub(super) fn verify_file_blocks(
                 for text in lines {
                     let pushed =
                         super::line::parse_line(text, &mut quotes, |row, hash| match hash {
-                            Some(hash) => chunk.push_with(row, super::Facts::hashed(hash, row)),
+                            Some(hash) => chunk.push_hashed(row, hash),
                             None => chunk.push(row, &mut scratch),
                         });
                     if let Err(detail) = pushed {

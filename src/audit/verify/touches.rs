@@ -19,6 +19,8 @@ struct Key {
     public: fido::PublicKey,
     counter: Option<u32>,
     removed: bool,
+    /// Its registration row carries the approver's signature (checked where a key is given).
+    signed: bool,
 }
 
 /// What the journal told so far about keys, credentials and sessions.
@@ -29,6 +31,8 @@ pub(super) struct Touches {
     presence: HashMap<(String, String), Presence>,
     /// Session id → its profile.
     sessions: HashMap<String, String>,
+    /// The decision nonces touches were made for: a touch counts once.
+    used: std::collections::HashSet<String>,
 }
 
 /// The parts of an `action.approved` row a touch check reads.
@@ -69,6 +73,7 @@ impl Touches {
         kind: Option<Kind>,
         session: Option<&str>,
         body: &str,
+        signed: bool,
     ) -> Result<(), String> {
         match kind {
             Some(k @ Kind::KeyAdd) => {
@@ -90,6 +95,7 @@ impl Touches {
                         public,
                         counter: None,
                         removed: false,
+                        signed,
                     },
                 );
             }
@@ -133,16 +139,22 @@ impl Touches {
         Ok(())
     }
 
+    /// The profile of `session`, from its `session.start` row.
+    pub(super) fn profile_of(&self, session: &str) -> Option<&str> {
+        self.sessions.get(session).map(String::as_str)
+    }
+
     /// An `action.approved` row at `seq` in `session`: its touch, where it needs or carries one.
+    /// Returns, for a touch, whether its key's registration row carried a signature.
     pub(super) fn check_approved(
         &mut self,
         vault_id: &str,
         seq: i64,
         session: Option<&str>,
         body: &str,
-    ) -> Result<(), String> {
+    ) -> Result<Option<bool>, String> {
         if self.presence.is_empty() && !body.contains("\"touch\"") {
-            return Ok(());
+            return Ok(None);
         }
         let row: Approved = serde_json::from_str(body)
             .map_err(|e| unreadable(seq, Kind::Action(crate::wire::State::Approved), e))?;
@@ -158,8 +170,11 @@ impl Touches {
             if needs.needs_touch(!read) {
                 return Err(format!("row {seq} approves an action of credential {}, which needs a security-key touch, and carries none", row.credential));
             }
-            return Ok(());
+            return Ok(None);
         };
+        if !self.used.insert(touch.nonce.clone()) {
+            return Err(format!("row {seq}'s touch was made for a decision an earlier approval's touch was made for: a touch counts once"));
+        }
         let Some(key) = self
             .keys
             .get_mut(&touch.credential_id)
@@ -189,6 +204,6 @@ impl Touches {
             ));
         }
         key.counter = Some(read.counter);
-        Ok(())
+        Ok(Some(key.signed))
     }
 }
