@@ -40,7 +40,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("fido", &[]),
     ("keys", &["canonical", "wire"]),
     ("store", &["keys", "time"]),
-    ("audit", &["canonical", "fido", "paths", "store", "sys", "time", "wire"]),
+    ("audit", &["canonical", "fido", "mutation", "paths", "store", "sys", "time", "wire"]),
     (
         "credentials",
         &["audit", "keys", "store", "time", "wire"],

@@ -81,9 +81,13 @@ pub(super) fn run(paths: VaultPaths, sub: Sub) -> anyhow::Result<Exit> {
 fn show_key(paths: VaultPaths, a: ShowArgs) -> anyhow::Result<Exit> {
     let vault_id = Vault::id_of(&paths)?;
     let source = a.passphrase.source();
-    let public = read_keys(&paths, &source, "Vault passphrase (to read the approver key): ")?
-        .approver
-        .public();
+    let public = read_keys(
+        &paths,
+        &source,
+        "Vault passphrase (to read the approver key): ",
+    )?
+    .approver
+    .public();
     print_public_key(&vault_id, &public, a.json)?;
     Ok(Exit::Ok)
 }
