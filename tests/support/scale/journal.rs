@@ -2,7 +2,7 @@
 //! (what was committed at the moment a request arrived), the whole journal read back through
 //! `vault export-audit` for the final checks, and the checks both suites share.
 use super::{find_tag, run, Kind, Rig};
-use crate::support::TestVault;
+use crate::support::{TestVault, PASSPHRASE};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -113,14 +113,28 @@ impl Row {
 }
 
 /// The whole journal, through `vault export-audit FILE` (the keyless export), which must
-/// pass `vault verify --file` and number its rows 1, 2, 3, … with no gap.
+/// pass `vault verify --file` held to the approver's public key (every action that ran resting on
+/// a signed basis) and number its rows 1, 2, 3, … with no gap.
 pub fn export(v: &TestVault, name: &str) -> Vec<Row> {
     let file = v.dir.path().join(name);
     let path = file.to_str().unwrap();
     run(v, &["export-audit", path], None).ok();
-    let check = run(v, &["verify", "--json", "--file", path], None).ok();
+    let shown = run(
+        v,
+        &["approver", "show-key", "--passphrase-stdin"],
+        Some(&format!("{PASSPHRASE}\n")),
+    )
+    .ok();
+    let key = shown
+        .stdout
+        .lines()
+        .next()
+        .expect("show-key prints the key");
+    let held = ["verify", "--json", "--file", path, "--approver-key", key];
+    let check = run(v, &held, None).ok();
     let line: Value = serde_json::from_str(check.stdout.trim()).unwrap();
     assert_eq!(line["ok"], true, "the export verifies: {line}");
+    assert_eq!(line["held"], true, "held to the approver's key: {line}");
     let text = std::fs::read_to_string(&file).unwrap();
     let rows: Vec<Row> = text
         .lines()
