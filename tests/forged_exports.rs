@@ -307,6 +307,23 @@ fn a_denial_turned_into_an_approval_fails() {
 }
 
 #[test]
+fn an_approval_whose_signature_is_not_the_approvers_fails() {
+    // Everything the approval says is as signed; only the signature is not the approver's (one
+    // hex digit changed): the check that catches it is the signature's own, nothing else.
+    let g = genuine();
+    let mut r = rows(&g.text);
+    let i = at(&r, &g.acts["post"], "action.approved");
+    let sig = r[i]["body"]["signed"]["signature"]
+        .as_str()
+        .expect("an approved row keeps the approver's signature")
+        .to_owned();
+    let flipped = if sig.ends_with('0') { "1" } else { "0" };
+    r[i]["body"]["signed"]["signature"] = json!(format!("{}{flipped}", &sig[..sig.len() - 1]));
+    assert_ne!(r[i]["body"]["signed"]["signature"], json!(sig));
+    forged("signature not the approver's", &r, i, "bad signature", "");
+}
+
+#[test]
 fn a_credential_policy_rewritten_from_each_to_never_fails() {
     let g = genuine();
     let mut r = rows(&g.text);
