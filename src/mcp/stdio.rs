@@ -148,10 +148,14 @@ impl Output {
     }
 }
 
+/// Each line under its own lock of stdout, never the thread's whole life: nothing else may write
+/// there, but if something did (a log line, `.ci/mutants`' `stdout_log`), it would show as a
+/// broken line rather than wait for a lock that is never given back.
 fn write_lines(mut rx: mpsc::Receiver<String>) {
-    let mut stdout = std::io::stdout().lock();
+    let stdout = std::io::stdout();
     while let Some(line) = rx.blocking_recv() {
-        if stdout.write_all(line.as_bytes()).is_err() || stdout.flush().is_err() {
+        let mut out = stdout.lock();
+        if out.write_all(line.as_bytes()).is_err() || out.flush().is_err() {
             break;
         }
     }
