@@ -14,8 +14,7 @@ use crate::wire::journal::{
     SessionStart, VaultInit,
 };
 use crate::wire::{
-    Approval, ApprovalMethod, Decision, DecisionPayload, HttpAuth, HttpTarget, Payload,
-    PolicyPayload, State, Target,
+    Approval, ApprovalMethod, Decision, DecisionPayload, Payload, PolicyPayload, State, Target,
 };
 use ed25519_dalek::VerifyingKey;
 
@@ -30,19 +29,9 @@ fn hash_of(action: &str) -> String {
     blake3::hash(action.as_bytes()).to_hex().to_string()
 }
 
+/// The unit-test credential's binding (`credentials::test_bearer`).
 fn target() -> Target {
-    Target::Http(HttpTarget {
-        scheme: "https".into(),
-        host: "api.example.com".into(),
-        port: 443,
-        path_prefix: "/".into(),
-        methods: None,
-        auth: HttpAuth::Bearer,
-        ca_file: None,
-        allow_headers: Vec::new(),
-        secret_from: None,
-        presence: Default::default(),
-    })
+    crate::credentials::test_bearer("api", "unused").target
 }
 
 /// A journal being written: its store, the approver, and what the rows need.
