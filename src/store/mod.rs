@@ -66,12 +66,23 @@ pub struct Store {
 
 /// A connection to `path` keyed with `key` (raw, no KDF) in page format `format`, with the busy
 /// timeout set; a wrong key or format shows only at the first read.
+/// SQLite's first initialization marks itself done before SQLCipher's own start-up (its crypto
+/// provider) has run: a thread whose first connection raced another's found SQLite initialized,
+/// SQLCipher not, and failed its `PRAGMA key` ("An error occurred with PRAGMA key or rekey…",
+/// about 1 process in 150 when 32 threads open at once; tests/audit_concurrency.rs). One
+/// connection, opened once per process before any other, finishes both; the others wait for it.
+fn sqlcipher_started() {
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    STARTED.call_once(|| drop(Connection::open_in_memory()));
+}
+
 fn keyed(
     path: &Path,
     flags: OpenFlags,
     key: &MasterKey,
     format: PageFormat,
 ) -> Result<Connection, StoreError> {
+    sqlcipher_started();
     let conn =
         Connection::open_with_flags(path, flags).map_err(|e| StoreError::from_sql(e, path))?;
     // SQLCipher logs to stderr on a bad key; we report errors ourselves.
