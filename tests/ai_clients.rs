@@ -507,13 +507,21 @@ fn claude_code_starts_interactively_under_vault_run_and_shows_its_prompt() {
     tmux.wait_for("Claude Code v", Duration::from_secs(60));
     let prompt = tmux.wait_for("\u{276f}", Duration::from_secs(30));
     assert!(!prompt.contains("Unable to connect"), "{prompt}");
-    // From outside: the client that shows it runs in namespaces of its own.
+    // From outside: the client that shows it, a descendant of this pane's shell (not a Claude
+    // Code another test of this file runs beside it), runs in namespaces of its own.
     let real = std::fs::canonicalize(&claude).unwrap();
-    let running: Vec<u32> = std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse().ok())
-        .filter(|p: &u32| std::fs::read_link(format!("/proc/{p}/exe")).is_ok_and(|e| e == real))
+    let pane = tmux
+        .command()
+        .args(["display-message", "-p", "#{pane_pid}"])
+        .output()
+        .unwrap();
+    let pane: u32 = String::from_utf8_lossy(&pane.stdout)
+        .trim()
+        .parse()
+        .expect("the pane's pid");
+    let running: Vec<u32> = support::world::descendants(pane)
+        .into_iter()
+        .filter(|p| std::fs::read_link(format!("/proc/{p}/exe")).is_ok_and(|e| e == real))
         .collect();
     assert!(!running.is_empty(), "no Claude Code process runs");
     let ns = |p: &str| std::fs::read_link(format!("{p}/ns/mnt")).unwrap();

@@ -153,6 +153,18 @@ pub fn children(pid: u32) -> Vec<u32> {
         .collect()
 }
 
+/// Every descendant of `pid`: its children, theirs, and so on (from `/proc/*/stat`).
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let mut found = children(pid);
+    let mut i = 0;
+    while i < found.len() {
+        let more = children(found[i]);
+        found.extend(more);
+        i += 1;
+    }
+    found
+}
+
 /// Processes whose command line holds `marker`.
 pub fn with_marker(marker: &str) -> Vec<u32> {
     std::fs::read_dir("/proc")
