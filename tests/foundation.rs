@@ -583,3 +583,34 @@ fn fetch_host_key_reads_a_real_sshd_and_asks_before_pinning() {
     let r = v.run(&args, Some("pw\n")).code(1);
     assert!(r.stderr.contains("--host-key"), "{}", r.stderr);
 }
+
+/// The test suite writes its key files at a low scrypt work factor (`VAULT_TEST_KDF_LOG_N`,
+/// set by `.ci/tests`): a debug build honours it, and the shipped build must not. `.ci/run` runs
+/// this again with `VAULT_TEST_BIN` at the release build, where the key file must carry age's
+/// own measured factor (about a second here; 2^16 is a few tens of ms on any machine since 2010).
+#[test]
+fn the_test_work_factor_is_a_debug_build_knob_the_shipped_binary_ignores() {
+    let mut v = TestVault::empty("kdf");
+    let mut c = v.command(&["init", "--passphrase-stdin"]);
+    c.env("VAULT_TEST_KDF_LOG_N", "10");
+    v.run_command(&mut c, Some(&format!("{PASSPHRASE}\n"))).ok();
+    let file = std::fs::read(v.vault_dir().join("vault.key.age")).unwrap();
+    let stanza = file.split(|&b| b == b'\n').nth(1).unwrap();
+    let stanza = String::from_utf8_lossy(stanza);
+    let log_n: u8 = stanza
+        .strip_prefix("-> scrypt ")
+        .and_then(|r| r.split(' ').nth(1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no scrypt stanza: {stanza}"));
+    let shipped = std::path::Path::new(bin())
+        .components()
+        .any(|c| c.as_os_str() == "release");
+    if shipped {
+        assert!(
+            log_n >= 16,
+            "the release build took the test work factor: 2^{log_n}"
+        );
+    } else {
+        assert_eq!(log_n, 10, "a debug build ignored VAULT_TEST_KDF_LOG_N");
+    }
+}

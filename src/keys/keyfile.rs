@@ -35,11 +35,27 @@ fn plaintext(keys: &KeyMaterial) -> Zeroizing<String> {
     ))
 }
 
-/// Encrypts the key material to the passphrase with age's scrypt recipient (default work factor).
+/// Encrypts the key material to the passphrase with age's scrypt recipient (default work factor:
+/// about a second of this machine's CPU).
 pub fn wrap_key_file(keys: &KeyMaterial, passphrase: &Passphrase) -> Result<Vec<u8>, KeyFileError> {
-    let recipient = age::scrypt::Recipient::new(passphrase.secret().clone());
+    #[allow(unused_mut)]
+    let mut recipient = age::scrypt::Recipient::new(passphrase.secret().clone());
+    #[cfg(debug_assertions)]
+    if let Some(log_n) = test_work_factor() {
+        recipient.set_work_factor(log_n);
+    }
     let text = plaintext(keys);
     age::encrypt(&recipient, text.as_bytes()).map_err(|e| KeyFileError::Encrypt(e.to_string()))
+}
+
+/// Debug builds only, never the shipped one: `VAULT_TEST_KDF_LOG_N` (1-22) sets the scrypt work
+/// factor of a key file written now. The test suite makes hundreds of vaults, and each unlock of
+/// each one spent a second of CPU in scrypt (the suite ran in 743 s; at 2^10, 138 s). `.ci/run`
+/// checks that the release build ignores it.
+#[cfg(debug_assertions)]
+fn test_work_factor() -> Option<u8> {
+    let n: u8 = std::env::var("VAULT_TEST_KDF_LOG_N").ok()?.parse().ok()?;
+    (1..=MAX_WORK_FACTOR).contains(&n).then_some(n)
 }
 
 /// The highest scrypt work factor accepted: 2^22 takes 4 GiB of memory. age's own bound is this
