@@ -2,7 +2,7 @@
 //! whole agent: the approval queue (sent now and at every change), the status, journal rows
 //! (waiting for the next commit when there are none yet), and `verify`/`export` on a store
 //! connection of their own.
-use super::Writer;
+use super::writer::Writer;
 use crate::agent::protocol::{AgentFrame, AgentStatus, ErrorCode, Event, Reply, Request};
 use crate::agent::shared::Agent;
 use crate::services::ops;

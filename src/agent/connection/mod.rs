@@ -3,79 +3,28 @@
 //! replies and pushed events written by one writer, and an orderly close that cancels what the
 //! connection left in flight and ends its MCP session.
 use super::admission::{self, Ticket};
-use super::channel::{self, Opener, Sealer};
+use super::channel::{self, Opener};
 use super::protocol::{self, AgentFrame, ClientFrame, ErrorCode, Event, Reply, Request, Role};
 use super::shared::Agent;
 use super::socket::Peer;
-use crate::services::tools::{self, EventSink, Session};
+use crate::services::tools::{self, Session};
 use crate::services::{ops, session_end, session_start};
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::UnixStream;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use zeroize::Zeroizing;
 
 mod answers;
+mod writer;
 use answers::{journal, on_fresh_connection, openbao_head, status, watch_pending};
+use writer::{Sink, Writer};
 
 /// Requests one connection may have in flight at once.
 const MAX_INFLIGHT: usize = 64;
-
-/// Writes frames to one connection, one whole frame at a time (sealed once the connection runs
-/// over the encrypted channel).
-struct Writer(tokio::sync::Mutex<Out>);
-
-struct Out {
-    half: OwnedWriteHalf,
-    sealer: Option<Sealer>,
-}
-
-impl Writer {
-    async fn frame(&self, frame: &AgentFrame) {
-        let line = protocol::encode(frame);
-        let mut w = self.0.lock().await;
-        let Out { half, sealer } = &mut *w;
-        let _ = match sealer {
-            Some(s) => half.write_all(&s.seal(&line[..line.len() - 1])).await,
-            None => half.write_all(&line).await,
-        };
-    }
-
-    /// The handshake's answer (plain), then every later frame sealed.
-    async fn start_channel(&self, accept: &[u8], sealer: Sealer) {
-        let mut w = self.0.lock().await;
-        let _ = w.half.write_all(accept).await;
-        w.sealer = Some(sealer);
-    }
-    async fn reply(&self, id: u64, reply: Reply) {
-        self.frame(&AgentFrame::Reply {
-            id,
-            reply: Box::new(reply),
-        })
-        .await;
-    }
-}
-
-struct Sink {
-    writer: Arc<Writer>,
-    id: u64,
-}
-
-impl EventSink for Sink {
-    fn send(&self, event: Event) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
-        Box::pin(async move {
-            self.writer
-                .frame(&AgentFrame::Event { id: self.id, event })
-                .await
-        })
-    }
-}
 
 /// One client's connection.
 struct Conn {
@@ -128,10 +77,7 @@ pub(super) async fn serve(agent: Arc<Agent>, stream: UnixStream) {
     let mut conn = Conn {
         agent: agent.clone(),
         peer,
-        writer: Arc::new(Writer(tokio::sync::Mutex::new(Out {
-            half: write,
-            sealer: None,
-        }))),
+        writer: Arc::new(Writer::new(write)),
         role: None,
         opener: None,
         session: None,
@@ -554,10 +500,7 @@ impl Conn {
         let inflight = self.inflight.clone();
         self.tasks.spawn(async move {
             agent.busy.fetch_add(1, Ordering::SeqCst);
-            let sink = Arc::new(Sink {
-                writer: writer.clone(),
-                id,
-            });
+            let sink = Arc::new(Sink::new(writer.clone(), id));
             let result = tools::call(agent.env.clone(), session, &name, args, sink, rx).await;
             if let Ok(mut m) = inflight.lock() {
                 m.remove(&id);
