@@ -347,8 +347,17 @@ fn a_nat64_address_counts_as_the_ipv4_address_it_embeds() {
                 h.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             }
         });
-        // The control: the address answers a direct connection.
-        std::net::TcpStream::connect(format!("[{addr}]:443")).unwrap();
+        // The control: the address answers a direct connection. The kernel installs an added
+        // address's local route from a work queue, so on a loaded machine the first connect
+        // can find "network unreachable" for a moment: wait for the route, then go on.
+        let t0 = std::time::Instant::now();
+        while let Err(e) = std::net::TcpStream::connect(format!("[{addr}]:443")) {
+            assert!(
+                t0.elapsed() < Duration::from_secs(5),
+                "[{addr}]:443 never answered a direct connection: {e}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
         counts.push((addr, hits));
     }
     let wait_count = |hits: &std::sync::atomic::AtomicUsize, n: usize| {
