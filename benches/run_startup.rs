@@ -1,7 +1,9 @@
 //! Benchmark: what `vault run` costs a client's start. `vault run -- true` (namespaces, the
 //! view's mounts, Landlock, seccomp, the relay's socket, the fork of the client and its end)
 //! against bare `true`, and against `bwrap` with a comparable policy, all measured by the same
-//! harness in the same run: new user, mount, PID and IPC namespaces, a new root holding the
+//! harness in the same run: new user, mount, PID, IPC and network namespaces (bwrap brings up
+//! the loopback as `vault run`'s PID 1 does; `vault run` also listens there for its proxy and
+//! hands the socket out), a new root holding the
 //! system's directories read-only, private tmpfs mounts over /tmp, /var/tmp, /run, the runtime
 //! directory and the home, the project writable, the vault binary read-only and the vault
 //! directory empty, a fresh /dev and /proc, `--die-with-parent` and `--new-session` (bwrap's
@@ -101,6 +103,7 @@ fn main() {
             "--unshare-user",
             "--unshare-pid",
             "--unshare-ipc",
+            "--unshare-net",
             "--die-with-parent",
         ])
         .args(["--new-session", "--dev", "/dev", "--proc", "/proc"]);

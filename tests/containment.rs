@@ -241,6 +241,8 @@ fn the_contained_client_reaches_nothing_of_the_person_and_still_does_its_work() 
     let script = support_file("contained_attacker.py");
     let mut run = p.cmd(&[
         "run",
+        "--allow-host",
+        &format!("127.0.0.1:{}", model.port),
         "--allow-read",
         &script.display().to_string(),
         "--",

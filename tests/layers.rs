@@ -104,7 +104,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         ],
     ),
     ("mcp", &["agent", "config", "mutation", "paths", "wire"]),
-    ("contain", &["agent", "mutation", "paths", "sys"]),
+    ("contain", &["agent", "exec", "mutation", "paths", "sys"]),
     (
         "vault",
         &[

@@ -1,5 +1,6 @@
-//! `vault run [--project DIR] [--allow-write PATH]… [--allow-read PATH]… [--pass-env NAME]… [--allow-weaker]
-//! -- CLIENT [ARGS…]`: starts the AI client in a sandbox the kernel enforces (`crate::contain`),
+//! `vault run [--project DIR] [--allow-write PATH]… [--allow-read PATH]… [--pass-env NAME]…
+//! [--allow-host HOST[:PORT]]… [--network contained|open] [--allow-weaker] -- CLIENT [ARGS…]`:
+//! starts the AI client in a sandbox the kernel enforces (`crate::contain`),
 //! with its own terminal, and exits with its exit code. It says on stderr, in one line, what is
 //! contained on this kernel; it refuses, naming what is missing and the one change that enables
 //! it, where the kernel cannot contain (never a silently weaker sandbox).
@@ -31,6 +32,15 @@ pub(super) struct Args {
     /// actions are not marked contained.
     #[arg(long)]
     allow_weaker: bool,
+    /// A host the sandbox may reach through the vault's proxy besides the client's model API
+    /// (repeatable): HOST, HOST:PORT, [IPv6]:PORT or *.DOMAIN.
+    #[arg(long, value_name = "HOST[:PORT]")]
+    allow_host: Vec<String>,
+    /// `contained` (the default): a network of its own whose only way out is the vault's proxy,
+    /// to the allowed hosts. `open`: the person's network, loopback services included; its
+    /// actions are not marked contained.
+    #[arg(long, value_enum, default_value_t = Network::Contained, value_name = "MODE")]
+    network: Network,
     /// The AI client and its arguments (after `--`).
     #[arg(
         required = true,
@@ -39,6 +49,13 @@ pub(super) struct Args {
         value_name = "CLIENT"
     )]
     command: Vec<OsString>,
+}
+
+/// How the sandbox reaches the network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Network {
+    Contained,
+    Open,
 }
 
 /// `name` on `PATH` (or as given, if it has a slash).
@@ -114,7 +131,20 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         pass_env: args.pass_env.clone(),
         env: std::env::vars_os().collect(),
     };
-    let plan = Plan::new(&spec)?;
+    let extra = args
+        .allow_host
+        .iter()
+        .map(|h| contain::egress::Entry::parse(h))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(anyhow::Error::msg)?;
+    let mut plan = Plan::new(&spec)?;
+    let network = (args.network == Network::Contained)
+        .then(|| contain::egress::allow_for(plan.client, &spec.env, &extra));
+    if network.is_some() {
+        contain::egress::set_env(&mut plan.env);
+    }
+    // Sessions are marked contained only where the sandbox is whole: its network too.
+    let full = full && network.is_some();
     for d in plan.to_create() {
         use std::os::unix::fs::DirBuilderExt;
         std::fs::DirBuilder::new()
@@ -169,13 +199,29 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
             c.label
         )
     });
+    let net = match &network {
+        Some(allow) if allow.0.is_empty() => {
+            "the network: none (its own namespace; allow hosts with --allow-host)".to_owned()
+        }
+        Some(allow) => format!(
+            "the network: only {} through the vault's proxy (more with --allow-host)",
+            allow.describe()
+        ),
+        None => "the network stays OPEN (--network open), loopback services included".to_owned(),
+    };
+    let weaker = if full {
+        ""
+    } else if args.allow_weaker && !support.full() {
+        ". WEAKER than a full sandbox (--allow-weaker): its actions are not marked contained"
+    } else {
+        ". Its actions are not marked contained (--network open)"
+    };
     super::out::note(format_args!(
-        "vault run: {} contained ({}); in view: the system read-only, its installation read-only, writable: {}{client}; nothing else of {} (name more with --allow-read/--allow-write); the network stays open, loopback services included{}",
+        "vault run: {} contained ({}); in view: the system read-only, its installation read-only, writable: {}{client}; nothing else of {} (name more with --allow-read/--allow-write); {net}{weaker}",
         program.display(),
         support.describe(),
         writable.join(", "),
         home.display(),
-        if full { "" } else { ". WEAKER than a full sandbox (--allow-weaker): its actions are not marked contained" },
     ));
     let launch = Launch {
         plan,
@@ -189,6 +235,7 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         },
         weaker_ok: args.allow_weaker,
         umask: crate::sys::started_umask(),
+        network,
     };
     let code = contain::run(launch, relay)?;
     std::process::exit(code)

@@ -24,6 +24,10 @@ pub struct ClientFacts {
     pub model_keys: &'static [&'static str],
     /// Variables set inside, with why in the docs.
     pub env: &'static [(&'static str, &'static str)],
+    /// Its model API's hosts (and sign-in's): the proxy lets them through, as tunnels.
+    pub api_hosts: &'static [&'static str],
+    /// Variables that point it at another model endpoint: that URL's host passes too.
+    pub base_url_vars: &'static [&'static str],
 }
 
 /// The clients `vault run` knows (the same ones `vault setup` writes for that are CLIs).
@@ -50,6 +54,8 @@ pub const CLIENTS: &[ClientFacts] = &[
         ],
         // Its installation is read-only inside: an update would fail half-way.
         env: &[("DISABLE_AUTOUPDATER", "1")],
+        api_hosts: &["api.anthropic.com:443", "console.anthropic.com:443"],
+        base_url_vars: &["ANTHROPIC_BASE_URL"],
     },
     ClientFacts {
         program: "gemini",
@@ -64,6 +70,12 @@ pub const CLIENTS: &[ClientFacts] = &[
         private_copies: &[],
         model_keys: &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
         env: &[],
+        api_hosts: &[
+            "generativelanguage.googleapis.com:443",
+            "cloudcode-pa.googleapis.com:443",
+            "oauth2.googleapis.com:443",
+        ],
+        base_url_vars: &["GOOGLE_GEMINI_BASE_URL"],
     },
     ClientFacts {
         program: "codex",
@@ -73,6 +85,8 @@ pub const CLIENTS: &[ClientFacts] = &[
         private_copies: &[],
         model_keys: &["OPENAI_API_KEY", "CODEX_API_KEY"],
         env: &[],
+        api_hosts: &["api.openai.com:443", "auth.openai.com:443"],
+        base_url_vars: &["OPENAI_BASE_URL"],
     },
 ];
 

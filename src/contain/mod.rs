@@ -3,7 +3,8 @@
 //!
 //! `vault run` (outside) checks what the kernel offers (`support`), makes the plan
 //! (`plan.rs`), opens the relay's socket (`relay.rs`) and forks. The child moves into new user,
-//! mount, PID and IPC namespaces (mapping the person's uid and gid to themselves) and forks PID
+//! mount, PID, IPC and network namespaces (mapping the person's uid and gid to themselves; the
+//! network's, unless `--network open`, reaches out only through `egress.rs`'s proxy) and forks PID
 //! 1 of the new PID namespace, which builds the client's view (`mounts.rs`), makes itself
 //! unreadable, applies Landlock and seccomp (`confine.rs`), drops its capabilities, forks the
 //! client with the terminal, the project as working directory and the environment of the plan
@@ -15,6 +16,7 @@
 mod calls;
 pub mod clients;
 mod confine;
+pub mod egress;
 mod filter;
 pub mod gate;
 pub mod guard;
@@ -123,7 +125,7 @@ impl Support {
                 "Landlock ABI {n}: files only (no scopes: abstract sockets and signals are open)"
             ),
         };
-        format!("user, mount, PID and IPC namespaces; {ll}; seccomp: no TIOCSTI")
+        format!("user, mount, PID, IPC and network namespaces; {ll}; seccomp: no TIOCSTI")
     }
 }
 
@@ -139,6 +141,9 @@ pub struct Launch {
     pub weaker_ok: bool,
     /// The person's umask (before `vault run` made its own 077): the client's.
     pub umask: u32,
+    /// The hosts the sandbox may reach through the proxy (`egress.rs`), in a network namespace
+    /// of its own; `None`: the person's network (`--network open`).
+    pub network: Option<egress::Allow>,
 }
 
 /// The exit code of a child from its wait status (128 + the signal that ended it).
@@ -182,13 +187,19 @@ pub fn run(
     // A wrapper: the terminal's Ctrl-C and Ctrl-\ are for the client.
     sandbox::set_signal(libc::SIGINT, Disposition::Ignore);
     sandbox::set_signal(libc::SIGQUIT, Disposition::Ignore);
+    // The proxy's listening socket comes out of the sandbox's network namespace on this pair.
+    let proxy = match launch.network {
+        Some(_) => Some(std::os::unix::net::UnixStream::pair()?),
+        None => None,
+    };
     let me = rustix::process::getpid();
     let outer = match sandbox::fork()? {
         Forked::Child => {
             drop(errors);
             die_with(me);
-            let code = match namespaces(uid, gid) {
-                Ok(()) => pid_one(&launch, report),
+            let inside = proxy.map(|(_, theirs)| theirs);
+            let code = match namespaces(uid, gid, inside.is_some()) {
+                Ok(()) => pid_one(&launch, report, inside),
                 Err(e) => tell(report, &e),
             };
             sandbox::exit_now(code)
@@ -196,6 +207,10 @@ pub fn run(
         Forked::Parent { child } => child,
     };
     drop(report);
+    if let (Some((ours, theirs)), Some(allow)) = (proxy, &launch.network) {
+        drop(theirs);
+        egress::serve(ours, allow.clone());
+    }
     let names = relay.map(|(listener, paths, mark)| listener.serve(paths, mark, outer));
     let mut said = String::new();
     let _ = errors.read_to_string(&mut said);
@@ -233,9 +248,12 @@ fn die_with(parent: rustix::process::Pid) {
     }
 }
 
-/// In the first child: the new namespaces, with the person's uid and gid mapped to themselves.
-fn namespaces(uid: u32, gid: u32) -> Result<(), String> {
-    sandbox::unshare(sandbox::NEW_NAMESPACES).map_err(|e| format!("userns: {e}"))?;
+/// In the first child: the new namespaces (the network's too unless it is open), with the
+/// person's uid and gid mapped to themselves.
+fn namespaces(uid: u32, gid: u32, network: bool) -> Result<(), String> {
+    let own_network = network && !crate::mutation::off("network_namespace");
+    let flags = sandbox::NEW_NAMESPACES | if own_network { sandbox::NEW_NETWORK } else { 0 };
+    sandbox::unshare(flags).map_err(|e| format!("userns: {e}"))?;
     let write = |file: &str, text: String| {
         std::fs::write(format!("/proc/self/{file}"), text)
             .map_err(|e| format!("setup: writing /proc/self/{file}: {e}"))
@@ -247,14 +265,18 @@ fn namespaces(uid: u32, gid: u32) -> Result<(), String> {
 }
 
 /// In the first child, after the namespaces: forks PID 1, waits for it, exits with its code.
-fn pid_one(launch: &Launch, report: std::io::PipeWriter) -> i32 {
+fn pid_one(
+    launch: &Launch,
+    report: std::io::PipeWriter,
+    proxy: Option<std::os::unix::net::UnixStream>,
+) -> i32 {
     match sandbox::fork() {
         Ok(Forked::Child) => {
             // PID 1 sees its parent as pid 0 (outside its namespace): the signal alone guards it.
             let _ = rustix::process::set_parent_process_death_signal(Some(
                 rustix::process::Signal::KILL,
             ));
-            sandbox::exit_now(init(launch, report))
+            sandbox::exit_now(init(launch, report, proxy))
         }
         Ok(Forked::Parent { child }) => {
             drop(report);
@@ -266,7 +288,18 @@ fn pid_one(launch: &Launch, report: std::io::PipeWriter) -> i32 {
 
 /// PID 1 of the sandbox: builds the view, confines itself (and so all it starts), starts the
 /// client and reaps every process until the client ends.
-fn init(launch: &Launch, report: std::io::PipeWriter) -> i32 {
+fn init(
+    launch: &Launch,
+    report: std::io::PipeWriter,
+    proxy: Option<std::os::unix::net::UnixStream>,
+) -> i32 {
+    // The network namespace's loopback, and the proxy's port on it, while PID 1 has the
+    // capability over the namespace.
+    if let Some(to) = proxy.filter(|_| !crate::mutation::off("network_namespace")) {
+        if let Err(e) = egress::listen_inside(&to) {
+            return tell(report, &format!("setup: the network's proxy port: {e}"));
+        }
+    }
     if let Err(e) = mounts::build(&launch.plan, launch.socket.as_ref(), &launch.vault) {
         return tell(report, &format!("setup: {e}"));
     }

@@ -1,5 +1,6 @@
 //! The few calls `vault run` makes that no safe wrapper covers: `fork` (in a process that is
-//! single-threaded at that moment), `unshare` of the user, mount, PID and IPC namespaces, signal
+//! single-threaded at that moment), `unshare` of the user, mount, PID, IPC and network namespaces,
+//! bringing up the new network namespace's loopback interface (an ioctl), signal
 //! dispositions around the client, `execve`, `_exit` (a forked child never runs the parent's
 //! destructors or atexit handlers), and the Landlock ABI the kernel speaks. Everything else of
 //! the sandbox (mounts, `waitpid`, the death signal, Landlock rules, the seccomp filter) goes
@@ -37,8 +38,11 @@ pub fn exit_now(code: i32) -> ! {
 pub const NEW_NAMESPACES: i32 =
     libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC;
 
-/// `unshare(2)` of `flags` (`NEW_NAMESPACES`): this process moves into a new user, mount and IPC
-/// namespace; its next child is PID 1 of a new PID namespace.
+/// With the network contained: a network namespace of its own, whose only interface is `lo`.
+pub const NEW_NETWORK: i32 = libc::CLONE_NEWNET;
+
+/// `unshare(2)` of `flags` (`NEW_NAMESPACES`, and `NEW_NETWORK`): this process moves into a new
+/// user, mount and IPC namespace; its next child is PID 1 of a new PID namespace.
 pub fn unshare(flags: i32) -> io::Result<()> {
     // SAFETY: unshare of namespaces only (no CLONE_FILES/CLONE_FS sharing changes that could
     // invalidate references this process holds).
@@ -116,4 +120,33 @@ pub fn close_on_exec_from(first: u32) -> io::Result<()> {
     } else {
         Err(io::Error::last_os_error())
     }
+}
+
+/// Brings up `lo` in this process's network namespace (a new one starts with it down and without
+/// addresses; up, it has 127.0.0.1 and ::1). Needs CAP_NET_ADMIN over the namespace: PID 1 of
+/// the sandbox has it until it drops its capabilities.
+pub fn loopback_up() -> io::Result<()> {
+    let sock = rustix::net::socket(
+        rustix::net::AddressFamily::INET,
+        rustix::net::SocketType::DGRAM,
+        None,
+    )?;
+    // SAFETY: `ifreq` is plain data (zeroed is a valid value); the name fits with its NUL.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, s) in req.ifr_name.iter_mut().zip(b"lo\0") {
+        *d = *s as libc::c_char;
+    }
+    use std::os::fd::AsRawFd;
+    // SAFETY: SIOCGIFFLAGS and SIOCSIFFLAGS read and write the `ifreq` passed, which lives
+    // across both calls; the socket is open.
+    unsafe {
+        if libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+        if libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }

@@ -172,8 +172,8 @@ r1 = subprocess.run(git + ["add", "notes.txt"], capture_output=True, text=True)
 r2 = subprocess.run(git + ["commit", "-q", "-m", "work done inside"], capture_output=True, text=True)
 report["work"]["git"] = {"rc": r2.returncode, "err": (r1.stderr + r2.stderr).strip()}
 try:
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    with opener.open(cfg["model_url"], timeout=10) as resp:
+    # Through the vault's proxy (the variables `vault run` sets): the model is an allowed host.
+    with urllib.request.urlopen(cfg["model_url"], timeout=10) as resp:
         report["work"]["model_status"] = resp.status
 except Exception as e:
     report["work"]["model_status"] = err(e)

@@ -1,0 +1,411 @@
+//! `vault run`'s network (docs/design.md §8): the sandbox has a network namespace of its own,
+//! with its loopback and nothing else, and its only way out is this proxy. PID 1 listens on
+//! `127.0.0.1:PORT` inside and hands the listening socket out over a socketpair made before the
+//! fork (`send_listener`); `vault run` accepts on it (connections of the sandbox's namespace)
+//! and connects, from the person's network, to the hosts that are allowed: the client's model
+//! API hosts and what `--allow-host` names. Two forms pass: `CONNECT host:port` (a tunnel; TLS
+//! stays end to end) and a plain-HTTP request in absolute form (forwarded with `Connection:
+//! close`, so the next request comes back here to be judged). Any other host or form gets an
+//! HTTP 403 whose body says why and what to do, and no byte goes anywhere. Names are resolved
+//! here, through the executors' guard: never a metadata address, and loopback or private ones
+//! only where an allow entry names that very address.
+use crate::exec::guard;
+use std::ffi::OsString;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+/// The proxy's port on the sandbox's own loopback (a fresh namespace: always free).
+pub const PORT: u16 = 3128;
+/// A request head larger than this is refused.
+const HEAD_MAX: usize = 16 * 1024;
+const READ_HEAD: Duration = Duration::from_secs(30);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One allowed host: `host`, `host:port`, `[v6]:port`, or `*.suffix` (any name under it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub host: String,
+    pub port: Option<u16>,
+}
+
+impl Entry {
+    /// Parses an entry as the person wrote it.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let bad =
+            || format!("{text:?} is not a host: give HOST, HOST:PORT, [IPv6]:PORT or *.DOMAIN");
+        let (host, port) = split_authority(text).ok_or_else(bad)?;
+        if host.is_empty() || host.contains(['/', '@', ' ']) {
+            return Err(bad());
+        }
+        let wild = host.strip_prefix("*.");
+        if wild.is_some_and(|d| d.is_empty() || d.contains('*'))
+            || (wild.is_none() && host.contains('*'))
+        {
+            return Err(bad());
+        }
+        Ok(Self { host, port })
+    }
+
+    fn matches(&self, host: &str, port: u16) -> bool {
+        if crate::mutation::off("proxy_allow") {
+            return true;
+        }
+        let name = match self.host.strip_prefix("*.") {
+            Some(domain) => host
+                .strip_suffix(domain)
+                .is_some_and(|h| h.ends_with('.') && h.len() > 1),
+            None => host == self.host,
+        };
+        name && self.port.is_none_or(|p| p == port)
+    }
+}
+
+/// `host[:port]` or `[v6][:port]`, the host lowercased and without brackets.
+fn split_authority(text: &str) -> Option<(String, Option<u16>)> {
+    let (host, port) = if let Some(rest) = text.strip_prefix('[') {
+        let (h, after) = rest.split_once(']')?;
+        match after {
+            "" => (h, None),
+            p => (h, Some(p.strip_prefix(':')?.parse().ok()?)),
+        }
+    } else {
+        match text.rsplit_once(':') {
+            Some((h, p)) if !h.contains(':') => (h, Some(p.parse().ok()?)),
+            Some(_) => return None,
+            None => (text, None),
+        }
+    };
+    Some((host.to_ascii_lowercase(), port))
+}
+
+/// The hosts the proxy lets through.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Allow(pub Vec<Entry>);
+
+impl Allow {
+    /// The entry that lets `host:port` through, if one does.
+    pub fn find(&self, host: &str, port: u16) -> Option<&Entry> {
+        self.0.iter().find(|e| e.matches(host, port))
+    }
+
+    /// The entries, as written, for the person's line.
+    pub fn describe(&self) -> String {
+        let mut names: Vec<String> = self
+            .0
+            .iter()
+            .map(|e| match e.port {
+                Some(p) if e.host.contains(':') => format!("[{}]:{p}", e.host),
+                Some(p) => format!("{}:{p}", e.host),
+                None => e.host.clone(),
+            })
+            .collect();
+        names.dedup();
+        names.join(", ")
+    }
+}
+
+/// What the sandbox may reach: the client's model API hosts, the host of each model endpoint its
+/// variables name in the person's environment (`ANTHROPIC_BASE_URL`…), and `extra`
+/// (`--allow-host`).
+pub fn allow_for(
+    client: Option<&super::clients::ClientFacts>,
+    env: &[(OsString, OsString)],
+    extra: &[Entry],
+) -> Allow {
+    let mut entries: Vec<Entry> = Vec::new();
+    if let Some(c) = client {
+        entries.extend(c.api_hosts.iter().filter_map(|h| Entry::parse(h).ok()));
+        for (k, v) in env {
+            let named = k.to_str().is_some_and(|k| c.base_url_vars.contains(&k));
+            let url = v.to_str().and_then(|v| url::Url::parse(v).ok());
+            if let (true, Some(url)) = (named, url) {
+                let host = match url.host() {
+                    Some(url::Host::Ipv6(a)) => a.to_string(),
+                    Some(h) => h.to_string().to_ascii_lowercase(),
+                    None => continue,
+                };
+                let port = url.port_or_known_default();
+                entries.push(Entry { host, port });
+            }
+        }
+    }
+    entries.extend(extra.iter().cloned());
+    Allow(entries)
+}
+
+/// The proxy variables every client and tool inside reads (lower case too: curl reads only
+/// `http_proxy` for plain HTTP). `NO_PROXY` is emptied: inside, the person's loopback names the
+/// sandbox's own, so nothing reaches anything directly. `NODE_USE_ENV_PROXY` makes Node's own
+/// `fetch` use them (Node 24 and later).
+pub fn set_env(env: &mut Vec<(OsString, OsString)>) {
+    let url = format!("http://127.0.0.1:{PORT}");
+    let set: [(&str, &str); 9] = [
+        ("HTTP_PROXY", &url),
+        ("HTTPS_PROXY", &url),
+        ("ALL_PROXY", &url),
+        ("http_proxy", &url),
+        ("https_proxy", &url),
+        ("all_proxy", &url),
+        ("NO_PROXY", ""),
+        ("no_proxy", ""),
+        ("NODE_USE_ENV_PROXY", "1"),
+    ];
+    for (k, v) in set {
+        env.retain(|(have, _)| have != k);
+        env.push((k.into(), v.into()));
+    }
+}
+
+/// In PID 1, inside the new namespace: brings up its loopback, listens on the proxy's port and
+/// hands the listening socket to `vault run` over `to`.
+pub fn listen_inside(to: &UnixStream) -> io::Result<()> {
+    crate::sys::sandbox::loopback_up()?;
+    let listener = TcpListener::bind(("127.0.0.1", PORT))?;
+    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut cmsg = SendAncillaryBuffer::new(&mut space);
+    let fds = [listener.as_fd()];
+    cmsg.push(SendAncillaryMessage::ScmRights(&fds));
+    rustix::net::sendmsg(to, &[io::IoSlice::new(b"L")], &mut cmsg, SendFlags::empty())?;
+    Ok(())
+}
+
+/// In `vault run`: takes the listening socket PID 1 sends, then serves it in threads of its own.
+/// Returns at once; a sandbox that failed before listening sends nothing, and this ends.
+pub fn serve(from: UnixStream, allow: Allow) {
+    std::thread::spawn(move || {
+        if let Some(fd) = receive(&from) {
+            serve_listener(TcpListener::from(fd), allow);
+        }
+    });
+}
+
+/// The proxy on `listener`, a connection per thread, until the process ends (benches/egress.rs
+/// runs it on a listener of its own).
+pub fn serve_listener(listener: TcpListener, allow: Allow) {
+    let allow = std::sync::Arc::new(allow);
+    for conn in listener.incoming().flatten() {
+        let allow = allow.clone();
+        std::thread::spawn(move || handle(conn, &allow));
+    }
+}
+
+fn receive(from: &UnixStream) -> Option<OwnedFd> {
+    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut cmsg = RecvAncillaryBuffer::new(&mut space);
+    let mut byte = [0u8; 1];
+    let got = rustix::net::recvmsg(
+        from,
+        &mut [io::IoSliceMut::new(&mut byte)],
+        &mut cmsg,
+        RecvFlags::CMSG_CLOEXEC,
+    )
+    .ok()?;
+    if got.bytes != 1 {
+        return None;
+    }
+    let fd = cmsg.drain().find_map(|m| match m {
+        RecvAncillaryMessage::ScmRights(mut fds) => fds.next(),
+        _ => None,
+    });
+    fd
+}
+
+/// What a request asked for.
+#[derive(Debug, PartialEq, Eq)]
+enum Ask {
+    /// `CONNECT host:port`.
+    Tunnel { host: String, port: u16 },
+    /// A plain-HTTP request in absolute form, its head rewritten in origin form.
+    Forward {
+        host: String,
+        port: u16,
+        head: Vec<u8>,
+    },
+}
+
+/// Reads the request head (up to the blank line); returns it with what followed it.
+fn read_head(conn: &mut TcpStream) -> Result<(Vec<u8>, Vec<u8>), String> {
+    let mut buf = Vec::with_capacity(2048);
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(end) = memchr::memmem::find(&buf, b"\r\n\r\n") {
+            let rest = buf.split_off(end + 4);
+            return Ok((buf, rest));
+        }
+        if buf.len() > HEAD_MAX {
+            return Err(format!("the request head is over {HEAD_MAX} bytes"));
+        }
+        match conn.read(&mut chunk) {
+            Ok(0) => return Err("the connection closed before a whole request head".into()),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) => return Err(format!("reading the request: {e}")),
+        }
+    }
+}
+
+/// Parses a request head into what it asks.
+fn parse(head: &[u8]) -> Result<Ask, String> {
+    let mut headers = [httparse::EMPTY_HEADER; 128];
+    let mut req = httparse::Request::new(&mut headers);
+    match req.parse(head) {
+        Ok(httparse::Status::Complete(_)) => {}
+        Ok(httparse::Status::Partial) => return Err("an incomplete request head".into()),
+        Err(e) => return Err(format!("not an HTTP request ({e})")),
+    }
+    let (method, target) = (req.method.unwrap_or(""), req.path.unwrap_or(""));
+    if method == "CONNECT" {
+        let Some((host, Some(port))) = split_authority(target) else {
+            return Err(format!("CONNECT {target}: give host:port"));
+        };
+        return Ok(Ask::Tunnel { host, port });
+    }
+    let url = url::Url::parse(target).map_err(|_| {
+        format!("{method} {target}: only CONNECT and absolute http:// requests pass this proxy")
+    })?;
+    if url.scheme() != "http" {
+        return Err(format!(
+            "{method} {target}: an {} URL goes through CONNECT",
+            url.scheme()
+        ));
+    }
+    let host = match url.host() {
+        Some(url::Host::Ipv6(a)) => a.to_string(),
+        Some(h) => h.to_string().to_ascii_lowercase(),
+        None => return Err(format!("{method} {target}: no host")),
+    };
+    let port = url.port_or_known_default().unwrap_or(80);
+    let mut out = format!(
+        "{method} {}",
+        &url[url::Position::BeforePath..url::Position::AfterQuery]
+    );
+    out.push_str(&format!(" HTTP/1.{}\r\n", req.version.unwrap_or(1)));
+    for h in req.headers.iter() {
+        let name = h.name.to_ascii_lowercase();
+        if name.starts_with("proxy-") || name == "connection" || name == "keep-alive" {
+            continue;
+        }
+        out.push_str(h.name);
+        out.push_str(": ");
+        out.push_str(&String::from_utf8_lossy(h.value));
+        out.push_str("\r\n");
+    }
+    out.push_str("Connection: close\r\n\r\n");
+    Ok(Ask::Forward {
+        host,
+        port,
+        head: out.into_bytes(),
+    })
+}
+
+/// Refuses with a 403 whose body says why (the client shows it as the proxy's error).
+fn refuse(conn: &mut TcpStream, why: &str) {
+    let body = format!("agent-vault: {why}\n");
+    let _ = write!(
+        conn,
+        "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = conn.shutdown(Shutdown::Both);
+}
+
+fn handle(mut conn: TcpStream, allow: &Allow) {
+    let _ = conn.set_read_timeout(Some(READ_HEAD));
+    let (head, rest) = match read_head(&mut conn) {
+        Ok(h) => h,
+        Err(why) => return refuse(&mut conn, &why),
+    };
+    let ask = match parse(&head) {
+        Ok(a) => a,
+        Err(why) => return refuse(&mut conn, &why),
+    };
+    let (host, port) = match &ask {
+        Ask::Tunnel { host, port } | Ask::Forward { host, port, .. } => (host.clone(), *port),
+    };
+    let Some(entry) = allow.find(&host, port) else {
+        tracing::info!(host = %host, port, "vault run: a connection to a host not allowed was refused");
+        return refuse(
+            &mut conn,
+            &format!("{host}:{port} is not allowed from inside `vault run`; start it with --allow-host {host}:{port} if it should be (or --network open for no containment of the network)"),
+        );
+    };
+    let upstream = match guard::resolve_checked(&host, port, &entry.host)
+        .map_err(|e| e.to_string())
+        .and_then(|addrs| dial(&addrs))
+    {
+        Ok(s) => s,
+        Err(why) => return refuse(&mut conn, &why),
+    };
+    let _ = conn.set_read_timeout(None);
+    let mut up = upstream;
+    let first = match ask {
+        Ask::Tunnel { .. } => {
+            if conn
+                .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                .is_err()
+            {
+                return;
+            }
+            rest
+        }
+        Ask::Forward { mut head, .. } => {
+            head.extend_from_slice(&rest);
+            head
+        }
+    };
+    if up.write_all(&first).is_err() {
+        return;
+    }
+    splice(conn, up);
+}
+
+/// Connects to the first of `addrs` that answers.
+fn dial(addrs: &[SocketAddr]) -> Result<TcpStream, String> {
+    let mut last = String::from("no address");
+    for a in addrs {
+        match TcpStream::connect_timeout(a, CONNECT_TIMEOUT) {
+            Ok(s) => return Ok(s),
+            Err(e) => last = format!("connecting to {a}: {e}"),
+        }
+    }
+    Err(last)
+}
+
+/// Copies both ways until each side has closed its half.
+fn splice(a: TcpStream, b: TcpStream) {
+    let (Ok(a2), Ok(b2)) = (a.try_clone(), b.try_clone()) else {
+        return;
+    };
+    let one = std::thread::spawn(move || pump(a2, b2));
+    pump(b, a);
+    let _ = one.join();
+}
+
+/// One direction, until its end closes, through a 128 KiB buffer. (`splice(2)` through a pipe,
+/// which keeps the bytes out of this process, measured no faster here: on loopback the two TCP
+/// connections' own work is what a tunnel costs, benches/egress.rs.)
+fn pump(mut from: TcpStream, mut to: TcpStream) {
+    let mut buf = vec![0u8; 128 * 1024];
+    loop {
+        match from.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                if to.write_all(&buf[..n]).is_err() {
+                    let _ = from.shutdown(Shutdown::Read);
+                    break;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    let _ = to.shutdown(Shutdown::Write);
+}
+
+#[cfg(test)]
+#[path = "egress_tests.rs"]
+mod tests;

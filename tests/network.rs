@@ -1,0 +1,200 @@
+//! `vault run`'s network (issue 47, item 1): the sandbox has a network namespace of its own whose
+//! only way out is the vault's proxy, to the allowed hosts. The attacker is a program inside,
+//! run by an unprivileged user, that reads a decoy from the project and tries every way out;
+//! each listener it aims at is on the person's loopback and counts what arrives, from outside.
+//! The same program with `--network open` is the control: there the same listeners receive the
+//! decoy, so their silence under containment is the sandbox's doing.
+mod support;
+
+use serde_json::{json, Value};
+use std::io::Read;
+use std::net::{TcpListener, UdpSocket};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use support::target::HttpTarget;
+use support::uid::{is_root, run_unprivileged};
+use support::world::world_root;
+use support::*;
+
+/// A listener on the person's loopback that keeps every byte each connection or datagram brought.
+struct Counter {
+    port: u16,
+    got: Arc<Mutex<Vec<Vec<u8>>>>,
+}
+
+impl Counter {
+    fn tcp(addr: &str) -> Self {
+        let l = TcpListener::bind(addr).unwrap_or_else(|e| panic!("bind {addr}: {e}"));
+        let got: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
+        let (port, keep) = (l.local_addr().unwrap().port(), got.clone());
+        std::thread::spawn(move || {
+            for mut c in l.incoming().flatten() {
+                let keep = keep.clone();
+                std::thread::spawn(move || {
+                    let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
+                    let mut bytes = Vec::new();
+                    let _ = c.read_to_end(&mut bytes);
+                    keep.lock().unwrap().push(bytes);
+                });
+            }
+        });
+        Self { port, got }
+    }
+
+    /// A TCP listener at `ip` on the same port as `other`.
+    fn tcp_beside(ip: &str, other: &Counter) -> Self {
+        Self::tcp(&format!("{ip}:{}", other.port))
+    }
+
+    fn udp(addr: &str) -> Self {
+        let s = UdpSocket::bind(addr).unwrap_or_else(|e| panic!("bind {addr}: {e}"));
+        let got: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
+        let (port, keep) = (s.local_addr().unwrap().port(), got.clone());
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 65536];
+            while let Ok((n, _)) = s.recv_from(&mut buf) {
+                keep.lock().unwrap().push(buf[..n].to_vec());
+            }
+        });
+        Self { port, got }
+    }
+
+    fn arrivals(&self) -> usize {
+        self.got.lock().unwrap().len()
+    }
+
+    fn holds(&self, needle: &[u8]) -> bool {
+        self.got.lock().unwrap().iter().any(|b| {
+            b.windows(needle.len())
+                .any(|w| w.eq_ignore_ascii_case(needle))
+        })
+    }
+}
+
+/// Runs the attacker under `vault run` with `flags`; returns its report and `vault run`'s stderr.
+fn attack(root: &std::path::Path, config: &Value, flags: &[String]) -> (Value, String) {
+    let home = root.join("home");
+    let project = home.join("project");
+    let report = project.join("report.json");
+    let _ = std::fs::remove_file(&report);
+    let mut cfg = config.clone();
+    cfg["project"] = json!(project);
+    cfg["report"] = json!(report);
+    let config_path = project.join("attack.json");
+    std::fs::write(&config_path, cfg.to_string()).unwrap();
+    let script = support_file("net_attacker.py");
+    let mut c = Command::new(bin());
+    c.arg("run")
+        .args(flags)
+        .arg("--allow-read")
+        .arg(&script)
+        .arg("--")
+        .arg(system_python())
+        .arg(&script)
+        .arg(&config_path)
+        .current_dir(&project)
+        .env("HOME", &home)
+        .env("VAULT_DIR", root.join("vault"))
+        .env_remove("HTTP_PROXY")
+        .env_remove("HTTPS_PROXY")
+        .env_remove("ALL_PROXY")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let out = c.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "vault run failed: {stderr}");
+    let text = std::fs::read_to_string(&report)
+        .unwrap_or_else(|e| panic!("the attacker wrote no report ({e}): {stderr}"));
+    (serde_json::from_str(&text).unwrap(), stderr)
+}
+
+#[test]
+fn an_attacker_inside_sends_the_project_nowhere_but_to_the_allowed_host() {
+    let root = world_root("netexfil").unwrap();
+    if !run_unprivileged("an_attacker_inside_sends_the_project_nowhere_but_to_the_allowed_host") {
+        let _ = std::fs::remove_dir_all(&root);
+        return;
+    }
+    assert!(!is_root(), "the attacker must be an unprivileged uid");
+    let project = root.join("home/project");
+    std::fs::create_dir_all(&project).unwrap();
+    let decoy = format!("DECOYnetexfil{}x7f3a", std::process::id());
+    std::fs::write(project.join("decoy.txt"), format!("{decoy}\n")).unwrap();
+
+    let allowed = HttpTarget::start("not-a-secret");
+    let tcp = Counter::tcp("127.0.0.1:0");
+    let tcp2 = Counter::tcp_beside("127.0.0.2", &tcp);
+    let tcp6 = Counter::tcp("[::1]:0");
+    let udp = Counter::udp("127.0.0.1:0");
+    let udp6 = Counter::udp("[::1]:0");
+    let resolver = Counter::udp("127.0.0.1:0");
+    let listeners = [
+        ("tcp 127.0.0.1", &tcp),
+        ("tcp 127.0.0.2", &tcp2),
+        ("tcp ::1", &tcp6),
+        ("udp 127.0.0.1", &udp),
+        ("udp ::1", &udp6),
+        ("a resolver", &resolver),
+    ];
+    let config = json!({
+        "tcp": tcp.port, "tcp6": tcp6.port, "udp": udp.port, "udp6": udp6.port,
+        "resolver": resolver.port, "allowed": allowed.port,
+    });
+    let allow = vec![
+        "--allow-host".to_owned(),
+        format!("127.0.0.1:{}", allowed.port),
+    ];
+
+    let (report, stderr) = attack(&root, &config, &allow);
+    std::thread::sleep(Duration::from_millis(500));
+    for (name, l) in &listeners {
+        assert_eq!(
+            l.arrivals(),
+            0,
+            "{name} received something from inside: {report}"
+        );
+    }
+    // The allowed host got the tunnel's request and the plain one, and never the decoy.
+    let paths: Vec<String> = allowed
+        .requests()
+        .iter()
+        .map(|r| r["path"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(paths, ["/host-mismatch", "/through-the-proxy"], "{report}");
+    for r in allowed.requests() {
+        use base64::Engine;
+        let body = base64::engine::general_purpose::STANDARD
+            .decode(r["body_b64"].as_str().unwrap_or(""))
+            .unwrap();
+        let seen = format!("{r}{}", String::from_utf8_lossy(&body));
+        assert!(!seen.contains(&decoy), "{seen}");
+    }
+    // The proxy answered the refusals itself, saying why; the allowed ways worked.
+    for label in [
+        "connect_not_allowed",
+        "connect_not_allowed_v6",
+        "plain_not_allowed",
+    ] {
+        assert_eq!(report[label], "HTTP/1.1 403 Forbidden", "{label}: {report}");
+    }
+    assert_eq!(
+        report["tunnel_allowed"], "HTTP/1.1 200 Connection established",
+        "{report}"
+    );
+    assert_eq!(report["allowed_status"], 200, "{report}");
+    assert!(stderr.contains("through the vault's proxy"), "{stderr}");
+
+    // The control: the same program with the person's network reaches the same listeners.
+    let (open, stderr) = attack(&root, &config, &["--network".to_owned(), "open".to_owned()]);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(stderr.contains("OPEN"), "{stderr}");
+    for (name, l) in &listeners {
+        assert!(
+            l.holds(decoy.as_bytes()),
+            "{name}: the control did not reach it, so its silence above proves nothing: {open}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}
