@@ -208,6 +208,7 @@ fn receive(from: &UnixStream) -> Option<OwnedFd> {
     if got.bytes != 1 {
         return None;
     }
+    // Bound first: the iterator borrows `cmsg`, which a tail expression would outlive.
     let fd = cmsg.drain().find_map(|m| match m {
         RecvAncillaryMessage::ScmRights(mut fds) => fds.next(),
         _ => None,
@@ -280,25 +281,27 @@ fn parse(head: &[u8]) -> Result<Ask, String> {
     };
     let port = url.port_or_known_default().unwrap_or(80);
     let mut out = format!(
-        "{method} {}",
-        &url[url::Position::BeforePath..url::Position::AfterQuery]
-    );
-    out.push_str(&format!(" HTTP/1.{}\r\n", req.version.unwrap_or(1)));
+        "{method} {} HTTP/1.{}\r\n",
+        &url[url::Position::BeforePath..url::Position::AfterQuery],
+        req.version.unwrap_or(1)
+    )
+    .into_bytes();
     for h in req.headers.iter() {
         let name = h.name.to_ascii_lowercase();
         if name.starts_with("proxy-") || name == "connection" || name == "keep-alive" {
             continue;
         }
-        out.push_str(h.name);
-        out.push_str(": ");
-        out.push_str(&String::from_utf8_lossy(h.value));
-        out.push_str("\r\n");
+        // The value's bytes as the client sent them (not necessarily UTF-8).
+        out.extend_from_slice(h.name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(h.value);
+        out.extend_from_slice(b"\r\n");
     }
-    out.push_str("Connection: close\r\n\r\n");
+    out.extend_from_slice(b"Connection: close\r\n\r\n");
     Ok(Ask::Forward {
         host,
         port,
-        head: out.into_bytes(),
+        head: out,
     })
 }
 

@@ -64,6 +64,13 @@ fn a_request_is_a_tunnel_or_an_absolute_http_request_and_nothing_else() {
         String::from_utf8(head).unwrap(),
         "GET /a/b?c=1 HTTP/1.1\r\nHost: 127.0.0.1:9000\r\nAccept: */*\r\nConnection: close\r\n\r\n"
     );
+    // A header value's bytes pass as sent, UTF-8 or not.
+    let Ok(Ask::Forward { head, .. }) =
+        parse(b"GET http://h.example/ HTTP/1.1\r\nX-Raw: caf\xe9\r\n\r\n")
+    else {
+        panic!("not forwarded")
+    };
+    assert!(head.windows(11).any(|w| w == b"X-Raw: caf\xe9"), "{head:?}");
     for bad in [
         &b"GET /relative HTTP/1.1\r\nHost: x\r\n\r\n"[..],
         b"GET https://x.org/ HTTP/1.1\r\n\r\n",
