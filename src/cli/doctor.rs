@@ -417,7 +417,7 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
             (Ok(()), true) => check(
                 "vault run (containment)",
                 Level::Ok,
-                format!("available: {}", support.describe()),
+                format!("available: {}", support.describe(true)),
             ),
         });
     }

@@ -219,7 +219,7 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     super::out::note(format_args!(
         "vault run: {} contained ({}); in view: the system read-only, its installation read-only, writable: {}{client}; nothing else of {} (name more with --allow-read/--allow-write); {net}{weaker}",
         program.display(),
-        support.describe(),
+        support.describe(network.is_some()),
         writable.join(", "),
         home.display(),
     ));

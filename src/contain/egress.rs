@@ -1,7 +1,7 @@
 //! `vault run`'s network (docs/design.md §8): the sandbox has a network namespace of its own,
 //! with its loopback and nothing else, and its only way out is this proxy. PID 1 listens on
 //! `127.0.0.1:PORT` inside and hands the listening socket out over a socketpair made before the
-//! fork (`send_listener`); `vault run` accepts on it (connections of the sandbox's namespace)
+//! fork (`listen_inside`); `vault run` accepts on it (connections of the sandbox's namespace)
 //! and connects, from the person's network, to the hosts that are allowed: the client's model
 //! API hosts and what `--allow-host` names. Two forms pass: `CONNECT host:port` (a tunnel; TLS
 //! stays end to end) and a plain-HTTP request in absolute form (forwarded with `Connection:
@@ -119,14 +119,13 @@ pub fn allow_for(
     if let Some(c) = client {
         entries.extend(c.api_hosts.iter().filter_map(|h| Entry::parse(h).ok()));
         for (k, v) in env {
-            let named = k.to_str().is_some_and(|k| c.base_url_vars.contains(&k));
-            let url = v.to_str().and_then(|v| url::Url::parse(v).ok());
-            if let (true, Some(url)) = (named, url) {
-                let host = match url.host() {
-                    Some(url::Host::Ipv6(a)) => a.to_string(),
-                    Some(h) => h.to_string().to_ascii_lowercase(),
-                    None => continue,
-                };
+            if !k.to_str().is_some_and(|k| c.base_url_vars.contains(&k)) {
+                continue;
+            }
+            let Some(url) = v.to_str().and_then(|v| url::Url::parse(v).ok()) else {
+                continue;
+            };
+            if let Some(host) = url_host(&url) {
                 let port = url.port_or_known_default();
                 entries.push(Entry { host, port });
             }
@@ -134,6 +133,15 @@ pub fn allow_for(
     }
     entries.extend(extra.iter().cloned());
     Allow(entries)
+}
+
+/// A URL's host as an allow entry and the proxy compare it: lower case, an IPv6 address
+/// without its brackets.
+fn url_host(url: &url::Url) -> Option<String> {
+    match url.host()? {
+        url::Host::Ipv6(a) => Some(a.to_string()),
+        h => Some(h.to_string().to_ascii_lowercase()),
+    }
 }
 
 /// The proxy variables every client and tool inside reads (lower case too: curl reads only
@@ -274,11 +282,7 @@ fn parse(head: &[u8]) -> Result<Ask, String> {
             url.scheme()
         ));
     }
-    let host = match url.host() {
-        Some(url::Host::Ipv6(a)) => a.to_string(),
-        Some(h) => h.to_string().to_ascii_lowercase(),
-        None => return Err(format!("{method} {target}: no host")),
-    };
+    let host = url_host(&url).ok_or_else(|| format!("{method} {target}: no host"))?;
     let port = url.port_or_known_default().unwrap_or(80);
     let mut out = format!(
         "{method} {} HTTP/1.{}\r\n",
@@ -336,7 +340,7 @@ fn handle(mut conn: TcpStream, allow: &Allow) {
             &format!("{host}:{port} is not allowed from inside `vault run`; start it with --allow-host {host}:{port} if it should be (or --network open for no containment of the network)"),
         );
     };
-    let upstream = match guard::resolve_checked(&host, port, &entry.host)
+    let mut up = match guard::resolve_checked(&host, port, &entry.host)
         .map_err(|e| e.to_string())
         .and_then(|addrs| dial(&addrs))
     {
@@ -344,7 +348,6 @@ fn handle(mut conn: TcpStream, allow: &Allow) {
         Err(why) => return refuse(&mut conn, &why),
     };
     let _ = conn.set_read_timeout(None);
-    let mut up = upstream;
     let first = match ask {
         Ask::Tunnel { .. } => {
             if conn

@@ -113,8 +113,9 @@ impl Support {
         self.userns.is_ok() && self.landlock_abi >= 6
     }
 
-    /// One line: what is contained on this kernel.
-    pub fn describe(&self) -> String {
+    /// One line: what is contained on this kernel; `network`: with a network namespace of its
+    /// own (not under `--network open`).
+    pub fn describe(&self, network: bool) -> String {
         let ll = match self.landlock_abi {
             0 => "no Landlock".to_owned(),
             n if n >= 9 => {
@@ -125,7 +126,12 @@ impl Support {
                 "Landlock ABI {n}: files only (no scopes: abstract sockets and signals are open)"
             ),
         };
-        format!("user, mount, PID, IPC and network namespaces; {ll}; seccomp: no TIOCSTI")
+        let ns = if network {
+            "user, mount, PID, IPC and network namespaces"
+        } else {
+            "user, mount, PID and IPC namespaces"
+        };
+        format!("{ns}; {ll}; seccomp: no TIOCSTI")
     }
 }
 
@@ -187,10 +193,13 @@ pub fn run(
     // A wrapper: the terminal's Ctrl-C and Ctrl-\ are for the client.
     sandbox::set_signal(libc::SIGINT, Disposition::Ignore);
     sandbox::set_signal(libc::SIGQUIT, Disposition::Ignore);
-    // The proxy's listening socket comes out of the sandbox's network namespace on this pair.
+    // The proxy's listening socket comes out of the sandbox's network namespace on this pair;
+    // without it the child makes no network namespace.
     let proxy = match launch.network {
-        Some(_) => Some(std::os::unix::net::UnixStream::pair()?),
-        None => None,
+        Some(_) if !crate::mutation::off("network_namespace") => {
+            Some(std::os::unix::net::UnixStream::pair()?)
+        }
+        _ => None,
     };
     let me = rustix::process::getpid();
     let outer = match sandbox::fork()? {
@@ -251,8 +260,7 @@ fn die_with(parent: rustix::process::Pid) {
 /// In the first child: the new namespaces (the network's too unless it is open), with the
 /// person's uid and gid mapped to themselves.
 fn namespaces(uid: u32, gid: u32, network: bool) -> Result<(), String> {
-    let own_network = network && !crate::mutation::off("network_namespace");
-    let flags = sandbox::NEW_NAMESPACES | if own_network { sandbox::NEW_NETWORK } else { 0 };
+    let flags = sandbox::NEW_NAMESPACES | if network { sandbox::NEW_NETWORK } else { 0 };
     sandbox::unshare(flags).map_err(|e| format!("userns: {e}"))?;
     let write = |file: &str, text: String| {
         std::fs::write(format!("/proc/self/{file}"), text)
@@ -295,7 +303,7 @@ fn init(
 ) -> i32 {
     // The network namespace's loopback, and the proxy's port on it, while PID 1 has the
     // capability over the namespace.
-    if let Some(to) = proxy.filter(|_| !crate::mutation::off("network_namespace")) {
+    if let Some(to) = proxy {
         if let Err(e) = egress::listen_inside(&to) {
             return tell(report, &format!("setup: the network's proxy port: {e}"));
         }
