@@ -58,7 +58,7 @@ fn an_mcp_connection_is_refused_every_request_but_an_mcp_sessions_own() {
     }
     // A second hello is a protocol error: refused, and the connection closed.
     assert!(raw
-        .try_ask(99, json!({"op": "hello", "v": 6, "role": "cli"}))
+        .try_ask(99, json!({"op": "hello", "v": 7, "role": "cli"}))
         .is_none());
     // Every person's command was tried (the list is the type's, less the session's own).
     assert!(refused.len() >= 25, "{refused:?}");
@@ -101,6 +101,44 @@ fn an_mcp_connection_is_refused_every_request_but_an_mcp_sessions_own() {
         );
     }
     assert_eq!(target.requests().len(), 0, "the waiting POST ran");
+}
+
+/// Only `vault run`'s proxy asks for hosts (issue 47, item 2): a same-uid process that is not
+/// the vault's executable cannot open a network session (hello as `egress`), and a person's
+/// command (role `cli`) is refused a `connect`. Judged from outside: no card waits, and the
+/// journal holds no network action.
+#[test]
+fn only_vault_runs_proxy_asks_for_hosts() {
+    let root = world_root("egresshello").unwrap();
+    if !run_unprivileged("only_vault_runs_proxy_asks_for_hosts") {
+        let _ = std::fs::remove_dir_all(&root);
+        return;
+    }
+    let mut v = TestVault::init("egresshello");
+    let version = agent_vault::agent::protocol::VERSION;
+    let mut raw = support::raw::RawClient::connect(&v);
+    let hello = raw.try_ask(1, json!({"op": "hello", "v": version, "role": "egress"}));
+    assert!(
+        hello.as_ref().is_none_or(|h| h["kind"] == "error"),
+        "a network session was opened by another program: {hello:?}"
+    );
+    let mut cli = support::raw::RawClient::connect(&v);
+    let hello = cli.ask(1, json!({"op": "hello", "v": version, "role": "cli"}));
+    assert_eq!(hello["kind"], "welcome", "{hello}");
+    let asked = cli.try_ask(2, json!({"op": "connect", "host": "127.0.0.1", "port": 9}));
+    assert!(
+        asked.as_ref().is_some_and(|r| r["kind"] == "error"),
+        "a person's command asked for a host: {asked:?}"
+    );
+    let pending: Vec<Value> =
+        serde_json::from_str(v.run(&["pending", "--json"], None).ok().stdout.trim()).unwrap();
+    assert!(pending.is_empty(), "{pending:?}");
+    let rows = support::journal::kinds(&v);
+    assert!(
+        !rows.iter().any(|k| k.starts_with("action.")),
+        "an action was journaled: {rows:?}"
+    );
+    let _ = std::fs::remove_dir_all(&root);
 }
 
 /// The flag is the channel's (issue 45, item 4): a process outside any sandbox that reaches the

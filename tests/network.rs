@@ -198,3 +198,155 @@ fn an_attacker_inside_sends_the_project_nowhere_but_to_the_allowed_host() {
     }
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// The program inside for the card test: for each `label=host:port` argument, a CONNECT
+/// through the proxy (from `HTTPS_PROXY`), all at once; on `200` it sends `PAYLOAD-label` and
+/// closes. Prints `{label: {"status": first line, "body": what followed}}` as JSON.
+const ASKS_INSIDE: &str = r#"
+import json, os, socket, sys, threading
+proxy = os.environ["HTTPS_PROXY"].split("//")[1].rstrip("/")
+phost, pport = proxy.rsplit(":", 1)
+out = {}
+def one(label, target):
+    s = socket.create_connection((phost, int(pport)))
+    s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (target, target)).encode())
+    got = b""
+    while b"\r\n\r\n" not in got:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        got += chunk
+    status = got.split(b"\r\n", 1)[0].decode()
+    if status.split(" ")[1:2] == ["200"]:
+        s.sendall(("PAYLOAD-" + label).encode())
+        s.shutdown(socket.SHUT_WR)
+        s.recv(100)
+        body = ""
+    else:
+        rest = got.split(b"\r\n\r\n", 1)[1]
+        while True:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            rest += chunk
+        body = rest.decode(errors="replace")
+    out[label] = {"status": status, "body": body}
+ts = [threading.Thread(target=one, args=a.split("=", 1)) for a in sys.argv[1:]]
+for t in ts: t.start()
+for t in ts: t.join()
+print(json.dumps(out))
+"#;
+
+/// A host the allow list does not name waits for the person (issue 47, item 2): a program
+/// inside, run by an unprivileged user, asks for two hosts on the person's loopback at once.
+/// While the cards wait, nothing has arrived at either (counted at the listeners, from
+/// outside). The person approves one and denies the other: the approved host gets the payload,
+/// once; the denied one gets nothing, and its client gets the proxy's 403 with the reason. The
+/// journal records both `network` actions, the approved one dispatched and completed with the
+/// bytes it carried, and verifies.
+#[test]
+fn a_host_not_allowed_waits_for_the_card_and_opens_only_once_approved() {
+    let root = world_root("netcard").unwrap();
+    if !run_unprivileged("a_host_not_allowed_waits_for_the_card_and_opens_only_once_approved") {
+        let _ = std::fs::remove_dir_all(&root);
+        return;
+    }
+    let mut v = TestVault::init("netcard");
+    let yes = Counter::tcp("127.0.0.1:0");
+    let no = Counter::tcp_beside("127.0.0.2", &yes);
+    let (home, project) = (root.join("home"), root.join("home/project"));
+    std::fs::create_dir_all(&project).unwrap();
+    let asks = [
+        format!("yes=127.0.0.1:{}", yes.port),
+        format!("no=127.0.0.2:{}", no.port),
+    ];
+    let python = system_python();
+    let mut args = vec!["run", "--", python.to_str().unwrap(), "-c", ASKS_INSIDE];
+    args.extend(asks.iter().map(String::as_str));
+    let mut c = v.command(&args);
+    c.current_dir(&project)
+        .env("HOME", &home)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let run = c.spawn().unwrap();
+
+    let pending = v.wait_pending(2);
+    let id_of = |host: &str| {
+        pending
+            .iter()
+            .find(|p| p["summary"].as_str().unwrap_or("").contains(host))
+            .unwrap_or_else(|| panic!("no card for {host}: {pending:?}"))["action_id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let (yes_id, no_id) = (id_of("127.0.0.1:"), id_of("127.0.0.2:"));
+    assert_eq!(
+        pending[0]["tool"], "network",
+        "a host waits as a network action: {pending:?}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        (yes.arrivals(), no.arrivals()),
+        (0, 0),
+        "a connection opened before the person decided"
+    );
+    v.run_pp(&["approve", "--id", &yes_id, "--approve"], None)
+        .ok();
+    v.run_pp(
+        &[
+            "approve",
+            "--id",
+            &no_id,
+            "--deny",
+            "--reason",
+            "not this one",
+        ],
+        None,
+    )
+    .ok();
+    let out = run.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "vault run failed: {stderr}");
+    let report: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("no report ({e}): {stderr}"));
+    assert_eq!(
+        report["yes"]["status"], "HTTP/1.1 200 Connection established",
+        "{report}"
+    );
+    assert_eq!(report["no"]["status"], "HTTP/1.1 403 Forbidden", "{report}");
+    let why = report["no"]["body"].as_str().unwrap_or("");
+    assert!(
+        why.contains("denied") && why.contains("not this one"),
+        "{report}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(yes.arrivals(), 1, "the approved host was reached once");
+    assert!(yes.holds(b"PAYLOAD-yes"));
+    assert_eq!(no.arrivals(), 0, "the denied host was reached");
+
+    let kinds = support::journal::kinds(&v);
+    let count = |k: &str| kinds.iter().filter(|x| *x == k).count();
+    assert_eq!(
+        (
+            count("action.pending"),
+            count("action.approved"),
+            count("action.denied")
+        ),
+        (2, 1, 1),
+        "{kinds:?}"
+    );
+    assert_eq!(
+        (count("action.dispatched"), count("action.completed")),
+        (1, 1),
+        "{kinds:?}"
+    );
+    let log = v.run(&["log", "--json"], None).ok().stdout;
+    assert!(
+        log.contains(&format!("CONNECT 127.0.0.1:{}", yes.port)),
+        "{log}"
+    );
+    v.run(&["verify"], None).ok();
+    let _ = std::fs::remove_dir_all(&root);
+}

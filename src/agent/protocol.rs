@@ -7,6 +7,8 @@ use serde::{Deserialize, Serialize};
 use zeroize::Zeroizing;
 
 pub use crate::wire::protocol::*;
+/// Types the frames carry, for the agent's clients.
+pub use crate::wire::{ClientInfo, State};
 
 impl ApprovalView {
     /// The normalized request, after checking that it hashes to the action's hash, that the body
@@ -38,11 +40,11 @@ impl ApprovalView {
                 a.id
             ));
         }
-        let c = normalized.credential();
-        if c.id != a.credential_id
-            || c.version != a.credential_version
-            || c.name != a.credential_name
-        {
+        let (id, version, name) = match normalized.credential() {
+            Some(c) => (c.id.as_str(), c.version, c.name.as_str()),
+            None => ("", 0, ""),
+        };
+        if id != a.credential_id || version != a.credential_version || name != a.credential_name {
             return Err(format!(
                 "action {} names another credential version than its request",
                 a.id

@@ -71,8 +71,9 @@ pub fn sign_decision(
             vault_id: vault_id.to_owned(),
             action_id: action_id.to_owned(),
             action_hash: action_hash.to_owned(),
-            credential_id: normalized.credential().id.clone(),
-            credential_version: normalized.credential().version,
+            // A network action's grant names no credential.
+            credential_id: normalized.credential().map_or("", |c| &c.id).to_owned(),
+            credential_version: normalized.credential().map_or(0, |c| c.version),
             scope: crate::policy::scope::grant_scope(normalized),
             expires_at: now + grant_ttl,
             nonce: signing::random_hex(),

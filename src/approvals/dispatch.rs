@@ -45,7 +45,8 @@ pub fn gate(
         // Whatever the policy, a session grant the person signed (`s` on a card) covers this
         // session's calls on this credential version that fall in its scope, until it ends.
         Approval::Each | Approval::Writes | Approval::Session => {
-            match super::grants::covering(conn, trust, session_id, cred, normalized)? {
+            let of = (cred.id.as_str(), cred.version);
+            match super::grants::covering(conn, trust, session_id, of, normalized)? {
                 Some(_) => State::Received,
                 None => State::Pending,
             }
@@ -58,6 +59,9 @@ pub fn gate(
 pub enum Claim {
     /// Everything checked out; the action is `dispatched` (intent row committed). Run it.
     Go(Box<AuthorizedAction>),
+    /// A `network` action's checks passed; it is `dispatched`, and `vault run`'s proxy opens
+    /// the connection (and says what it carried, `finish`).
+    Tunnel(Action),
     /// Something did not match; the action is now `failed_before_send` with the reason.
     Refused(Action),
     /// Not in a state that can be dispatched (still pending, or already taken).
@@ -77,24 +81,20 @@ pub fn claim(store: &mut Store, trust: &Trust, action_id: &str) -> Result<Claim,
     if !matches!(action.state, State::Approved | State::Received) {
         return Ok(Claim::NotReady(action));
     }
+    if action.tool == super::network::TOOL {
+        let claimed = match check_network(&tx, trust, &action) {
+            Ok(basis) => Claim::Tunnel(dispatch(&tx, &action, basis)?),
+            Err(reason) => Claim::Refused(refuse(&tx, &action, &reason)?),
+        };
+        tx.commit()?;
+        return Ok(claimed);
+    }
     match check(&tx, trust, &action) {
         Ok((request, cred, basis)) => {
-            if let Basis::Decision { decision: d, .. } = &basis {
-                tx.prepare_cached("UPDATE decisions SET used_at = ?2 WHERE id = ?1")?
-                    .execute(params![d, crate::time::now_utc()])?;
-            }
             let secret = crate::store::CredentialRow::find_by_id(&tx, &cred.id)?
                 .ok_or(ApprovalError::NotFound(cred.id.clone()))?
                 .secret(&tx)?;
-            let dispatched = transition(
-                &tx,
-                &action.id,
-                State::Dispatched,
-                Change {
-                    basis: Some(basis),
-                    ..Change::default()
-                },
-            )?;
+            let dispatched = dispatch(&tx, &action, basis)?;
             tx.commit()?;
             let secret = credentials::Secret::new(secret.to_vec());
             Ok(Claim::Go(Box::new(AuthorizedAction::new(
@@ -106,28 +106,40 @@ pub fn claim(store: &mut Store, trust: &Trust, action_id: &str) -> Result<Claim,
             ))))
         }
         Err(reason) => {
-            let refused = transition(
-                &tx,
-                &action.id,
-                State::FailedBeforeSend,
-                Change {
-                    reason: Some(&reason),
-                    ..Change::default()
-                },
-            )?;
+            let refused = refuse(&tx, &action, &reason)?;
             tx.commit()?;
-            tracing::warn!(action = %refused.id, %reason, "dispatch refused");
             Ok(Claim::Refused(refused))
         }
     }
 }
 
-/// Every check before dispatch; `Err` is the reason it must not run, `Ok` carries what allowed it.
-fn check(
-    tx: &Connection,
-    trust: &Trust,
-    action: &Action,
-) -> Result<(ValidatedRequest, Credential, Basis), String> {
+/// The intent row: the decision it rests on is spent, and the action is `dispatched` on `basis`.
+fn dispatch(tx: &Connection, action: &Action, basis: Basis) -> Result<Action, ApprovalError> {
+    if let Basis::Decision { decision: d, .. } = &basis {
+        tx.prepare_cached("UPDATE decisions SET used_at = ?2 WHERE id = ?1")?
+            .execute(params![d, crate::time::now_utc()])?;
+    }
+    let change = Change {
+        basis: Some(basis),
+        ..Change::default()
+    };
+    transition(tx, &action.id, State::Dispatched, change)
+}
+
+/// A claim that must not run: the action ends `failed_before_send` with why.
+fn refuse(tx: &Connection, action: &Action, reason: &str) -> Result<Action, ApprovalError> {
+    let change = Change {
+        reason: Some(reason),
+        ..Change::default()
+    };
+    let refused = transition(tx, &action.id, State::FailedBeforeSend, change)?;
+    tracing::warn!(action = %refused.id, %reason, "dispatch refused");
+    Ok(refused)
+}
+
+/// What every claim checks first: the pause switch (unreadable means refused), and the action's
+/// last journal row is the state it is claimed in.
+fn ready(tx: &Connection, action: &Action) -> Result<(), String> {
     match super::pause::paused(tx) {
         Ok(None) => {}
         Ok(Some(why)) => return Err(format!("the vault is paused: {why}")),
@@ -140,6 +152,16 @@ fn check(
     if last.as_deref().and_then(Kind::parse) != Some(Kind::Action(action.state)) {
         return Err("the journal does not show this action waiting for dispatch".into());
     }
+    Ok(())
+}
+
+/// Every check before dispatch; `Err` is the reason it must not run, `Ok` carries what allowed it.
+fn check(
+    tx: &Connection,
+    trust: &Trust,
+    action: &Action,
+) -> Result<(ValidatedRequest, Credential, Basis), String> {
+    ready(tx, action)?;
     let (cred, sig) = credentials::get_by_id(tx, &action.credential_id)
         .map_err(|e| e.to_string())?
         .ok_or("the credential was removed after the request")?;
@@ -192,7 +214,8 @@ fn check(
                 policy: Approval::Writes,
             },
             Approval::Each | Approval::Writes | Approval::Session => {
-                match super::grants::covering(tx, trust, &action.session_id, &cred, &stored)
+                let of = (cred.id.as_str(), cred.version);
+                match super::grants::covering(tx, trust, &action.session_id, of, &stored)
                     .map_err(|e| e.to_string())?
                 {
                     Some((grant, grant_nonce)) => Basis::Grant { grant, grant_nonce },
@@ -204,6 +227,31 @@ fn check(
         },
     };
     Ok((request, cred, basis))
+}
+
+/// Every check before a `network` action's intent row (inside `claim`'s transaction): the pause
+/// switch and the journal (`ready`), the stored request is a network one that hashes to the
+/// action's hash, and the person's signed, unused, unexpired decision for exactly this action,
+/// or (for one a grant let through) a grant in force that covers exactly its host and port.
+fn check_network(tx: &Connection, trust: &Trust, action: &Action) -> Result<Basis, String> {
+    ready(tx, action)?;
+    let normalized: String = tx
+        .prepare_cached("SELECT normalized FROM actions WHERE id = ?1")
+        .and_then(|mut st| st.query_row([&action.id], |r| r.get(0)))
+        .map_err(|e| e.to_string())?;
+    let stored = match crate::policy::read_normalized(&normalized) {
+        Some((n @ NormalizedAction::Network(_), hash)) if hash == action.action_hash => n,
+        _ => return Err("the stored action is not the network request its hash covers".into()),
+    };
+    if action.state == State::Approved {
+        let (decision, nonce) = valid_decision(tx, trust, action)?;
+        return Ok(Basis::Decision { decision, nonce });
+    }
+    match super::grants::covering(tx, trust, &action.session_id, ("", 0), &stored) {
+        Ok(Some((grant, grant_nonce))) => Ok(Basis::Grant { grant, grant_nonce }),
+        Ok(None) => Err("no approval and no session grant covers this host (it ended, was revoked, or names another host or port)".into()),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// What the `writes` policy lets run without a card: a read-only HTTP request (GET or HEAD with
@@ -291,6 +339,11 @@ fn rebuild(
             };
             policy::validate_http(cred, args)
         }
+        NormalizedAction::Network(_) => Err(policy::PolicyError::invalid(
+            "kind",
+            "a network action is not a credential's request",
+            "",
+        )),
         NormalizedAction::Ssh(s) => policy::validate_ssh(
             cred,
             SshArgs {

@@ -9,7 +9,6 @@
 use super::signing::{self, Signed, Trust};
 use super::{Action, ApprovalError};
 use crate::audit;
-use crate::credentials::Credential;
 use crate::keys::ApproverKey;
 use crate::policy::scope::{covers, grant_scope};
 use crate::store::Store;
@@ -113,7 +112,7 @@ struct Stored {
 fn unexpired(
     conn: &Connection,
     trust: &Trust,
-    only: Option<(&str, &Credential)>,
+    only: Option<(&str, (&str, i64))>,
 ) -> Result<Vec<Stored>, ApprovalError> {
     let now = Timestamp::now();
     let cols =
@@ -121,9 +120,9 @@ fn unexpired(
     let at = crate::time::format_utc(now);
     let row = |r: &rusqlite::Row<'_>| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?));
     let rows: Vec<(String, String, String, String, String)> = match only {
-        Some((session, c)) => conn
+        Some((session, (id, version))) => conn
             .prepare_cached(&format!("{cols} AND session_id = ?2 AND credential_id = ?3 AND credential_version = ?4 ORDER BY created_at, id"))?
-            .query_map(params![at, session, c.id, c.version], row)?
+            .query_map(params![at, session, id, version], row)?
             .collect::<Result<_, _>>()?,
         None => conn
             .prepare_cached(&format!("{cols} ORDER BY created_at, id"))?
@@ -144,14 +143,15 @@ fn unexpired(
         .collect())
 }
 
-/// The grant that covers `action` for `session_id` on this credential version, if one does:
-/// signed by the approver, unexpired, given on an action of this very session, recorded in the
-/// journal and not revoked, and its scope covers the action. Returns its id and nonce.
+/// The grant that covers `action` for `session_id` on this credential version (id and version;
+/// `("", 0)` for a network action, which uses none), if one does: signed by the approver,
+/// unexpired, given on an action of this very session, recorded in the journal and not revoked,
+/// and its scope covers the action. Returns its id and nonce.
 pub(super) fn covering(
     conn: &Connection,
     trust: &Trust,
     session_id: &str,
-    cred: &Credential,
+    cred: (&str, i64),
     action: &NormalizedAction,
 ) -> Result<Option<(String, String)>, ApprovalError> {
     for g in unexpired(conn, trust, Some((session_id, cred)))? {
@@ -163,8 +163,8 @@ pub(super) fn covering(
             .is_some_and(|s| s == session_id);
         let ok = of_session
             && g.session == session_id
-            && p.credential_id == cred.id
-            && p.credential_version == cred.version
+            && p.credential_id == cred.0
+            && p.credential_version == cred.1
             && covers(&p.scope, action);
         if ok && in_force(conn, &g.id)? {
             return Ok(Some((g.id, g.payload.nonce)));

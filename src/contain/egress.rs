@@ -9,12 +9,14 @@
 //! HTTP 403 whose body says why and what to do, and no byte goes anywhere. Names are resolved
 //! here, through the executors' guard: never a metadata address, and loopback or private ones
 //! only where an allow entry names that very address.
+use super::ask::{Answer, Asker};
 use crate::exec::guard;
 use std::ffi::OsString;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The proxy's port on the sandbox's own loopback (a fresh namespace: always free).
@@ -183,21 +185,22 @@ pub fn listen_inside(to: &UnixStream) -> io::Result<()> {
 
 /// In `vault run`: takes the listening socket PID 1 sends, then serves it in threads of its own.
 /// Returns at once; a sandbox that failed before listening sends nothing, and this ends.
-pub fn serve(from: UnixStream, allow: Allow) {
+/// `asker`: where a host the allow list does not name waits for the person (`None`: refused).
+pub fn serve(from: UnixStream, allow: Allow, asker: Option<Arc<Asker>>) {
     std::thread::spawn(move || {
         if let Some(fd) = receive(&from) {
-            serve_listener(TcpListener::from(fd), allow);
+            serve_listener(TcpListener::from(fd), allow, asker);
         }
     });
 }
 
 /// The proxy on `listener`, a connection per thread, until the process ends (benches/egress.rs
 /// runs it on a listener of its own).
-pub fn serve_listener(listener: TcpListener, allow: Allow) {
-    let allow = std::sync::Arc::new(allow);
+pub fn serve_listener(listener: TcpListener, allow: Allow, asker: Option<Arc<Asker>>) {
+    let allow = Arc::new(allow);
     for conn in listener.incoming().flatten() {
-        let allow = allow.clone();
-        std::thread::spawn(move || handle(conn, &allow));
+        let (allow, asker) = (allow.clone(), asker.clone());
+        std::thread::spawn(move || handle(conn, &allow, asker.as_deref()));
     }
 }
 
@@ -320,7 +323,7 @@ fn refuse(conn: &mut TcpStream, why: &str) {
     let _ = conn.shutdown(Shutdown::Both);
 }
 
-fn handle(mut conn: TcpStream, allow: &Allow) {
+fn handle(mut conn: TcpStream, allow: &Allow, asker: Option<&Asker>) {
     let _ = conn.set_read_timeout(Some(READ_HEAD));
     let (head, rest) = match read_head(&mut conn) {
         Ok(h) => h,
@@ -333,19 +336,37 @@ fn handle(mut conn: TcpStream, allow: &Allow) {
     let (host, port) = match &ask {
         Ask::Tunnel { host, port } | Ask::Forward { host, port, .. } => (host.clone(), *port),
     };
-    let Some(entry) = allow.find(&host, port) else {
-        tracing::info!(host = %host, port, "vault run: a connection to a host not allowed was refused");
-        return refuse(
-            &mut conn,
-            &format!("{host}:{port} is not allowed from inside `vault run`; start it with --allow-host {host}:{port} if it should be (or --network open for no containment of the network)"),
-        );
+    // An allowed host passes; any other waits for the person's card (`network` action), and
+    // its connection is journaled: its intent before it opens, what it carried after.
+    let (named, action) = match (allow.find(&host, port), asker) {
+        (Some(entry), _) => (entry.host.clone(), None),
+        (None, Some(_)) if crate::mutation::off("network_card") => (host.clone(), None),
+        (None, Some(asker)) => match asker.ask(&host, port) {
+            Answer::Go { action } => (host.clone(), Some(action)),
+            Answer::No(why) => return refuse(&mut conn, &why),
+        },
+        (None, None) => {
+            tracing::info!(host = %host, port, "vault run: a connection to a host not allowed was refused");
+            return refuse(
+                &mut conn,
+                &format!("{host}:{port} is not allowed from inside `vault run`; start it with --allow-host {host}:{port} if it should be (or --network open for no containment of the network)"),
+            );
+        }
     };
-    let mut up = match guard::resolve_checked(&host, port, &entry.host)
+    let report = |carried: (u64, u64), error: Option<String>| {
+        if let (Some(asker), Some(action)) = (asker, &action) {
+            asker.closed(action, carried, error);
+        }
+    };
+    let mut up = match guard::resolve_checked(&host, port, &named)
         .map_err(|e| e.to_string())
         .and_then(|addrs| dial(&addrs))
     {
         Ok(s) => s,
-        Err(why) => return refuse(&mut conn, &why),
+        Err(why) => {
+            report((0, 0), Some(why.clone()));
+            return refuse(&mut conn, &why);
+        }
     };
     let _ = conn.set_read_timeout(None);
     let first = match ask {
@@ -354,7 +375,7 @@ fn handle(mut conn: TcpStream, allow: &Allow) {
                 .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
                 .is_err()
             {
-                return;
+                return report((0, 0), Some("the client went away".into()));
             }
             rest
         }
@@ -363,10 +384,11 @@ fn handle(mut conn: TcpStream, allow: &Allow) {
             head
         }
     };
-    if up.write_all(&first).is_err() {
-        return;
+    if let Err(e) = up.write_all(&first) {
+        return report((0, 0), Some(format!("sending to {host}:{port}: {e}")));
     }
-    splice(conn, up);
+    let (sent, received) = splice(conn, up);
+    report((sent + first.len() as u64, received), None);
 }
 
 /// Connects to the first of `addrs` that answers.
@@ -381,21 +403,23 @@ fn dial(addrs: &[SocketAddr]) -> Result<TcpStream, String> {
     Err(last)
 }
 
-/// Copies both ways until each side has closed its half.
-fn splice(a: TcpStream, b: TcpStream) {
-    let (Ok(a2), Ok(b2)) = (a.try_clone(), b.try_clone()) else {
-        return;
+/// Copies both ways until each side has closed its half; returns the bytes the client sent and
+/// the bytes it got back.
+fn splice(client: TcpStream, up: TcpStream) -> (u64, u64) {
+    let (Ok(c2), Ok(u2)) = (client.try_clone(), up.try_clone()) else {
+        return (0, 0);
     };
-    let one = std::thread::spawn(move || pump(a2, b2));
-    pump(b, a);
-    let _ = one.join();
+    let out = std::thread::spawn(move || pump(c2, u2));
+    let back = pump(up, client);
+    (out.join().unwrap_or(0), back)
 }
 
 /// One direction, until its end closes, through a 128 KiB buffer. (`splice(2)` through a pipe,
 /// which keeps the bytes out of this process, measured no faster here: on loopback the two TCP
 /// connections' own work is what a tunnel costs, benches/egress.rs.)
-fn pump(mut from: TcpStream, mut to: TcpStream) {
+fn pump(mut from: TcpStream, mut to: TcpStream) -> u64 {
     let mut buf = vec![0u8; 128 * 1024];
+    let mut total = 0u64;
     loop {
         match from.read(&mut buf) {
             Ok(0) => break,
@@ -404,12 +428,14 @@ fn pump(mut from: TcpStream, mut to: TcpStream) {
                     let _ = from.shutdown(Shutdown::Read);
                     break;
                 }
+                total += n as u64;
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(_) => break,
         }
     }
     let _ = to.shutdown(Shutdown::Write);
+    total
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@
 //! When PID 1 ends, the kernel ends every process left in the namespace; when `vault run`
 //! ends, a parent-death signal ends PID 1. Setup errors come back to `vault run` over a pipe
 //! that closes when the client is exec'd.
+pub mod ask;
 mod calls;
 pub mod clients;
 mod confine;
@@ -34,6 +35,7 @@ pub use relay::{Listener, Names};
 use crate::sys::sandbox::{self, Disposition, Forked};
 use std::ffi::CString;
 use std::io::{Read, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 /// Why `vault run` did not start the client, or could not contain it.
@@ -218,7 +220,17 @@ pub fn run(
     drop(report);
     if let (Some((ours, theirs)), Some(allow)) = (proxy, &launch.network) {
         drop(theirs);
-        egress::serve(ours, allow.clone());
+        // A host the allow list does not name waits for the person's card, when there is a
+        // vault to ask (there always is: `vault run` needs one); else it is refused.
+        let asker = relay.as_ref().map(|(_, paths, _)| {
+            let program =
+                std::path::Path::new(std::ffi::OsStr::from_bytes(launch.program.as_bytes()));
+            let name = program
+                .file_name()
+                .map_or("client".into(), |n| n.to_string_lossy().into_owned());
+            std::sync::Arc::new(ask::Asker::start(paths.clone(), &name))
+        });
+        egress::serve(ours, allow.clone(), asker);
     }
     let names = relay.map(|(listener, paths, mark)| listener.serve(paths, mark, outer));
     let mut said = String::new();

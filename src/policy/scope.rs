@@ -30,7 +30,7 @@ pub fn reads_only(method: &str, url: &str, headers: &[(String, String)], has_bod
 pub fn is_read(a: &NormalizedAction) -> bool {
     match a {
         NormalizedAction::Http(h) => http_reads(h),
-        NormalizedAction::Ssh(_) => false,
+        NormalizedAction::Ssh(_) | NormalizedAction::Network(_) => false,
     }
 }
 
@@ -96,6 +96,10 @@ pub fn grant_scope(a: &NormalizedAction) -> GrantScope {
         NormalizedAction::Ssh(s) => GrantScope::SshCommand {
             command: s.command.clone(),
         },
+        NormalizedAction::Network(n) => GrantScope::Network {
+            host: n.host.clone(),
+            port: n.port,
+        },
     }
 }
 
@@ -131,6 +135,9 @@ pub fn covers(scope: &GrantScope, a: &NormalizedAction) -> bool {
                 && rewrites_of(h) == *rewrites
         }
         (GrantScope::SshCommand { command }, NormalizedAction::Ssh(s)) => *command == s.command,
+        (GrantScope::Network { host, port }, NormalizedAction::Network(n)) => {
+            *host == n.host && *port == n.port
+        }
         _ => false,
     }
 }
@@ -160,6 +167,19 @@ pub fn describe(scope: &GrantScope) -> String {
             format!("{method} on exactly {path} (any query and body{with})")
         }
         GrantScope::SshCommand { command } => format!("exactly the command {command}"),
+        GrantScope::Network { host, port } => {
+            format!("connections to exactly {}", authority(host, *port))
+        }
+    }
+}
+
+/// `host:port`, an IPv6 address in brackets: how a network action's host reads on a card, in a
+/// summary and in the journal.
+pub fn authority(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
     }
 }
 

@@ -3,6 +3,7 @@
 //! A check that protects data lives here or below, so every adapter inherits it.
 mod changes;
 pub(crate) mod db;
+pub(crate) mod egress;
 pub(crate) mod hub;
 pub(crate) mod openbao;
 pub(crate) mod ops;

@@ -40,6 +40,11 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[
         "0008_grant_rows",
         include_str!("../../schema/0008_grant_rows.sql"),
     ),
+    (
+        9,
+        "0009_network_actions",
+        include_str!("../../schema/0009_network_actions.sql"),
+    ),
 ];
 
 /// The schema version this binary writes.

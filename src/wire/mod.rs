@@ -25,7 +25,9 @@ pub use credential::{
     Approval, Credential, Edit, HttpAuth, HttpTarget, Listed, NewCredential, OpenBaoRef, Secret,
     SshAuth, SshTarget, Target,
 };
-pub use normalized::{CredentialRef, NormalizedAction, NormalizedHttp, NormalizedSsh};
+pub use normalized::{
+    CredentialRef, NormalizedAction, NormalizedHttp, NormalizedNetwork, NormalizedSsh,
+};
 pub use outcome::Outcome;
 pub use payload::{
     ApprovalMethod, Decision, DecisionPayload, GrantPayload, GrantScope, KeyPayload, Op,

@@ -44,19 +44,33 @@ pub struct NormalizedSsh {
     pub max_output_bytes: u64,
 }
 
-/// What an action will do, as hashed: `{"kind": "http", …}` or `{"kind": "ssh", …}`.
+/// A normalized `network` action: a tunnel (`CONNECT host:port`) or a plain-HTTP request to a
+/// host the sandbox of `vault run` may not reach without a card (docs/design.md §8). It uses no
+/// credential. `host` is lower case (an IPv6 address without brackets).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NormalizedNetwork {
+    pub host: String,
+    pub port: u16,
+}
+
+/// What an action will do, as hashed: `{"kind": "http", …}`, `{"kind": "ssh", …}` or
+/// `{"kind": "network", …}`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum NormalizedAction {
     Http(NormalizedHttp),
     Ssh(NormalizedSsh),
+    Network(NormalizedNetwork),
 }
 
 impl NormalizedAction {
-    pub fn credential(&self) -> &CredentialRef {
+    /// The credential it uses (a network action uses none).
+    pub fn credential(&self) -> Option<&CredentialRef> {
         match self {
-            NormalizedAction::Http(h) => &h.credential,
-            NormalizedAction::Ssh(s) => &s.credential,
+            NormalizedAction::Http(h) => Some(&h.credential),
+            NormalizedAction::Ssh(s) => Some(&s.credential),
+            NormalizedAction::Network(_) => None,
         }
     }
 
@@ -65,7 +79,7 @@ impl NormalizedAction {
     pub fn body_blake3(&self) -> Option<Option<&str>> {
         match self {
             NormalizedAction::Http(h) => Some(h.body_blake3.as_deref()),
-            NormalizedAction::Ssh(_) => None,
+            NormalizedAction::Ssh(_) | NormalizedAction::Network(_) => None,
         }
     }
 }
@@ -78,7 +92,7 @@ mod tests {
     fn the_tag_is_kind_and_unknown_fields_are_refused() {
         let text = r#"{"body_blake3":null,"credential":{"id":"cred_1","name":"api","profile":"default","version":2},"headers":[["accept","x"]],"kind":"http","max_output_bytes":65536,"method":"GET","timeout_s":30,"url":"https://h/"}"#;
         let n: NormalizedAction = serde_json::from_str(text).unwrap();
-        assert_eq!(n.credential().version, 2);
+        assert_eq!(n.credential().unwrap().version, 2);
         assert_eq!(n.body_blake3(), Some(None));
         let back = serde_json::to_value(&n).unwrap();
         assert_eq!(

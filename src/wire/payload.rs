@@ -137,6 +137,9 @@ pub enum GrantScope {
     },
     /// One SSH command, exactly as sent (rebuilt and quoted where a pattern matched it).
     SshCommand { command: String },
+    /// `vault run`'s network: connections to exactly this host (lower case, an IPv6 address
+    /// without brackets) and port.
+    Network { host: String, port: u16 },
 }
 
 /// Ending session grants: one by id, or (`grant: null`) every grant active when it was issued.

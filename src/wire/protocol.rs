@@ -37,19 +37,21 @@ pub struct RemoteHeadView {
 /// scope (`GrantPayload` v3), and `grants` / `revoke_grants`. 5: `ping`, and the events that
 /// tell a person's command the agent stops, the vault was paused or resumed, or an action left
 /// the approval queue undecided. 6: `openbao_login`, `openbao_logout`, `openbao_status` and `openbao_head`.
-pub const VERSION: u32 = 6;
+pub const VERSION: u32 = 7;
 
 /// The longest frame either end accepts (an MCP line is at most 4 MiB; its wrapping is small).
 pub const MAX_FRAME: usize = 8 * 1024 * 1024;
 
-/// Who connects: the MCP adapter (one session per connection), a person's CLI command, or
-/// `vault approve`.
+/// Who connects: the MCP adapter (one session per connection), a person's CLI command,
+/// `vault approve`, or `vault run`'s network proxy (one session: the contained client's network,
+/// which asks for the hosts it may not reach yet).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     Mcp,
     Cli,
     Approver,
+    Egress,
 }
 
 /// A client's frame: one request with an id the reply (and any events) will carry.
@@ -90,6 +92,23 @@ pub enum Request {
     /// Withdraw interest in the `Tool` request with id `call` (MCP `notifications/cancelled`).
     Cancel {
         call: u64,
+    },
+    /// `vault run`'s proxy (role egress): the contained client asks for `host:port`, which the
+    /// allow list does not name. It waits as a `network` action for the person's card; the reply
+    /// is the action once it is `dispatched` (open the connection) or final (refused: its
+    /// reason says why), after `state` events.
+    Connect {
+        host: String,
+        port: u16,
+    },
+    /// `vault run`'s proxy (role egress): the connection of a dispatched `network` action closed,
+    /// having carried `sent` bytes out and `received` back (`error`: how it failed).
+    Tunneled {
+        action_id: String,
+        sent: u64,
+        received: u64,
+        #[serde(default)]
+        error: Option<String>,
     },
     /// A call the MCP adapter refused before it reached the agent: journaled as `call.rejected`.
     Reject {
@@ -221,6 +240,15 @@ impl RequestKind {
                 | RequestKind::Reject
                 | RequestKind::End
                 | RequestKind::Ping
+        )
+    }
+
+    /// What `vault run`'s proxy may ask on its egress session: its hosts, what their connections
+    /// carried, its own end, and `ping`. Nothing else, and no other role asks for hosts.
+    pub fn for_egress(self) -> bool {
+        matches!(
+            self,
+            RequestKind::Connect | RequestKind::Tunneled | RequestKind::End | RequestKind::Ping
         )
     }
 

@@ -20,10 +20,13 @@ pub fn sample(kind: RequestKind, path: &str) -> Value {
     let http = json!({"kind": "http", "scheme": "https", "host": "planted.example", "port": 443,
         "path_prefix": "/", "methods": null, "auth": {"type": "bearer"}});
     match kind {
-        K::Hello => json!({"op": "hello", "v": 6, "role": "mcp"}),
+        K::Hello => json!({"op": "hello", "v": 7, "role": "mcp"}),
         K::Contained => json!({"op": "contained", "pid": 1}),
         K::Tool => json!({"op": "tool", "name": "list_credentials", "args": {}}),
         K::Cancel => json!({"op": "cancel", "call": 999}),
+        K::Connect => json!({"op": "connect", "host": "planted.example", "port": 443}),
+        K::Tunneled => json!({"op": "tunneled", "action_id": "act_0", "sent": 0,
+            "received": 0, "error": null}),
         K::Reject => json!({"op": "reject", "code": -32600, "reason": "sample",
             "fingerprint": "00", "tool": null}),
         K::End => json!({"op": "end", "reason": "sample"}),

@@ -107,6 +107,16 @@ impl Client {
         }
     }
 
+    /// The next frame, reply or event (events kept by `call` first), waiting at most `timeout`
+    /// (`Ok(None)` when none came): for a client with several requests in flight.
+    pub fn next_frame(&mut self, timeout: Duration) -> Result<Option<AgentFrame>, ClientError> {
+        if !self.pending_events.is_empty() {
+            let (id, event) = self.pending_events.remove(0);
+            return Ok(Some(AgentFrame::Event { id, event }));
+        }
+        self.read_frame(Instant::now() + timeout)
+    }
+
     /// The descriptor to wait on (with the terminal) in `vault approve`.
     pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
         use std::os::fd::AsFd;

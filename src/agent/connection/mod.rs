@@ -4,13 +4,15 @@
 //! connection left in flight and ends its MCP session.
 use super::admission::{self, Ticket};
 use super::channel::{self, Opener};
-use super::protocol::{self, AgentFrame, ClientFrame, ErrorCode, Event, Reply, Request, Role};
+use super::protocol::{
+    self, AgentFrame, ClientFrame, ErrorCode, Event, Reply, Request, RequestKind, Role,
+};
 use super::shared::Agent;
 use super::socket::Peer;
 use crate::services::tools::{self, Session};
-use crate::services::{ops, session_end, session_start};
+use crate::services::{ops, session_end};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
@@ -19,6 +21,7 @@ use tokio::time::Instant;
 use zeroize::Zeroizing;
 
 mod answers;
+mod hello;
 mod writer;
 use answers::{journal, on_fresh_connection, openbao_head, status, watch_pending};
 use writer::{Sink, Writer};
@@ -156,15 +159,22 @@ impl Conn {
         .await;
     }
 
-    /// A person's command asked on an MCP connection: answered with a protocol error and
-    /// journaled as a refused call; nothing of it runs.
-    async fn refuse_for_mcp(&self, id: u64, kind: protocol::RequestKind, line: &[u8]) {
-        tracing::warn!(pid = ?self.peer.pid, contained = self.contained, "refused {kind:?} on an MCP connection");
-        let why = format!(
-            "{kind:?} is a person's command, and this is an MCP session: it may call its tools, \
-             cancel them and end itself. Run `vault` commands in your own terminal, outside \
-             `vault run`"
-        );
+    /// A request its connection's role may not ask (a person's command on an MCP or egress
+    /// session, a host asked for by anything but `vault run`'s proxy): answered with a protocol
+    /// error and journaled as a refused call; nothing of it runs.
+    async fn refuse_for_role(&self, id: u64, kind: RequestKind, line: &[u8]) {
+        tracing::warn!(pid = ?self.peer.pid, contained = self.contained, role = ?self.role, "refused {kind:?} for its role");
+        let why = match self.role {
+            Some(Role::Mcp) => format!(
+                "{kind:?} is a person's command, and this is an MCP session: it may call its \
+                 tools, cancel them and end itself. Run `vault` commands in your own terminal, \
+                 outside `vault run`"
+            ),
+            Some(Role::Egress) => format!(
+                "{kind:?} is not for `vault run`'s network session: it asks for hosts and ends"
+            ),
+            _ => format!("{kind:?} is asked only by `vault run`'s network proxy"),
+        };
         self.writer
             .reply(id, ops::error(ErrorCode::Protocol, why))
             .await;
@@ -221,12 +231,16 @@ impl Conn {
         if matches!(req, Request::Hello { .. }) {
             return Err("hello was already said".into());
         }
-        // One place decides what an MCP connection (every contained one among them) may ask.
-        if self.role == Some(Role::Mcp)
-            && !req.kind().for_mcp()
-            && !crate::mutation::off("mcp_gate")
-        {
-            self.refuse_for_mcp(id, req.kind(), line).await;
+        // One place decides what an MCP connection (every contained one among them) may ask,
+        // and what `vault run`'s proxy may; and only the proxy asks for hosts.
+        let kind = req.kind();
+        let out_of_role = match self.role {
+            Some(Role::Mcp) => !kind.for_mcp() && !crate::mutation::off("mcp_gate"),
+            Some(Role::Egress) => !kind.for_egress(),
+            _ => matches!(kind, RequestKind::Connect | RequestKind::Tunneled),
+        };
+        if out_of_role {
+            self.refuse_for_role(id, kind, line).await;
             return Ok(());
         }
         if req.needs_channel() && self.opener.is_none() {
@@ -264,111 +278,30 @@ impl Conn {
         Ok(())
     }
 
-    /// `vault run`'s relay names the contained process it relays for. Only a peer running this
-    /// agent's own executable may (a hand-written frame from any other program is refused), and
-    /// the peer recorded for the session becomes the contained process.
-    async fn contained(&mut self, id: u64, pid: u32) -> Result<(), String> {
-        let own = std::fs::read_link("/proc/self/exe")
-            .ok()
-            .map(|p| p.display().to_string());
-        if own.is_none() || self.peer.exe != own {
-            return Err(format!(
-                "a contained session is opened only by `vault run` ({}), not by {}",
-                own.as_deref().unwrap_or("?"),
-                self.peer.exe.as_deref().unwrap_or("an unknown program")
-            ));
-        }
-        let inner = Peer::of_pid(pid)
-            .filter(Peer::is_same_user)
-            .ok_or_else(|| {
-                format!("the contained process {pid} is gone or runs as another user")
-            })?;
-        self.peer = inner;
-        self.contained = true;
-        self.writer.reply(id, Reply::Ok).await;
-        Ok(())
-    }
-
-    async fn hello(&mut self, id: u64, req: Request) -> Result<(), String> {
-        let Request::Hello {
-            v,
-            role,
-            client,
-            profile,
-        } = req
-        else {
-            unreachable!()
-        };
-        if v != protocol::VERSION {
-            return Err(format!(
-                "this agent speaks protocol {}, not {v}; run the same `vault` binary for both",
-                protocol::VERSION
-            ));
-        }
-        if self.contained && role != Role::Mcp {
-            return Err("from inside `vault run` only `vault mcp` reaches the vault; run other `vault` commands outside it".into());
-        }
-        if role == Role::Approver && self.opener.is_none() {
-            return Err("the approver speaks only over the encrypted channel".into());
-        }
-        if self.opener.is_none() {
-            if let Err(why) = self.ticket.plain(role == Role::Mcp) {
-                tracing::warn!(pid = ?self.peer.pid, "refused a plain-text session: {why}");
-                self.writer
-                    .reply(id, ops::error(ErrorCode::Limit, why))
-                    .await;
-                self.closing = Some("limit");
-                return Ok(());
-            }
-        }
-        if role == Role::Mcp {
-            let profile = profile.unwrap_or_else(|| "default".into());
-            crate::credentials::check_name("profile", &profile).map_err(|e| e.to_string())?;
-            let session = Arc::new(Session {
-                id: crate::credentials::new_id("ses"),
-                profile,
-                client: client.unwrap_or_default(),
-                waiting: AtomicUsize::new(0),
-                rejections: std::sync::Mutex::default(),
-            });
-            let (s2, peer) = (session.clone(), (self.peer.process(), self.peer.parent()));
-            let contained = self.contained;
-            let started = self
-                .agent
-                .env
-                .db
-                .run(move |st| session_start(st, &s2.id, &s2.client, &s2.profile, peer, contained))
-                .await;
-            if !matches!(started, Ok(Ok(()))) {
-                return Err("the session could not be journaled".into());
-            }
-            self.session = Some(session);
-        }
-        self.role = Some(role);
-        let mut warnings = self.agent.warnings();
-        if let Some(session) = &self.session {
-            let profile = session.profile.clone();
-            let db = &self.agent.env.db;
-            if let Ok(Ok(Some(w))) = db.run(move |st| ops::empty_profile(st, &profile)).await {
-                warnings.push(w);
-            }
-        }
-        let reply = Reply::Welcome {
-            v: protocol::VERSION,
-            vault_id: self.agent.env.trust.vault_id.clone(),
-            pid: std::process::id(),
-            session: self.session.as_ref().map(|s| s.id.clone()),
-            secure: self.opener.is_some(),
-            warnings,
-        };
-        self.writer.reply(id, reply).await;
-        Ok(())
-    }
-
     async fn request(&mut self, id: u64, req: Request) {
         let (agent, writer) = (self.agent.clone(), self.writer.clone());
         match req {
             Request::Tool { name, args } => self.tool(id, name, args).await,
+            Request::Connect { host, port } => self.connect(id, host, port).await,
+            Request::Tunneled {
+                action_id,
+                sent,
+                received,
+                error,
+            } => {
+                let session = self.session.clone();
+                self.tasks.spawn(async move {
+                    let reply = crate::services::egress::tunneled(
+                        &agent.env,
+                        session.as_deref(),
+                        &action_id,
+                        (sent, received),
+                        error,
+                    )
+                    .await;
+                    writer.reply(id, reply).await;
+                });
+            }
             Request::Cancel { call } => {
                 if let Some(tx) = self
                     .inflight
@@ -508,6 +441,33 @@ impl Conn {
             let reply = result.map_or(Reply::Cancelled, Reply::Tool);
             writer.reply(id, reply).await;
             agent.busy.fetch_sub(1, Ordering::SeqCst);
+            agent.touch();
+        });
+    }
+
+    /// A host `vault run`'s proxy asks for, as its own task (cancelled with the connection, which
+    /// withdraws the card): a `network` action, answered once dispatched or final.
+    async fn connect(&mut self, id: u64, host: String, port: u16) {
+        let (agent, writer) = (self.agent.clone(), self.writer.clone());
+        let Some(session) = self.session.clone() else {
+            let why = "a host is asked for on `vault run`'s network session only".into();
+            writer.reply(id, ops::error(ErrorCode::Protocol, why)).await;
+            return;
+        };
+        let (tx, rx) = watch::channel(false);
+        if let Ok(mut m) = self.inflight.lock() {
+            m.insert(id, tx);
+        }
+        let inflight = self.inflight.clone();
+        self.tasks.spawn(async move {
+            let sink = Arc::new(Sink::new(writer.clone(), id));
+            let reply =
+                crate::services::egress::connect(agent.env.clone(), session, host, port, sink, rx)
+                    .await;
+            if let Ok(mut m) = inflight.lock() {
+                m.remove(&id);
+            }
+            writer.reply(id, reply).await;
             agent.touch();
         });
     }

@@ -296,7 +296,7 @@ fn created(s: Submitted) -> Action {
 
 fn must_refuse(s: &mut Store, id: &str, why: &str) {
     match claim_now(s, id) {
-        Claim::Go(_) => panic!("{why}: dispatch was authorized"),
+        Claim::Go(_) | Claim::Tunnel(_) => panic!("{why}: dispatch was authorized"),
         Claim::Refused(a) => assert_eq!(a.state, State::FailedBeforeSend, "{why}"),
         Claim::NotReady(a) => assert!(!matches!(a.state, State::Dispatched), "{why}: {a:?}"),
     }
@@ -353,6 +353,7 @@ fn a_signed_approval_authorizes_exactly_once() {
 }
 
 mod grants;
+mod network;
 mod pin_gate;
 mod refusals;
 mod signed_rows;

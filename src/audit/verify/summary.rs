@@ -1,8 +1,9 @@
 //! What a dispatch row's summary says its action was, read back as the agent writes it
 //! (`ValidatedRequest::summary`: `METHOD URL (credential NAME…)`, or ``ssh USER@HOST:PORT
-//! `COMMAND` (credential NAME)``), and whether a grant's signed scope covers it: the method
-//! class and the path of an HTTP request (a read's `_method` parameter too, from its query), the
-//! very command of an SSH one. Headers and bodies are not in a summary, so a verifier with the
+//! `COMMAND` (credential NAME)``, or `CONNECT HOST:PORT` for `vault run`'s network), and whether
+//! a grant's signed scope covers it: the method class and the path of an HTTP request (a read's
+//! `_method` parameter too, from its query), the very command of an SSH one, the very host and
+//! port of a network one. Headers and bodies are not in a summary, so a verifier with the
 //! key cannot see them; the agent checked the whole request against the scope before it ran.
 use crate::wire::GrantScope;
 
@@ -17,10 +18,18 @@ pub(super) enum Said<'a> {
     Ssh {
         command: &'a str,
     },
+    /// `vault run`'s network: `CONNECT host:port` (an IPv6 host in brackets).
+    Network {
+        host: &'a str,
+        port: u16,
+    },
 }
 
 /// The action a summary describes; `None` for text the agent does not write.
 pub(super) fn parse(summary: &str) -> Option<Said<'_>> {
+    if let Some(said) = summary.strip_prefix("CONNECT ").and_then(network) {
+        return Some(said);
+    }
     if let Some(rest) = summary.strip_prefix("ssh ") {
         let (_, rest) = rest.split_once(" `")?;
         let end = rest.rfind("` (credential ")?;
@@ -46,6 +55,23 @@ pub(super) fn parse(summary: &str) -> Option<Said<'_>> {
     })
 }
 
+/// `host:port` or `[v6]:port`, and nothing else.
+fn network(authority: &str) -> Option<Said<'_>> {
+    let (host, port) = match authority.strip_prefix('[') {
+        Some(v6) => v6.split_once("]:")?,
+        None => authority
+            .rsplit_once(':')
+            .filter(|(h, _)| !h.contains(':'))?,
+    };
+    if host.is_empty() || host.contains([' ', '/', '[', ']']) {
+        return None;
+    }
+    Some(Said::Network {
+        host,
+        port: port.parse().ok()?,
+    })
+}
+
 /// Whether the query names a `_method` parameter, in any spelling a framework may honour.
 fn rewrites_method(query: &str) -> bool {
     query.split('&').any(|pair| {
@@ -63,7 +89,7 @@ pub(super) fn is_read(said: Said<'_>) -> bool {
         Said::Http { method, query, .. } => {
             matches!(method, "GET" | "HEAD") && !rewrites_method(query)
         }
-        Said::Ssh { .. } => false,
+        Said::Ssh { .. } | Said::Network { .. } => false,
     }
 }
 
@@ -83,6 +109,9 @@ pub(super) fn covers(scope: &GrantScope, said: Said<'_>) -> bool {
             Said::Http { method, path, .. },
         ) => m == method && p == path,
         (GrantScope::SshCommand { command: c }, Said::Ssh { command }) => c == command,
+        (GrantScope::Network { host: h, port: p }, Said::Network { host, port }) => {
+            h == host && *p == port
+        }
         _ => false,
     }
 }
@@ -170,5 +199,24 @@ mod tests {
             &ssh,
             said("ssh u@h:22 `uptime; rm -rf /` (credential a)")
         ));
+        let net = GrantScope::Network {
+            host: "registry.npmjs.org".into(),
+            port: 443,
+        };
+        assert!(covers(&net, said("CONNECT registry.npmjs.org:443")));
+        for s in [
+            "CONNECT registry.npmjs.org:80",
+            "CONNECT evil.registry.npmjs.org:443",
+            "ssh u@registry.npmjs.org:443 `x` (credential a)",
+        ] {
+            assert!(!covers(&net, said(s)), "{s}");
+        }
+        let v6 = GrantScope::Network {
+            host: "::1".into(),
+            port: 8080,
+        };
+        assert!(covers(&v6, said("CONNECT [::1]:8080")));
+        assert_eq!(parse("CONNECT ::1:8080"), None);
+        assert_eq!(parse("CONNECT h"), None);
     }
 }

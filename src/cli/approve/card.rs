@@ -186,7 +186,7 @@ pub(super) fn full_view(d: &CardData) -> Vec<String> {
     let limits = match &d.normalized {
         Some(NormalizedAction::Http(h)) => Some((h.timeout_s, h.max_output_bytes)),
         Some(NormalizedAction::Ssh(x)) => Some((x.timeout_s, x.max_output_bytes)),
-        None => None,
+        Some(NormalizedAction::Network(_)) | None => None,
     };
     if let Some((timeout, most)) = limits {
         s += &format!("  timeout     {timeout} s   output at most {most} bytes\n");
@@ -282,6 +282,36 @@ mod tests {
         let c = card(&d, 1, Style { color: false }, "", BIG).text;
         let words = c.split_whitespace().collect::<Vec<_>>().join(" ");
         assert!(words.contains("cannot be approved"), "{c}");
+    }
+
+    #[test]
+    fn a_network_card_names_the_host_and_what_s_would_cover() {
+        let d = CardData {
+            id: "act_2".into(),
+            tool: "network".into(),
+            action_hash: "cd".repeat(32),
+            client_name: "claude (network)".into(),
+            normalized: Some(normalized(
+                json!({"kind": "network", "host": "registry.npmjs.org", "port": 443}),
+            )),
+            grant_for: std::time::Duration::from_secs(3600),
+            ..CardData::default()
+        };
+        let c = card(&d, 1, Style { color: false }, "", BIG).text;
+        for want in [
+            "CONNECT registry.npmjs.org:443",
+            "tool        network",
+            "credential  none",
+            "allow list does not name",
+        ] {
+            assert!(c.contains(want), "{want}: {c}");
+        }
+        assert!(d.approvable().is_ok());
+        let s = grant_line(&d);
+        assert!(
+            s.contains("connections to exactly registry.npmjs.org:443; this session"),
+            "{s}"
+        );
     }
 
     #[test]

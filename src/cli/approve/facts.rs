@@ -65,6 +65,9 @@ impl CardData {
             Some(NormalizedAction::Ssh(s)) => {
                 format!("{} $ {}", ssh_target(s), escape(&s.command))
             }
+            Some(NormalizedAction::Network(n)) => {
+                escape(&crate::approvals::network_summary(&n.host, n.port))
+            }
             None => "(a request that does not match its hash: not shown)".into(),
         }
     }
@@ -89,7 +92,9 @@ impl CardData {
     }
 
     pub(super) fn credential_ref(&self) -> Option<&CredentialRef> {
-        self.normalized.as_ref().map(NormalizedAction::credential)
+        self.normalized
+            .as_ref()
+            .and_then(NormalizedAction::credential)
     }
 
     /// The credential as the hash covers it: `api (profile default, version 3)`.
@@ -103,14 +108,17 @@ impl CardData {
                 .unwrap_or_default(),
             _ => String::new(),
         };
-        match self.credential_ref() {
-            Some(c) => format!(
+        match (self.credential_ref(), &self.normalized) {
+            (Some(c), _) => format!(
                 "{} (profile {}, version {}{secret})",
                 escape(&c.name),
                 escape(&c.profile),
                 c.version
             ),
-            None => "? (profile ?, version ?)".into(),
+            (None, Some(NormalizedAction::Network(_))) => {
+                "none: the vault only lets the connection through (TLS stays end to end)".into()
+            }
+            (None, _) => "? (profile ?, version ?)".into(),
         }
     }
 
@@ -159,6 +167,18 @@ impl CardData {
                 }
                 out
             }
+            Some(NormalizedAction::Network(n)) => vec![
+                (Part::Top, Emph::Bold, "", self.headline()),
+                (
+                    Part::Top,
+                    Emph::Bold,
+                    "!! network",
+                    format!(
+                        "the contained client asks to reach {}, which its allow list does not name; what it sends there leaves the vault's sight",
+                        escape(&crate::policy::scope::authority(&n.host, n.port))
+                    ),
+                ),
+            ],
             None => vec![(Part::Top, Emph::Bold, "", self.headline())],
         }
     }
@@ -210,7 +230,10 @@ pub(super) fn grant_line(d: &CardData) -> String {
         return "  [s] covers  nothing: this action cannot be approved".into();
     };
     let scope = crate::policy::scope::describe(&crate::policy::scope::grant_scope(n));
-    let c = n.credential();
+    let of = match n.credential() {
+        Some(c) => format!("; {} version {}", escape(&c.name), c.version),
+        None => String::new(),
+    };
     let secs = d.grant_for.as_secs();
     let end = jiff::Timestamp::now()
         .checked_add(jiff::SignedDuration::from_secs(
@@ -225,10 +248,8 @@ pub(super) fn grant_line(d: &CardData) -> String {
             },
         );
     format!(
-        "  [s] covers  {}; {} version {}; this session, {} min (to {end})",
+        "  [s] covers  {}{of}; this session, {} min (to {end})",
         escape(&scope),
-        escape(&c.name),
-        c.version,
         secs.div_ceil(60)
     )
 }

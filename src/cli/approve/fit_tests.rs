@@ -18,6 +18,7 @@ fn data(normalized: serde_json::Value, body: Option<&[u8]>) -> CardData {
     let tool = match normalized {
         NormalizedAction::Http(_) => "http_request",
         NormalizedAction::Ssh(_) => "ssh_exec",
+        NormalizedAction::Network(_) => "network",
     };
     CardData {
         id: "act_1".into(),

@@ -10,7 +10,7 @@ mod result;
 mod wait;
 
 pub(crate) use handlers::{call, reject};
-pub(crate) use wait::stop_text;
+pub(crate) use wait::{stop_text, wait_for, Waited};
 
 use crate::approvals::Trust;
 use crate::config::Config;

@@ -48,7 +48,9 @@ pub(super) async fn run_claimed(
 ) -> Action {
     let authorized = match claim {
         approvals::Claim::Go(a) => a,
-        approvals::Claim::Refused(a) | approvals::Claim::NotReady(a) => return a,
+        approvals::Claim::Refused(a)
+        | approvals::Claim::NotReady(a)
+        | approvals::Claim::Tunnel(a) => return a,
     };
     // The intent row is committed; tell the client before the first byte goes out.
     tracing::debug!(action_id = %action.id, tool = %action.tool, "dispatching");
@@ -130,7 +132,7 @@ pub(super) async fn run_claimed(
 }
 
 /// How a wait ended.
-pub(super) enum Waited {
+pub(crate) enum Waited {
     /// Final, or still waiting when `wait_s` passed: answered with the action as it is.
     Done(Action),
     /// The client cancelled the call: MCP sends no response.
@@ -143,7 +145,7 @@ pub(super) enum Waited {
 /// Waits up to `wait` for the action to leave its waiting states. On client cancellation,
 /// withdraws it when `withdraw_on_cancel`; when the agent stops, withdraws it in any case (the
 /// session ends with the agent) and says so.
-pub(super) async fn wait_for(
+pub(crate) async fn wait_for(
     env: &Arc<Env>,
     ses: &Arc<Session>,
     action: Action,
@@ -227,7 +229,10 @@ async fn wait_loop(
                 })
                 .await;
         }
-        if action.state.is_terminal() || Instant::now() >= deadline {
+        // A dispatched network action's connection is `vault run`'s proxy's to open: the wait
+        // ends there.
+        let handed_over = action.state == State::Dispatched && action.tool == approvals::NETWORK;
+        if action.state.is_terminal() || handed_over || Instant::now() >= deadline {
             return Ended::Done;
         }
         if Instant::now() >= next_progress {

@@ -1,0 +1,234 @@
+//! `vault run`'s proxy asking the person for a host its allow list does not name
+//! (docs/design.md §8): one egress session with the vault's agent, opened at the first such
+//! host (and again after the agent restarts), on which each host waits as a `network` action
+//! for the person's card. One thread owns the connection: the proxy's threads hand it their
+//! asks and what their connections carried, and it routes each reply back by request id. It
+//! waits on nothing but its queue while nothing is in flight.
+use crate::agent::client::{Client, ClientError};
+use crate::agent::protocol::{AgentFrame, ClientInfo, Reply, Request, Role, State};
+use crate::paths::VaultPaths;
+use std::collections::HashMap;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// How long the link waits on the agent's socket before it looks at its queue again, while a
+/// request is in flight.
+const TICK: Duration = Duration::from_millis(10);
+
+/// The person's answer for one host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// Approved (or covered by the person's session grant): open it, then report on `action`.
+    Go { action: String },
+    /// Not to be reached: why, in words for the client's proxy error.
+    No(String),
+}
+
+enum Job {
+    Ask {
+        host: String,
+        port: u16,
+        reply: Sender<Answer>,
+    },
+    Closed {
+        action: String,
+        sent: u64,
+        received: u64,
+        error: Option<String>,
+    },
+}
+
+/// The proxy's handle on its link to the agent.
+pub struct Asker {
+    jobs: Mutex<Sender<Job>>,
+}
+
+impl Asker {
+    /// Starts the link's thread; it connects at the first ask. `client`: the contained
+    /// client's name, for the person's card (`claude (network)`).
+    pub fn start(paths: VaultPaths, client: &str) -> Self {
+        let (tx, rx) = mpsc::channel();
+        let info = ClientInfo {
+            name: format!("{client} (network)"),
+            version: env!("CARGO_PKG_VERSION").into(),
+            protocol_version: String::new(),
+        };
+        std::thread::spawn(move || Link::new(paths, info).run(rx));
+        Self {
+            jobs: Mutex::new(tx),
+        }
+    }
+
+    /// Asks for `host:port` and waits for the person (or the card's expiry).
+    pub fn ask(&self, host: &str, port: u16) -> Answer {
+        let (reply, answer) = mpsc::channel();
+        let job = Job::Ask {
+            host: host.to_owned(),
+            port,
+            reply,
+        };
+        if self.send(job).is_err() {
+            return Answer::No("the proxy's link to the vault agent stopped".into());
+        }
+        answer
+            .recv()
+            .unwrap_or_else(|_| Answer::No("the proxy's link to the vault agent stopped".into()))
+    }
+
+    /// What the connection of `action` carried, once it closed.
+    pub fn closed(&self, action: &str, (sent, received): (u64, u64), error: Option<String>) {
+        let _ = self.send(Job::Closed {
+            action: action.to_owned(),
+            sent,
+            received,
+            error,
+        });
+    }
+
+    fn send(&self, job: Job) -> Result<(), ()> {
+        let jobs = self.jobs.lock().map_err(|_| ())?;
+        jobs.send(job).map_err(|_| ())
+    }
+}
+
+/// The link's thread: its connection, and who waits for which reply.
+struct Link {
+    paths: VaultPaths,
+    info: ClientInfo,
+    client: Option<Client>,
+    waiting: HashMap<u64, Option<Sender<Answer>>>,
+}
+
+impl Link {
+    fn new(paths: VaultPaths, info: ClientInfo) -> Self {
+        Self {
+            paths,
+            info,
+            client: None,
+            waiting: HashMap::new(),
+        }
+    }
+
+    fn run(mut self, jobs: Receiver<Job>) {
+        loop {
+            let job = if self.waiting.is_empty() {
+                match jobs.recv() {
+                    Ok(j) => Some(j),
+                    Err(_) => return,
+                }
+            } else {
+                match jobs.recv_timeout(Duration::ZERO) {
+                    Ok(j) => Some(j),
+                    Err(RecvTimeoutError::Timeout) => None,
+                    // The proxy is gone; what is in flight ends with the process.
+                    Err(RecvTimeoutError::Disconnected) => return,
+                }
+            };
+            if let Some(job) = job {
+                self.start(job);
+            }
+            if !self.waiting.is_empty() {
+                self.read();
+            }
+        }
+    }
+
+    /// Sends one job's request (connecting first if need be); a failure answers it at once.
+    fn start(&mut self, job: Job) {
+        let (req, reply) = match job {
+            Job::Ask { host, port, reply } => (Request::Connect { host, port }, Some(reply)),
+            Job::Closed {
+                action,
+                sent,
+                received,
+                error,
+            } => {
+                let req = Request::Tunneled {
+                    action_id: action,
+                    sent,
+                    received,
+                    error,
+                };
+                (req, None)
+            }
+        };
+        let sent = self
+            .connected()
+            .and_then(|c| c.send(req).map_err(|e| e.to_string()));
+        match sent {
+            Ok(id) => {
+                self.waiting.insert(id, reply);
+            }
+            Err(why) => {
+                self.client = None;
+                if let Some(r) = reply {
+                    let _ = r.send(Answer::No(why));
+                }
+            }
+        }
+    }
+
+    fn connected(&mut self) -> Result<&mut Client, String> {
+        if self.client.is_none() {
+            let info = Some(self.info.clone());
+            self.client = match Client::connect_as(&self.paths, Role::Egress, info) {
+                Ok(Some(c)) => Some(c),
+                Ok(None) => {
+                    return Err("the vault is locked, so nobody can approve this host: run `vault unlock` outside the sandbox, then try again".into())
+                }
+                Err(e) => return Err(format!("the vault agent could not be asked: {e}")),
+            };
+        }
+        self.client
+            .as_mut()
+            .ok_or_else(|| "the vault agent could not be asked".into())
+    }
+
+    /// One frame from the agent, if one comes within a tick: a reply goes to whoever waits for
+    /// it. A broken connection answers everyone in flight.
+    fn read(&mut self) {
+        let Some(client) = self.client.as_mut() else {
+            return self.fail_all("the vault agent went away".into());
+        };
+        match client.next_frame(TICK) {
+            Ok(Some(AgentFrame::Reply { id, reply })) => {
+                if let Some(Some(to)) = self.waiting.remove(&id) {
+                    let _ = to.send(answer(*reply));
+                }
+            }
+            Ok(Some(AgentFrame::Event { .. }) | None) => {}
+            Err(e) => {
+                self.client = None;
+                self.fail_all(stopped(&e));
+            }
+        }
+    }
+
+    fn fail_all(&mut self, why: String) {
+        for (_, to) in self.waiting.drain() {
+            if let Some(to) = to {
+                let _ = to.send(Answer::No(why.clone()));
+            }
+        }
+    }
+}
+
+fn stopped(e: &ClientError) -> String {
+    format!("the vault agent stopped before the person decided ({e}); try again once it runs")
+}
+
+/// The agent's reply to a `Connect`, as the proxy acts on it.
+fn answer(reply: Reply) -> Answer {
+    match reply {
+        Reply::Action(a) if a.state == State::Dispatched => Answer::Go { action: a.id },
+        Reply::Action(a) => {
+            let why = a
+                .reason
+                .unwrap_or_else(|| format!("the action ended {}", a.state));
+            Answer::No(format!("{} was {} ({}): {why}", a.summary, a.state, a.id))
+        }
+        Reply::Error { message, .. } => Answer::No(message),
+        other => Answer::No(format!("the vault agent answered {other:?}")),
+    }
+}

@@ -1,0 +1,159 @@
+//! `vault run`'s network session in the agent (docs/design.md §8): a host its proxy asks for
+//! (`connect`) becomes a `network` action of that session, waits for the person's card like any
+//! action (pushed, never polled; withdrawn when the proxy goes away; answered when the agent
+//! stops), and is answered once dispatched (the proxy opens the connection) or final (refused,
+//! with why). What the connection carried is recorded when the proxy says it closed
+//! (`tunneled`). A paused vault refuses at once.
+use super::ops;
+use super::tools::{wait_for, Env, EventSink, Session, Waited, MAX_WAITING_PER_SESSION};
+use crate::approvals::{self, NetworkAsk, State, Submitted};
+use crate::wire::protocol::{ErrorCode, Reply};
+use crate::wire::Outcome;
+use serde_json::json;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// A host as the proxy names it: a DNS name or an IP address (IPv6 without brackets), lower
+/// case, at most 253 bytes.
+fn valid_host(host: &str) -> bool {
+    !host.is_empty()
+        && host.len() <= 253
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-.:_".contains(&b))
+}
+
+/// `Connect`: the host waits as a `network` action until the person decides, it expires, the
+/// proxy goes away, or the agent stops. The reply is the action: `dispatched` means open it.
+pub(crate) async fn connect(
+    env: Arc<Env>,
+    ses: Arc<Session>,
+    host: String,
+    port: u16,
+    events: Arc<dyn EventSink>,
+    cancel: watch::Receiver<bool>,
+) -> Reply {
+    if !valid_host(&host) || port == 0 {
+        let why = format!("{host:?}:{port} is not a host and port the proxy could have asked for");
+        return ops::error(ErrorCode::Invalid, why);
+    }
+    if ses.waiting.load(Ordering::SeqCst) >= MAX_WAITING_PER_SESSION {
+        let why = format!(
+            "this session already has {MAX_WAITING_PER_SESSION} hosts waiting for a person"
+        );
+        return ops::error(ErrorCode::Limit, why);
+    }
+    let (trust, ses2, expiry) = (env.trust.clone(), ses.clone(), env.config.expiry());
+    let submitted = env
+        .db
+        .run(move |s| {
+            match approvals::paused(s.conn()) {
+                Ok(None) => {}
+                Ok(Some(why)) => {
+                    return Err((ErrorCode::Paused, format!("the vault is paused: {why}")))
+                }
+                Err(_) => {
+                    return Err((
+                        ErrorCode::Internal,
+                        "the pause switch cannot be read; nothing runs".into(),
+                    ))
+                }
+            }
+            let ask = NetworkAsk {
+                session_id: &ses2.id,
+                client: &ses2.client.name,
+                profile: &ses2.profile,
+                host: &host,
+                port,
+                expiry,
+            };
+            approvals::submit_network(s, &trust, ask)
+                .map_err(|e| (ErrorCode::Internal, e.to_string()))
+        })
+        .await;
+    let action = match submitted {
+        Ok(Ok(Submitted::Created(a) | Submitted::Existing(a) | Submitted::Replayed(a))) => a,
+        Ok(Err((code, why))) => return ops::error(code, why),
+        Err(_) => return ops::error(ErrorCode::Internal, "the vault agent is stopping".into()),
+    };
+    // Until it expires (the expiry is the card's, and lands within the second after).
+    let wait = expiry + Duration::from_secs(1);
+    match wait_for(&env, &ses, action, wait, events, cancel, true).await {
+        Waited::Done(a) | Waited::Stopped(a, _) => Reply::Action(a),
+        Waited::Cancelled => Reply::Cancelled,
+    }
+}
+
+/// `Tunneled`: the connection of this session's dispatched network action closed, having
+/// carried `sent` bytes out and `received` back. With an error and nothing sent it failed before
+/// sending; otherwise it completed (the error, if any, in its result).
+pub(crate) async fn tunneled(
+    env: &Arc<Env>,
+    ses: Option<&Session>,
+    action_id: &str,
+    (sent, received): (u64, u64),
+    error: Option<String>,
+) -> Reply {
+    let Some(ses) = ses else {
+        return ops::error(ErrorCode::Protocol, "no network session".into());
+    };
+    let (sid, id) = (ses.id.clone(), action_id.to_owned());
+    let done = env
+        .db
+        .run_unsynced(move |s| {
+            let a = approvals::get(s, &sid, &id).map_err(|e| e.to_string())?;
+            if a.tool != approvals::NETWORK || a.state != State::Dispatched {
+                return Err(format!(
+                    "{id} is not a dispatched network action of this session"
+                ));
+            }
+            let error: Option<String> = error.map(|e| e.chars().take(200).collect());
+            let outcome = Outcome {
+                state: if error.is_some() && sent == 0 {
+                    State::FailedBeforeSend
+                } else {
+                    State::Completed
+                },
+                result: json!({"network": {"sent": sent, "received": received, "error": error}}),
+                reason: error,
+            };
+            approvals::finish(s, &id, &outcome).map_err(|e| e.to_string())
+        })
+        .await;
+    match done {
+        Ok(Ok(_)) => Reply::Ok,
+        Ok(Err(why)) => ops::error(ErrorCode::Invalid, why),
+        Err(_) => ops::error(ErrorCode::Internal, "the vault agent is stopping".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::valid_host;
+
+    #[test]
+    fn a_host_is_a_name_or_an_address_and_nothing_else() {
+        for ok in [
+            "example.org",
+            "127.0.0.1",
+            "::1",
+            "xn--bcher-kva.example",
+            "a_b.internal",
+        ] {
+            assert!(valid_host(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "Example.org",
+            "[::1]",
+            "h/x",
+            "h x",
+            "h\r\nX: y",
+            &"a".repeat(254),
+        ] {
+            assert!(!valid_host(bad), "{bad:?}");
+        }
+    }
+}
