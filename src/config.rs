@@ -124,6 +124,22 @@ pub struct OpenBao {
     pub timeout_seconds: u64,
 }
 
+/// `vault run`'s network. `allow` counts only once the approver signed it (`vault config
+/// --sign`): the agent keeps the signed list, and `vault run` lets through a host that is both
+/// here and there, so an edit that adds a host waits for a signature and one that removes a host
+/// holds at once.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Network {
+    /// Hosts the sandbox reaches without a card: `host`, `host:port`, `[v6]:port`, `*.domain`.
+    #[serde(default)]
+    pub allow: Vec<String>,
+}
+
+/// The most hosts `[network] allow` may name, and the longest one.
+pub const ALLOW_MAX: usize = 256;
+const ALLOW_ENTRY_MAX: usize = 260;
+
 /// Every field is required here: the user's keys are laid over the shipped file's table first,
 /// so the defaults live in one place (`assets/config.default.toml`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -133,6 +149,8 @@ pub struct Config {
     pub approvals: Approvals,
     pub agent: Agent,
     pub openbao: OpenBao,
+    #[serde(default)]
+    pub network: Network,
 }
 
 impl Default for Config {
@@ -210,9 +228,14 @@ impl Config {
         for (section, table) in &user {
             let Some(table) = table.as_table() else {
                 return Err(format!(
-                    "[{section}] must be a section; the sections are [limits], [approvals], [agent] and [openbao]"
+                    "[{section}] must be a section; the sections are [limits], [approvals], [agent], [openbao] and [network]"
                 ));
             };
+            if section == "network" {
+                let network = parse_network(table)?;
+                merged.insert(section.clone(), toml::Value::Table(network));
+                continue;
+            }
             for (key, value) in table {
                 let Some(&(_, _, min, max, unit)) =
                     BOUNDS.iter().find(|(s, k, ..)| s == section && k == key)
@@ -282,6 +305,33 @@ impl Config {
     }
 }
 
+/// `[network]`: only `allow`, a list of at most `ALLOW_MAX` host strings (each entry's form is
+/// checked where it is used, by `vault run` and `vault config --sign`).
+fn parse_network(table: &toml::Table) -> Result<toml::Table, String> {
+    let mut out = toml::Table::new();
+    for (key, value) in table {
+        if key != "allow" {
+            return Err(format!(
+                "unknown key [network] {key}; the section has one key, allow = [\"HOST\", …]"
+            ));
+        }
+        let hosts = value.as_array().filter(|a| {
+            a.len() <= ALLOW_MAX
+                && a.iter().all(|h| {
+                    h.as_str()
+                        .is_some_and(|h| !h.is_empty() && h.len() <= ALLOW_ENTRY_MAX)
+                })
+        });
+        if hosts.is_none() {
+            return Err(format!(
+                "[network] allow must be a list of at most {ALLOW_MAX} hosts, each a string (HOST, HOST:PORT, [IPv6]:PORT or *.DOMAIN)"
+            ));
+        }
+        out.insert(key.clone(), value.clone());
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -303,9 +353,29 @@ mod tests {
         let keys: usize = table.values().map(|s| s.as_table().unwrap().len()).sum();
         assert_eq!(
             keys,
-            BOUNDS.len(),
-            "BOUNDS covers every key of the defaults"
+            BOUNDS.len() + 1,
+            "BOUNDS covers every key of the defaults but [network] allow"
         );
+        assert!(d.network.allow.is_empty());
+    }
+
+    #[test]
+    fn network_allow_is_a_bounded_list_of_hosts() {
+        let c = Config::parse("[network]\nallow = [\"registry.npmjs.org\", \"*.crates.io:443\"]\n")
+            .unwrap();
+        assert_eq!(c.network.allow, ["registry.npmjs.org", "*.crates.io:443"]);
+        assert_eq!(c.approvals, Config::default().approvals);
+        let many = vec!["\"h\""; ALLOW_MAX + 1].join(", ");
+        for (text, want) in [
+            ("[network]\nallow = \"h\"\n", "must be a list"),
+            ("[network]\nallow = [1]\n", "must be a list"),
+            ("[network]\nallow = [\"\"]\n", "must be a list"),
+            (&format!("[network]\nallow = [{many}]\n"), "at most 256"),
+            ("[network]\ndeny = []\n", "unknown key [network] deny"),
+        ] {
+            let e = Config::parse(text).unwrap_err();
+            assert!(e.contains(want), "{text}: {e}");
+        }
     }
 
     #[test]

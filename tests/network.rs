@@ -350,3 +350,97 @@ fn a_host_not_allowed_waits_for_the_card_and_opens_only_once_approved() {
     v.run(&["verify"], None).ok();
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// `[network] allow` counts only as the approver signed it (issue 47, item 2): the person
+/// signs one host with `vault config --sign`; then a second process of the same uid, outside,
+/// adds its own host to `config.toml`. Under `vault run` the signed host passes at once, with
+/// no card; the planted one waits on a card and, denied, is never reached (counted at the
+/// listeners, from outside). `vault run` says which host is not signed, and the journal's
+/// `network.allow` row verifies.
+#[test]
+fn a_host_planted_in_config_toml_without_the_signature_waits_for_the_card() {
+    let root = world_root("netallow").unwrap();
+    if !run_unprivileged("a_host_planted_in_config_toml_without_the_signature_waits_for_the_card") {
+        let _ = std::fs::remove_dir_all(&root);
+        return;
+    }
+    let mut v = TestVault::init("netallow");
+    let signed = Counter::tcp("127.0.0.1:0");
+    let planted = Counter::tcp_beside("127.0.0.2", &signed);
+    let config = v.vault_dir().join("config.toml");
+    let host = format!("127.0.0.1:{}", signed.port);
+    std::fs::write(&config, format!("[network]\nallow = [\"{host}\"]\n")).unwrap();
+    let out = v.run_pp(&["config", "--sign"], None).ok().stdout;
+    assert!(out.contains(&host), "{out}");
+    // The attacker, a second process: adds its host to the file, unsigned.
+    let plant = format!(
+        "import sys; p = sys.argv[1]; t = open(p).read(); open(p, 'w').write(t.replace('\"]', '\", \"127.0.0.2:{}\"]'))",
+        planted.port
+    );
+    let planted_by = Command::new(system_python())
+        .args(["-c", &plant])
+        .arg(&config)
+        .status()
+        .unwrap();
+    assert!(planted_by.success());
+    assert!(std::fs::read_to_string(&config)
+        .unwrap()
+        .contains("127.0.0.2:"));
+
+    let (home, project) = (root.join("home"), root.join("home/project"));
+    std::fs::create_dir_all(&project).unwrap();
+    let asks = [
+        format!("signed={host}"),
+        format!("planted=127.0.0.2:{}", planted.port),
+    ];
+    let python = system_python();
+    let mut args = vec!["run", "--", python.to_str().unwrap(), "-c", ASKS_INSIDE];
+    args.extend(asks.iter().map(String::as_str));
+    let mut c = v.command(&args);
+    c.current_dir(&project)
+        .env("HOME", &home)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let run = c.spawn().unwrap();
+    let pending = v.wait_pending(1);
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    let summary = pending[0]["summary"].as_str().unwrap_or("");
+    assert_eq!(summary, format!("CONNECT 127.0.0.2:{}", planted.port));
+    wait_until(
+        Duration::from_secs(20),
+        "the signed host was not reached",
+        || signed.arrivals() == 1,
+    );
+    assert_eq!(planted.arrivals(), 0, "the planted host was reached");
+    let id = pending[0]["action_id"].as_str().unwrap();
+    v.run_pp(&["approve", "--id", id, "--deny"], None).ok();
+    let out = run.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "vault run failed: {stderr}");
+    assert!(
+        stderr.contains("which you have not signed") && stderr.contains("127.0.0.2:"),
+        "{stderr}"
+    );
+    let report: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("no report ({e}): {stderr}"));
+    assert_eq!(
+        report["signed"]["status"], "HTTP/1.1 200 Connection established",
+        "{report}"
+    );
+    assert_eq!(
+        report["planted"]["status"], "HTTP/1.1 403 Forbidden",
+        "{report}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(signed.holds(b"PAYLOAD-signed"));
+    assert_eq!(planted.arrivals(), 0, "the planted host was reached");
+    let kinds = support::journal::kinds(&v);
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "network.allow").count(),
+        1,
+        "{kinds:?}"
+    );
+    v.run(&["verify"], None).ok();
+    let _ = std::fs::remove_dir_all(&root);
+}

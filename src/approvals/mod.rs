@@ -18,7 +18,10 @@ pub use authorized::{AuthorizedAction, FromOpenBao};
 pub use decide::{decide, resume, sign_decision, sign_resume, SignedDecision, Verdict};
 pub use dispatch::{claim, effective_approval, finish, gate, reap_orphans, Claim};
 pub use grants::{list_grants, revoke_grants, sign_revocation};
-pub use network::{submit_network, summary as network_summary, NetworkAsk, TOOL as NETWORK};
+pub use network::{
+    allowed, set_allowed, sign_allowed, submit_network, summary as network_summary, NetworkAsk,
+    TOOL as NETWORK,
+};
 pub use pause::{pause, paused};
 pub use signing::{Signed, Trust};
 pub use state::{State, Tone};

@@ -4,10 +4,16 @@
 //! card shows `CONNECT host:port`, and it runs only on the person's signed decision for it or a
 //! session grant (`s`) for exactly that host and port. No policy lets one run without a card.
 //! The connection itself is the proxy's; the agent records its intent (`dispatched`, checked in
-//! `dispatch::check_network`) and what it carried (`finish`).
+//! `dispatch::check_network`) and what it carried (`finish`). Also the hosts that pass without a
+//! card: `config.toml`'s `[network] allow` as the approver signed it (`sign_allowed`,
+//! `set_allowed`), kept in `meta` with its signature and re-checked against the approver's key
+//! whenever it is read (`allowed`), so a writer of the database without that key adds no host.
+use super::signing::{self, Signed, Trust};
 use super::{from_row, journal, load, previous_call_sql, ApprovalError, State, Submitted};
-use crate::store::Store;
-use crate::wire::{NormalizedAction, NormalizedNetwork};
+use crate::keys::ApproverKey;
+use crate::store::{get_meta, set_meta, Store};
+use crate::wire::journal::{Kind, NetworkAllowed, RowSignature};
+use crate::wire::{NetworkPayload, NormalizedAction, NormalizedNetwork, Payload};
 use rusqlite::{params, OptionalExtension};
 use serde_json::json;
 use std::time::Duration;
@@ -81,4 +87,87 @@ pub fn submit_network(
     journal(&tx, &action, None, None, None, (None, None))?;
     tx.commit()?;
     Ok(Submitted::Created(action))
+}
+
+/// Where the signed allow list is kept.
+const META: &str = "network_allow";
+/// How long after it was signed an allow list is accepted.
+const FRESH_SECONDS: i64 = 300;
+
+/// The approver's side of `vault config --sign`: `allow`, as `config.toml` writes it.
+pub fn sign_allowed(key: &ApproverKey, vault_id: &str, allow: Vec<String>) -> Signed {
+    signing::sign(
+        key,
+        &NetworkPayload {
+            v: NetworkPayload::VERSION,
+            vault_id: vault_id.to_owned(),
+            allow,
+            nonce: signing::random_hex(),
+            issued_at: crate::wire::ts::to_millis(jiff::Timestamp::now()),
+        },
+    )
+}
+
+/// Records a signed allow list (the approver's, fresh, its nonce never recorded before): it is
+/// in force from now on, and a `network.allow` row carries it. Returns the hosts.
+pub fn set_allowed(
+    store: &mut Store,
+    trust: &Trust,
+    signed: &Signed,
+) -> Result<Vec<String>, ApprovalError> {
+    let p: NetworkPayload = signed.open(trust).ok_or(ApprovalError::WrongApprover)?;
+    let fresh = jiff::Timestamp::now()
+        .duration_since(p.issued_at)
+        .as_secs()
+        .abs()
+        <= FRESH_SECONDS;
+    if !fresh || p.nonce.len() < 16 {
+        return Err(ApprovalError::BadDecision(
+            "the signed allow list is stale; run `vault config --sign` again".into(),
+        ));
+    }
+    let tx = store.write()?;
+    let used: bool = tx
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM audit WHERE kind = ?1 AND json_extract(body, '$.nonce') = ?2)",
+        )?
+        .query_row(params![Kind::NetworkAllow.as_str(), p.nonce], |r| r.get(0))?;
+    if used {
+        return Err(ApprovalError::BadDecision(
+            "this signed allow list was already recorded".into(),
+        ));
+    }
+    set_meta(
+        &tx,
+        META,
+        &serde_json::to_string(signed).map_err(|_| {
+            crate::store::StoreError::Damaged("a signed allow list does not serialize")
+        })?,
+    )?;
+    let body = NetworkAllowed {
+        allow: p.allow.clone(),
+        nonce: p.nonce,
+        signed: Some(RowSignature::of(signed)),
+    };
+    crate::audit::append(&tx, None, None, &body)?;
+    tx.commit()?;
+    Ok(p.allow)
+}
+
+/// The allow list in force: the newest one recorded, if its signature is the approver's (else
+/// none: a list the approver did not sign lets nothing through).
+pub fn allowed(store: &Store, trust: &Trust) -> Result<Vec<String>, ApprovalError> {
+    let Some(text) = get_meta(store.conn(), META)? else {
+        return Ok(Vec::new());
+    };
+    let opened = serde_json::from_str::<Signed>(&text)
+        .ok()
+        .and_then(|s| s.open::<NetworkPayload>(trust));
+    match opened {
+        Some(p) => Ok(p.allow),
+        None => {
+            tracing::warn!("the stored network allow list is not the approver's; it is ignored");
+            Ok(Vec::new())
+        }
+    }
 }

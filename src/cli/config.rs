@@ -1,7 +1,8 @@
 //! `vault config [--json | --defaults]`: the effective configuration, every key with its value, unit and
 //! source (the default or `config.toml`), and where the running agent read something else when
 //! it started ("changed since the agent started: `vault unlock` applies it"). Prints no secret;
-//! needs no passphrase.
+//! needs no passphrase. `--sign` signs `[network] allow` with the approver key (the passphrase),
+//! so `vault run` lets those hosts through without a card.
 use crate::agent::client::Client;
 use crate::agent::protocol::{Reply, Request, Role};
 use crate::cli::Exit;
@@ -18,6 +19,14 @@ pub(super) struct Args {
     /// Print the default file, every key commented (a start for `config.toml`).
     #[arg(long, conflicts_with = "json")]
     defaults: bool,
+    /// Sign `[network] allow` with the approver key (asks the passphrase): `vault run` lets the
+    /// hosts it names through without a card. A host added later waits for the next --sign.
+    #[arg(long, conflicts_with_all = ["json", "defaults"])]
+    sign: bool,
+    /// With --sign: read the passphrase from the first line of stdin (else
+    /// VAULT_PASSPHRASE_FILE, else the terminal).
+    #[arg(long, requires = "sign")]
+    passphrase_stdin: bool,
 }
 
 pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
@@ -27,6 +36,9 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         return Ok(Exit::Ok);
     }
     let (config, text) = Config::read(&paths)?;
+    if args.sign {
+        return sign(&paths, config.network.allow, args.passphrase_stdin);
+    }
     let settings = config.settings(text.as_deref());
     // The running agent's view, if one answers (no passphrase needed to ask).
     let agent: Option<BTreeMap<String, u64>> = match Client::connect(&paths, Role::Cli) {
@@ -97,6 +109,38 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         outln!("# {changed} key(s) changed since the agent started: `vault lock`, then `vault unlock`, applies them");
     } else if agent.is_none() {
         outln!("# no vault agent runs: `vault unlock` starts one with these values");
+    }
+    Ok(Exit::Ok)
+}
+
+/// `--sign`: every entry must read as a host, then the approver signs the list as written and
+/// the agent records it (a `network.allow` row).
+fn sign(paths: &VaultPaths, allow: Vec<String>, stdin: bool) -> anyhow::Result<Exit> {
+    for h in &allow {
+        crate::contain::egress::Entry::parse(h).map_err(|e| {
+            anyhow::anyhow!(
+                "[network] allow in {}: {e}; nothing was signed",
+                paths.config().display()
+            )
+        })?;
+    }
+    let vault_id = crate::vault::Vault::id_of(paths)?;
+    let source = crate::keys::PassphraseSource::choose(stdin);
+    let keys = super::backend::read_keys(paths, &source, "Vault passphrase: ")?;
+    let request = crate::approvals::sign_allowed(&keys.approver, &vault_id, allow);
+    let mut backend = super::backend::Backend::secure(paths, keys)?;
+    match backend.call(Request::SetAllowedHosts { request })? {
+        Reply::Hosts(h) if h.is_empty() => {
+            outln!("Signed: no host passes `vault run`'s proxy without a card but the client's model API (and --allow-host).")
+        }
+        Reply::Hosts(h) => outln!(
+            "Signed: `vault run` lets these through without a card: {}",
+            h.iter()
+                .map(|h| crate::term::escape(h))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        other => return Err(super::backend::unexpected(other)),
     }
     Ok(Exit::Ok)
 }

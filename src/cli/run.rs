@@ -73,6 +73,50 @@ fn resolve(name: &OsString) -> Option<PathBuf> {
         })
 }
 
+/// `config.toml`'s `[network] allow`, as far as the approver signed it: a host passes when the
+/// file names it and the agent's signed list does too (an edit that adds one waits for `vault
+/// config --sign`; one that removes one holds at once). What is left out is said on stderr.
+fn signed_hosts(paths: &VaultPaths) -> Vec<contain::egress::Entry> {
+    use crate::agent::protocol::{Reply, Request, Role};
+    let wanted = crate::config::Config::load(paths)
+        .map(|c| c.network.allow)
+        .unwrap_or_default();
+    if wanted.is_empty() {
+        return Vec::new();
+    }
+    let signed = match crate::agent::client::Client::connect(paths, Role::Cli) {
+        Ok(Some(mut c)) => match c.call(Request::AllowedHosts) {
+            Ok(Reply::Hosts(h)) => Some(h),
+            _ => None,
+        },
+        _ => None,
+    };
+    let Some(signed) = signed else {
+        super::out::note(format_args!("vault run: config.toml's [network] allow is not used: no vault agent answers to say which of its hosts you signed (`vault unlock`, then start again)"));
+        return Vec::new();
+    };
+    let (mut out, mut unsigned) = (Vec::new(), Vec::new());
+    for h in wanted {
+        if !signed.contains(&h) && !crate::mutation::off("network_allow_signed") {
+            unsigned.push(crate::term::escape(&h));
+            continue;
+        }
+        match contain::egress::Entry::parse(&h) {
+            Ok(e) => out.push(e),
+            Err(e) => super::out::note(format_args!(
+                "vault run: config.toml's [network] allow: {e}; it is left out"
+            )),
+        }
+    }
+    if !unsigned.is_empty() {
+        super::out::note(format_args!(
+            "vault run: config.toml's [network] allow names {}, which you have not signed: each waits for your card (`vault config --sign` lets them through)",
+            unsigned.join(", ")
+        ));
+    }
+    out
+}
+
 fn cstring(s: &std::ffi::OsStr) -> anyhow::Result<CString> {
     CString::new(s.as_bytes()).map_err(|_| anyhow::anyhow!("{s:?} holds a NUL byte"))
 }
@@ -131,12 +175,15 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         pass_env: args.pass_env.clone(),
         env: std::env::vars_os().collect(),
     };
-    let extra = args
+    let mut extra = args
         .allow_host
         .iter()
         .map(|h| contain::egress::Entry::parse(h))
         .collect::<Result<Vec<_>, _>>()
         .map_err(anyhow::Error::msg)?;
+    if args.network == Network::Contained {
+        extra.extend(signed_hosts(&paths));
+    }
     let mut plan = Plan::new(&spec)?;
     let network = (args.network == Network::Contained)
         .then(|| contain::egress::allow_for(plan.client, &spec.env, &extra));

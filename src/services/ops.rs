@@ -49,6 +49,10 @@ pub(crate) fn handle(store: &mut Store, trust: &Trust, paths: &VaultPaths, req: 
             approval(approvals::pin::set(store, trust, &request, &pin).map(|()| Reply::Ok))
         }
         Request::Pause { reason } => approval(approvals::pause(store, &reason).map(Reply::Count)),
+        Request::SetAllowedHosts { request } => {
+            approval(approvals::set_allowed(store, trust, &request).map(Reply::Hosts))
+        }
+        Request::AllowedHosts => approval(approvals::allowed(store, trust).map(Reply::Hosts)),
         Request::Resume { resume } => {
             approval(approvals::resume(store, trust, &resume).map(Reply::Flag))
         }

@@ -30,9 +30,9 @@ pub use normalized::{
 };
 pub use outcome::Outcome;
 pub use payload::{
-    ApprovalMethod, Decision, DecisionPayload, GrantPayload, GrantScope, KeyPayload, Op,
-    OpenBaoAuth, OpenBaoLogin, OpenBaoPayload, Payload, PinPayload, PolicyPayload, RemovalPayload,
-    ResumePayload, RevocationPayload,
+    ApprovalMethod, Decision, DecisionPayload, GrantPayload, GrantScope, KeyPayload,
+    NetworkPayload, Op, OpenBaoAuth, OpenBaoLogin, OpenBaoPayload, Payload, PinPayload,
+    PolicyPayload, RemovalPayload, ResumePayload, RevocationPayload,
 };
 pub use result::{internal, locked, ToolResult};
 pub use state::State;

@@ -214,6 +214,21 @@ pub struct ResumePayload {
 }
 payload!(ResumePayload, b"agent-vault resume v1\n", 1);
 
+/// `[network] allow` of `config.toml` as the approver signed it (`vault config --sign`): the
+/// hosts `vault run`'s sandbox reaches without a card, as written there. Recorded once (by its
+/// nonce), soon after it was issued; the newest recorded one is in force.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkPayload {
+    pub v: u32,
+    pub vault_id: String,
+    pub allow: Vec<String>,
+    pub nonce: String,
+    #[serde(with = "millis")]
+    pub issued_at: Timestamp,
+}
+payload!(NetworkPayload, b"agent-vault network allow v1\n", 1);
+
 /// Setting the approval PIN, once (by its nonce), soon after it was issued. It carries no PIN and
 /// no hash of one: `commitment` is blake3 of the nonce and the PIN, so the signature covers the
 /// PIN that travels beside it (over the encrypted channel) while the payload, never stored, says

@@ -205,6 +205,14 @@ pub enum Request {
     RemoveApproverKey {
         request: Signed,
     },
+    /// Records `config.toml`'s `[network] allow` as the approver signed it (`NetworkPayload`);
+    /// answered with the hosts.
+    SetAllowedHosts {
+        request: Signed,
+    },
+    /// The hosts `vault run`'s sandbox reaches without a card: the allow list in force, if the
+    /// approver signed it (a person's command; `vault run` asks before it starts the client).
+    AllowedHosts,
     /// The active session grants.
     Grants,
     /// End one session grant or all of them, by the approver's signed `RevocationPayload`.
@@ -278,6 +286,7 @@ impl Request {
                 | Request::SetPin { .. }
                 | Request::Resume { .. }
                 | Request::RevokeGrants { .. }
+                | Request::SetAllowedHosts { .. }
                 | Request::AddApproverKey { .. }
                 | Request::RemoveApproverKey { .. }
         )
@@ -437,6 +446,8 @@ pub enum Reply {
     Count(usize),
     Flag(bool),
     Rows(Vec<JournalRow>),
+    /// The hosts of the signed network allow list (`AllowedHosts`, `SetAllowedHosts`).
+    Hosts(Vec<String>),
     /// Session grants: the active ones (`Grants`), or those just revoked (`RevokeGrants`).
     Grants(Vec<GrantView>),
     /// The registered security keys, oldest first.

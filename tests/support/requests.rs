@@ -56,6 +56,8 @@ pub fn sample(kind: RequestKind, path: &str) -> Value {
         K::ApproverKeys => json!({"op": "approver_keys"}),
         K::AddApproverKey => json!({"op": "approver_add_key", "request": signed()}),
         K::RemoveApproverKey => json!({"op": "approver_remove_key", "request": signed()}),
+        K::SetAllowedHosts => json!({"op": "set_allowed_hosts", "request": signed()}),
+        K::AllowedHosts => json!({"op": "allowed_hosts"}),
         K::Grants => json!({"op": "grants"}),
         K::RevokeGrants => json!({"op": "revoke_grants", "revoke": signed()}),
         K::Journal => json!({"op": "journal", "after": 0, "limit": 1000, "wait_ms": 0}),

@@ -137,3 +137,38 @@ fn a_session_grant_covers_exactly_its_host_and_port_in_its_session() {
         "{r:?}"
     );
 }
+
+#[test]
+fn the_allow_list_is_the_approvers_fresh_and_single_use_and_only_its_signature_counts() {
+    let (mut s, _c, key) = setup_keyed("net-allow");
+    let trust = current_trust();
+    assert!(allowed(&s, &trust).unwrap().is_empty());
+    let hosts = vec![
+        "registry.npmjs.org".to_owned(),
+        "*.crates.io:443".to_owned(),
+    ];
+    let signed = sign_allowed(&key, "vlt_t", hosts.clone());
+    assert_eq!(set_allowed(&mut s, &trust, &signed).unwrap(), hosts);
+    assert_eq!(allowed(&s, &trust).unwrap(), hosts);
+    // The same signed list again: refused (single use by its nonce).
+    assert!(set_allowed(&mut s, &trust, &signed).is_err());
+    // Signed by another key: refused, and nothing changes.
+    let other = ApproverKey::generate();
+    let forged = sign_allowed(&other, "vlt_t", vec!["evil.example".into()]);
+    assert!(matches!(
+        set_allowed(&mut s, &trust, &forged),
+        Err(ApprovalError::WrongApprover)
+    ));
+    assert_eq!(allowed(&s, &trust).unwrap(), hosts);
+    // A writer of the database who swaps the stored list for one signed by another key adds
+    // nothing: the list read back is re-checked against the approver's key.
+    let tx = s.write().unwrap();
+    crate::store::set_meta(
+        &tx,
+        "network_allow",
+        &serde_json::to_string(&forged).unwrap(),
+    )
+    .unwrap();
+    tx.commit().unwrap();
+    assert!(allowed(&s, &trust).unwrap().is_empty());
+}

@@ -1,13 +1,14 @@
 //! The approver's signature in the journal: every row of a decision (approve, approve for the
-//! session, deny), a grant, a revocation, a credential change (add, edit, rm) and a resume keeps
+//! session, deny), a grant, a revocation, a credential change (add, edit, rm), a resume and a
+//! signed network allow list keeps
 //! the payload the approver signed, byte for byte, and its signature, so a reader holding only
 //! the public key can check it offline. A pause's denial, which no person signed, keeps none.
 use super::*;
 use crate::keys::signing;
 use crate::wire::journal::{Kind, RowSignature};
 use crate::wire::{
-    DecisionPayload, GrantPayload, Payload, PolicyPayload, RemovalPayload, ResumePayload,
-    RevocationPayload,
+    DecisionPayload, GrantPayload, NetworkPayload, Payload, PolicyPayload, RemovalPayload,
+    ResumePayload, RevocationPayload,
 };
 
 /// Every journal row: (kind, body text).
@@ -88,6 +89,9 @@ fn every_row_a_person_decided_keeps_the_approvers_signature() {
     assert_eq!(paused.state, State::Pending);
     pause(&mut s, "stop").unwrap();
     assert!(super::super::resume(&mut s, &trust, &sign_resume(&key, "vlt_t")).unwrap());
+    let hosts = vec!["registry.npmjs.org".to_owned()];
+    let allow = sign_allowed(&key, "vlt_t", hosts.clone());
+    assert_eq!(set_allowed(&mut s, &trust, &allow).unwrap(), hosts);
     credentials::remove_as_approver(&mut s, &key, "vlt_t", ("default", "api")).unwrap();
 
     let mut seen = std::collections::BTreeMap::<String, usize>::new();
@@ -126,6 +130,10 @@ fn every_row_a_person_decided_keeps_the_approvers_signature() {
             Kind::VaultResume => {
                 signed_as::<ResumePayload>(&key, &kind, &body);
             }
+            Kind::NetworkAllow => {
+                let n: NetworkPayload = signed_as(&key, &kind, &body);
+                assert_eq!(n.allow, ["registry.npmjs.org"]);
+            }
             _ => continue,
         }
         *seen.entry(kind).or_default() += 1;
@@ -140,6 +148,7 @@ fn every_row_a_person_decided_keeps_the_approvers_signature() {
         ("grant.add", 1),
         ("grant.revoke", 1),
         ("vault.resume", 1),
+        ("network.allow", 1),
     ];
     let want: std::collections::BTreeMap<String, usize> =
         want.iter().map(|(k, n)| (k.to_string(), *n)).collect();

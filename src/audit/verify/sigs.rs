@@ -8,12 +8,12 @@
 //! (`Good`, and of a dispatch row its hash, summary and credential).
 use super::RowRef;
 use crate::wire::journal::{
-    ActionRow, CredentialBody, GrantAdded, GrantRevoked, KeyAdded, KeyRemoved, Kind, RowSignature,
-    VaultResume,
+    ActionRow, CredentialBody, GrantAdded, GrantRevoked, KeyAdded, KeyRemoved, Kind,
+    NetworkAllowed, RowSignature, VaultResume,
 };
 use crate::wire::{
-    ApprovalMethod, Decision, DecisionPayload, GrantPayload, KeyPayload, Op, Payload,
-    PolicyPayload, RemovalPayload, ResumePayload, RevocationPayload, State,
+    ApprovalMethod, Decision, DecisionPayload, GrantPayload, KeyPayload, NetworkPayload, Op,
+    Payload, PolicyPayload, RemovalPayload, ResumePayload, RevocationPayload, State,
 };
 use ed25519_dalek::{Signature, VerifyingKey};
 use serde::de::DeserializeOwned;
@@ -82,6 +82,7 @@ pub(super) fn signs(kind: Option<Kind>) -> bool {
                 | Kind::CredentialEdit
                 | Kind::CredentialRm
                 | Kind::VaultResume
+                | Kind::NetworkAllow
         )
     )
 }
@@ -144,6 +145,7 @@ pub(super) fn read(
             with(row.body, |b: CredentialBody| credential(kind, b, message))
         }
         Kind::VaultResume => with(row.body, |b: VaultResume| resume(b, message)),
+        Kind::NetworkAllow => with(row.body, |b: NetworkAllowed| network_allow(b, message)),
         _ => return (Held::None, None),
     };
     match checked {
@@ -389,6 +391,17 @@ fn resume(b: VaultResume, message: &mut Vec<u8>) -> Checked {
         "the approver signed another resume".into()
     })?;
     good(r.vault_id, What::Other, sig)
+}
+
+fn network_allow(b: NetworkAllowed, message: &mut Vec<u8>) -> Checked {
+    let Some(signed) = &b.signed else {
+        return Ok(None);
+    };
+    let (n, sig): (NetworkPayload, _) = open(signed, message)?;
+    must(n.allow == b.allow && n.nonce == b.nonce, || {
+        "the approver signed other allowed hosts than the row shows".into()
+    })?;
+    good(n.vault_id, What::Other, sig)
 }
 
 /// Checks signatures over their messages, all by `key`: every one at once (a batch), and only

@@ -97,6 +97,18 @@ pub struct VaultResume {
 }
 body!(VaultResume, Kind::VaultResume);
 
+/// `config.toml`'s `[network] allow`, as the approver signed it with this nonce: the hosts
+/// `vault run`'s sandbox reaches without a card from now on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetworkAllowed {
+    pub allow: Vec<String>,
+    pub nonce: String,
+    /// The approver's `NetworkPayload` and signature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signed: Option<RowSignature>,
+}
+body!(NetworkAllowed, Kind::NetworkAllow);
+
 /// A credential version as journaled (never its secret): the policy in force and its bindings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CredentialBody {

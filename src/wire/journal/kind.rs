@@ -36,13 +36,15 @@ pub enum Kind {
     KeyAdd,
     /// A registered security key was removed (`vault approver remove-key`, signed).
     KeyRemove,
+    /// `config.toml`'s `[network] allow` was signed (`vault config --sign`).
+    NetworkAllow,
     /// An action moved to this state (`action.<state>`).
     Action(State),
 }
 
 impl Kind {
     /// Every kind that is not an action's.
-    const PLAIN: [Kind; 21] = [
+    const PLAIN: [Kind; 22] = [
         Kind::VaultInit,
         Kind::VaultUnlock,
         Kind::VaultLock,
@@ -64,6 +66,7 @@ impl Kind {
         Kind::OpenBaoCert,
         Kind::KeyAdd,
         Kind::KeyRemove,
+        Kind::NetworkAllow,
     ];
 
     /// Every kind, for tests and documentation.
@@ -96,6 +99,7 @@ impl Kind {
             Kind::OpenBaoCert => "openbao.cert",
             Kind::KeyAdd => "approver.key_add",
             Kind::KeyRemove => "approver.key_remove",
+            Kind::NetworkAllow => "network.allow",
             Kind::Action(s) => match s {
                 State::Received => "action.received",
                 State::Pending => "action.pending",
