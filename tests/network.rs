@@ -199,9 +199,10 @@ fn an_attacker_inside_sends_the_project_nowhere_but_to_the_allowed_host() {
     let _ = std::fs::remove_dir_all(&root);
 }
 
-/// The program inside for the card test: for each `label=host:port` argument, a CONNECT
-/// through the proxy (from `HTTPS_PROXY`), all at once; on `200` it sends `PAYLOAD-label` and
-/// closes. Prints `{label: {"status": first line, "body": what followed}}` as JSON.
+/// The program inside for the card tests: for each `label=host:port` argument, a CONNECT
+/// through the proxy (from `HTTPS_PROXY`), all at once (one after another after `--in-turn`);
+/// on `200` it sends `PAYLOAD-label` and closes. Prints `{label: {"status": first line, "body":
+/// what followed}}` as JSON.
 const ASKS_INSIDE: &str = r#"
 import json, os, socket, sys, threading
 proxy = os.environ["HTTPS_PROXY"].split("//")[1].rstrip("/")
@@ -231,9 +232,13 @@ def one(label, target):
             rest += chunk
         body = rest.decode(errors="replace")
     out[label] = {"status": status, "body": body}
-ts = [threading.Thread(target=one, args=a.split("=", 1)) for a in sys.argv[1:]]
-for t in ts: t.start()
-for t in ts: t.join()
+if sys.argv[1] == "--in-turn":
+    for a in sys.argv[2:]:
+        one(*a.split("=", 1))
+else:
+    ts = [threading.Thread(target=one, args=a.split("=", 1)) for a in sys.argv[1:]]
+    for t in ts: t.start()
+    for t in ts: t.join()
 print(json.dumps(out))
 "#;
 
@@ -442,5 +447,136 @@ fn a_host_planted_in_config_toml_without_the_signature_waits_for_the_card() {
         "{kinds:?}"
     );
     v.run(&["verify"], None).ok();
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// The card in a real tmux pane (issue 47, item 2): the person presses `s` and types the PIN,
+/// and the same host passes for the rest of the session, and nothing else does. A program
+/// inside, run by the unprivileged user, connects to host A, then to A twice more, then to B,
+/// one after another. Counted at the listeners: A got its three payloads, B none; the journal
+/// shows one grant, A's first dispatch on the decision and the next two on the grant, B denied,
+/// and it verifies. `vault sessions` lists the proxy's session, contained.
+#[test]
+fn on_the_card_s_with_the_pin_lets_that_host_through_for_the_session_and_nothing_else() {
+    let root = world_root("netgrant").unwrap();
+    if !run_unprivileged(
+        "on_the_card_s_with_the_pin_lets_that_host_through_for_the_session_and_nothing_else",
+    ) {
+        let _ = std::fs::remove_dir_all(&root);
+        return;
+    }
+    let mut v = TestVault::init("netgrant");
+    let a = Counter::tcp("127.0.0.1:0");
+    let b = Counter::tcp_beside("127.0.0.2", &a);
+    let tmux = support::tmux::Tmux::start(
+        "netgrant",
+        &[("VAULT_DIR", v.vault_dir().display().to_string())],
+        120,
+        40,
+    );
+    tmux.type_text(&format!("{} approve", bin()));
+    tmux.press("Enter");
+    tmux.wait_for("Vault passphrase", Duration::from_secs(20));
+    tmux.type_text(PASSPHRASE);
+    tmux.press("Enter");
+    tmux.wait_for("No action waits", Duration::from_secs(30));
+
+    let (home, project) = (root.join("home"), root.join("home/project"));
+    std::fs::create_dir_all(&project).unwrap();
+    let (ha, hb) = (
+        format!("127.0.0.1:{}", a.port),
+        format!("127.0.0.2:{}", b.port),
+    );
+    let asks = [
+        format!("a1={ha}"),
+        format!("a2={ha}"),
+        format!("a3={ha}"),
+        format!("b={hb}"),
+    ];
+    let python = system_python();
+    let mut args = vec![
+        "run",
+        "--",
+        python.to_str().unwrap(),
+        "-c",
+        ASKS_INSIDE,
+        "--in-turn",
+    ];
+    args.extend(asks.iter().map(String::as_str));
+    let mut c = v.command(&args);
+    c.current_dir(&project)
+        .env("HOME", &home)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let run = c.spawn().unwrap();
+
+    let card = tmux.wait_for(&format!("CONNECT {ha}"), Duration::from_secs(30));
+    assert!(
+        card.contains(&format!("connections to exactly {ha}")),
+        "the card does not say what [s] covers: {card}"
+    );
+    assert_eq!(a.arrivals(), 0, "A was reached before the person decided");
+    // A key pressed as a card appears is ignored (the card asks to read it first).
+    std::thread::sleep(Duration::from_millis(800));
+    tmux.press("s");
+    tmux.wait_for("PIN to approve", Duration::from_secs(10));
+    tmux.type_text(PIN);
+    tmux.press("Enter");
+    tmux.wait_for(&format!("CONNECT {hb}"), Duration::from_secs(30));
+    assert_eq!(a.arrivals(), 3, "A's three connections, one card");
+    assert_eq!(b.arrivals(), 0, "B was reached before the person decided");
+    std::thread::sleep(Duration::from_millis(800));
+    tmux.press("d");
+    tmux.wait_for("Reason for the agent", Duration::from_secs(10));
+    tmux.press("Enter");
+
+    let out = run.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "vault run failed: {stderr}");
+    let report: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("no report ({e}): {stderr}"));
+    for label in ["a1", "a2", "a3"] {
+        assert_eq!(
+            report[label]["status"], "HTTP/1.1 200 Connection established",
+            "{label}: {report}"
+        );
+    }
+    assert_eq!(report["b"]["status"], "HTTP/1.1 403 Forbidden", "{report}");
+    std::thread::sleep(Duration::from_millis(300));
+    for label in ["a1", "a2", "a3"] {
+        assert!(a.holds(format!("PAYLOAD-{label}").as_bytes()), "{label}");
+    }
+    assert_eq!(b.arrivals(), 0, "the denied host was reached");
+
+    let vault = support::journal::open(&v);
+    let bases: Vec<String> = vault
+        .store
+        .conn()
+        .prepare(
+            "SELECT json_extract(body, '$.basis') FROM audit WHERE kind = 'action.dispatched' ORDER BY seq",
+        )
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    drop(vault);
+    assert_eq!(bases.len(), 3, "{bases:?}");
+    assert!(bases[0].contains("decision"), "{bases:?}");
+    assert!(
+        bases[1].contains("grant") && bases[2].contains("grant"),
+        "{bases:?}"
+    );
+    let kinds = support::journal::kinds(&v);
+    let count = |k: &str| kinds.iter().filter(|x| *x == k).count();
+    assert_eq!(
+        (count("grant.add"), count("action.denied")),
+        (1, 1),
+        "{kinds:?}"
+    );
+    let sessions = v.run(&["sessions", "--json"], None).ok().stdout;
+    assert!(sessions.contains(" (network)"), "{sessions}");
+    v.run_pp(&["verify"], None).ok();
     let _ = std::fs::remove_dir_all(&root);
 }

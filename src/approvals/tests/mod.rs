@@ -357,6 +357,7 @@ mod network;
 mod pin_gate;
 mod refusals;
 mod signed_rows;
+mod survivors;
 
 /// The idempotency lookup of `submit` costs the same in a session's 200th call as in its 10th:
 /// it finds earlier calls by fingerprint, not by walking the session's actions. It is prepared
