@@ -3,18 +3,20 @@
 //! host (and again after the agent restarts), on which each host waits as a `network` action
 //! for the person's card. One thread owns the connection: the proxy's threads hand it their
 //! asks and what their connections carried, and it routes each reply back by request id. It
-//! waits on nothing but its queue while nothing is in flight.
+//! sleeps in `poll(2)` on the agent's socket and a wake-up pipe the proxy's threads write to (on
+//! the pipe alone while nothing is in flight): no timer ticks while a card waits.
 use crate::agent::client::{Client, ClientError};
 use crate::agent::protocol::{AgentFrame, ClientInfo, Reply, Request, Role, State};
 use crate::paths::VaultPaths;
+use rustix::event::{PollFd, PollFlags};
 use std::collections::HashMap;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::io::{PipeReader, PipeWriter, Read, Write};
+use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::sync::Mutex;
 use std::time::Duration;
 
-/// How long the link waits on the agent's socket before it looks at its queue again, while a
-/// request is in flight.
-const TICK: Duration = Duration::from_millis(10);
+/// How long the link waits for the rest of a frame once the socket said it is readable.
+const REST_OF_FRAME: Duration = Duration::from_secs(1);
 
 /// The person's answer for one host.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,9 +41,9 @@ enum Job {
     },
 }
 
-/// The proxy's handle on its link to the agent.
+/// The proxy's handle on its link to the agent: its queue, and the pipe that wakes it.
 pub struct Asker {
-    jobs: Mutex<Sender<Job>>,
+    jobs: Mutex<(Sender<Job>, PipeWriter)>,
 }
 
 impl Asker {
@@ -49,14 +51,15 @@ impl Asker {
     /// client's name, for the person's card (`claude (network)`).
     pub fn start(paths: VaultPaths, client: &str) -> Self {
         let (tx, rx) = mpsc::channel();
+        let (wake_rx, wake_tx) = std::io::pipe().expect("a pipe for the proxy's link");
         let info = ClientInfo {
             name: format!("{client} (network)"),
             version: env!("CARGO_PKG_VERSION").into(),
             protocol_version: String::new(),
         };
-        std::thread::spawn(move || Link::new(paths, info).run(rx));
+        std::thread::spawn(move || Link::new(paths, info).run(rx, wake_rx));
         Self {
-            jobs: Mutex::new(tx),
+            jobs: Mutex::new((tx, wake_tx)),
         }
     }
 
@@ -87,8 +90,9 @@ impl Asker {
     }
 
     fn send(&self, job: Job) -> Result<(), ()> {
-        let jobs = self.jobs.lock().map_err(|_| ())?;
-        jobs.send(job).map_err(|_| ())
+        let mut jobs = self.jobs.lock().map_err(|_| ())?;
+        jobs.0.send(job).map_err(|_| ())?;
+        jobs.1.write_all(b"!").map_err(|_| ())
     }
 }
 
@@ -110,25 +114,36 @@ impl Link {
         }
     }
 
-    fn run(mut self, jobs: Receiver<Job>) {
+    fn run(mut self, jobs: Receiver<Job>, mut wake: PipeReader) {
+        let mut bytes = [0u8; 64];
         loop {
-            let job = if self.waiting.is_empty() {
-                match jobs.recv() {
-                    Ok(j) => Some(j),
-                    Err(_) => return,
-                }
-            } else {
-                match jobs.recv_timeout(Duration::ZERO) {
-                    Ok(j) => Some(j),
-                    Err(RecvTimeoutError::Timeout) => None,
+            loop {
+                match jobs.try_recv() {
+                    Ok(job) => self.start(job),
+                    Err(TryRecvError::Empty) => break,
                     // The proxy is gone; what is in flight ends with the process.
-                    Err(RecvTimeoutError::Disconnected) => return,
+                    Err(TryRecvError::Disconnected) => return,
                 }
-            };
-            if let Some(job) = job {
-                self.start(job);
             }
-            if !self.waiting.is_empty() {
+            let (woken, readable) = match self.client.as_ref().filter(|_| !self.waiting.is_empty())
+            {
+                Some(c) => {
+                    let socket = c.fd();
+                    let mut fds = [
+                        PollFd::new(&wake, PollFlags::IN),
+                        PollFd::new(&socket, PollFlags::IN),
+                    ];
+                    if rustix::event::poll(&mut fds, None).is_err() {
+                        continue;
+                    }
+                    (!fds[0].revents().is_empty(), !fds[1].revents().is_empty())
+                }
+                None => (true, false),
+            };
+            if woken && wake.read(&mut bytes).is_err() {
+                return;
+            }
+            if readable {
                 self.read();
             }
         }
@@ -161,7 +176,9 @@ impl Link {
                 self.waiting.insert(id, reply);
             }
             Err(why) => {
+                // A broken connection: everyone in flight on it is answered too.
                 self.client = None;
+                self.fail_all(why.clone());
                 if let Some(r) = reply {
                     let _ = r.send(Answer::No(why));
                 }
@@ -185,23 +202,29 @@ impl Link {
             .ok_or_else(|| "the vault agent could not be asked".into())
     }
 
-    /// One frame from the agent, if one comes within a tick: a reply goes to whoever waits for
+    /// The frames the agent sent (the socket is readable): each reply goes to whoever waits for
     /// it. A broken connection answers everyone in flight.
     fn read(&mut self) {
-        let Some(client) = self.client.as_mut() else {
-            return self.fail_all("the vault agent went away".into());
-        };
-        match client.next_frame(TICK) {
-            Ok(Some(AgentFrame::Reply { id, reply })) => {
-                if let Some(Some(to)) = self.waiting.remove(&id) {
-                    let _ = to.send(answer(*reply));
+        let mut within = REST_OF_FRAME;
+        loop {
+            let Some(client) = self.client.as_mut() else {
+                return self.fail_all("the vault agent went away".into());
+            };
+            match client.next_frame(within) {
+                Ok(Some(AgentFrame::Reply { id, reply })) => {
+                    if let Some(Some(to)) = self.waiting.remove(&id) {
+                        let _ = to.send(answer(*reply));
+                    }
+                }
+                Ok(Some(AgentFrame::Event { .. })) => {}
+                Ok(None) => return,
+                Err(e) => {
+                    self.client = None;
+                    return self.fail_all(stopped(&e));
                 }
             }
-            Ok(Some(AgentFrame::Event { .. }) | None) => {}
-            Err(e) => {
-                self.client = None;
-                self.fail_all(stopped(&e));
-            }
+            // What else already arrived, without waiting for more.
+            within = Duration::ZERO;
         }
     }
 
