@@ -9,12 +9,12 @@
 //! `set_allowed`), kept in `meta` with its signature and re-checked against the approver's key
 //! whenever it is read (`allowed`), so a writer of the database without that key adds no host.
 use super::signing::{self, Signed, Trust};
-use super::{from_row, journal, load, previous_call_sql, ApprovalError, State, Submitted};
+use super::{journal, load, ApprovalError, State, Submitted};
 use crate::keys::ApproverKey;
 use crate::store::{get_meta, set_meta, Store};
 use crate::wire::journal::{Kind, NetworkAllowed, RowSignature};
 use crate::wire::{NetworkPayload, NormalizedAction, NormalizedNetwork, Payload};
-use rusqlite::{params, OptionalExtension};
+use rusqlite::params;
 use serde_json::json;
 use std::time::Duration;
 
@@ -39,11 +39,13 @@ pub fn summary(host: &str, port: u16) -> String {
 }
 
 /// Records the proxy's ask as a `network` action of its session: `received` when a session
-/// grant the person signed covers exactly this host and port, else `pending` (one card). The
-/// same ask while one waits or runs is that action (`Existing`): one card per host at a time.
+/// grant the person signed covers exactly this host and port, else `pending` (one card). Every
+/// ask is an action of its own, never an earlier one, even for the same host: an approval on a
+/// card opens one connection (a second one while the first is open or waits asks again, and `s`
+/// on the card covers the rest), and each dispatch row is the one connection it allowed.
 pub fn submit_network(
     store: &mut Store,
-    trust: &super::Trust,
+    trust: &Trust,
     ask: NetworkAsk<'_>,
 ) -> Result<Submitted, ApprovalError> {
     let normalized = NormalizedAction::Network(NormalizedNetwork {
@@ -52,9 +54,11 @@ pub fn submit_network(
     });
     let text = crate::policy::canonical_text(&normalized);
     let hash = crate::policy::hash_of_text(&text);
+    let id = crate::credentials::new_id("act");
+    // Unique per ask: nothing is looked up by it (no idempotency, no replay).
     let fingerprint = blake3::hash(
         crate::canonical::to_string(&json!({
-            "session": ask.session_id, "profile": ask.profile, "tool": TOOL, "action": normalized,
+            "session": ask.session_id, "tool": TOOL, "action": normalized, "id": id,
         }))
         .as_bytes(),
     )
@@ -62,18 +66,10 @@ pub fn submit_network(
     .to_string();
     let now = jiff::Timestamp::now();
     let tx = store.write()?;
-    let previous = tx
-        .prepare_cached(&previous_call_sql())?
-        .query_row([&fingerprint, ask.session_id], from_row)
-        .optional()?;
-    if let Some(prev) = previous.filter(|p| !p.state.is_terminal()) {
-        return Ok(Submitted::Existing(prev));
-    }
     let initial = match super::grants::covering(&tx, trust, ask.session_id, ("", 0), &normalized)? {
         Some(_) => State::Received,
         None => State::Pending,
     };
-    let id = crate::credentials::new_id("act");
     let created = crate::time::format_utc(now);
     let expires = crate::time::format_utc(now + ask.expiry);
     tx.prepare_cached("INSERT INTO actions (id, session_id, client, profile, tool, credential_id, credential_name, credential_version, \

@@ -58,14 +58,28 @@ fn a_host_waits_for_a_card_and_runs_once_on_the_signed_approval_only() {
     assert_eq!((a.state, a.tool.as_str()), (State::Pending, "network"));
     assert_eq!(a.summary, "CONNECT example.org:443");
     assert_eq!(a.credential_id, "");
-    // The same host again while it waits: the same card.
-    let Submitted::Existing(same) = submit_net(&mut s, "ses_n", "example.org", 443) else {
-        panic!("a second card for the same host")
-    };
-    assert_eq!(same.id, a.id);
+    // The same host again while it waits: a card of its own (an approval opens one connection).
+    let same = created(submit_net(&mut s, "ses_n", "example.org", 443));
+    assert_ne!(same.id, a.id);
     // Signed: it runs once, on that decision.
     approve(&mut s, &key, &a, Verdict::Approve).unwrap();
-    assert!(matches!(tunnel(&mut s, &a), Basis::Decision { .. }));
+    let Claim::Tunnel(open) = claim_now(&mut s, &a.id) else {
+        panic!("the approved host must dispatch")
+    };
+    // While its connection is open, the same host again: a card of its own, never a ride on
+    // the dispatched action (found by the tmux test under CI's load).
+    let again = created(submit_net(&mut s, "ses_n", "example.org", 443));
+    assert_eq!(
+        (again.state, open.state),
+        (State::Pending, State::Dispatched)
+    );
+    assert_ne!(again.id, a.id);
+    let outcome = crate::exec::Outcome {
+        state: State::Completed,
+        result: serde_json::json!({"network": {"sent": 1, "received": 1}}),
+        reason: None,
+    };
+    finish(&mut s, &a.id, &outcome).unwrap();
     assert!(matches!(claim_now(&mut s, &a.id), Claim::NotReady(_)));
     // A denial runs nothing.
     let d = created(submit_net(&mut s, "ses_n", "::1", 8080));
