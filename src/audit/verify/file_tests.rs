@@ -271,3 +271,21 @@ fn a_malformed_line_is_named_by_its_number_in_the_file() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Found by the fuzz target `journal_verify` (issue 46): a row re-hashed into the chain as
+/// `action.dispatched` with no action (its body a credential's) escaped every lifecycle and basis
+/// check and verified, held to the key too. A step of a lifecycle must name its action.
+#[test]
+fn an_action_row_that_names_no_action_is_refused_at_its_seq() {
+    let text = include_bytes!("testdata/dispatch_naming_no_action.jsonl");
+    let dir = std::env::temp_dir().join(format!("av-file-noaction-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // The sequential reading and the block readers, whatever their edges, agree.
+    let report = same_everywhere(&dir, "forged.jsonl", text, &[]);
+    let _ = std::fs::remove_dir_all(&dir);
+    let failure = report
+        .failure
+        .expect("a dispatch naming no action verified");
+    assert_eq!(failure.seq, Some(3), "{failure:?}");
+    assert!(failure.detail.contains("names no action"), "{failure:?}");
+}

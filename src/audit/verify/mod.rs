@@ -455,6 +455,14 @@ impl Verifier {
             );
             return Err((Reason::AnchorMismatch, detail));
         }
+        // A step of an action's lifecycle names its action: one that names none would escape
+        // every lifecycle and basis check below (the fuzz target forged such a dispatch).
+        if let (Some(kind @ Kind::Action(_)), None) = (facts.kind, row.action) {
+            return Err((
+                Reason::IllegalTransition,
+                format!("row {exp} ({kind}) names no action: every step of an action's lifecycle names the action it moves"),
+            ));
+        }
         let vault_id = self.vault_id.as_deref().unwrap_or_default();
         let grant = match &facts.detail {
             Detail::GrantAdd(Ok(add)) => Some(&**add),
