@@ -35,7 +35,7 @@
 //! blake3(prev ‖ canonical row) over the body text as written, every anchor at or below k and equal
 //! to the hash at its seq, and the lifecycle (an action starts `pending`/`received`, moves only by
 //! `State::can_go`, a plain kind never names an action (a note about one, `approval.pin_wrong`,
-//! may), an unknown `action.*` kind is refused, a
+//! may) and an `action.*` row always names one, an unknown `action.*` kind is refused, a
 //! dispatch body reads as `ActionRow`, names a basis that fits (a decision after `approved`, a
 //! `never`/`writes` policy or a recorded, unrevoked, unexpired grant of its session after
 //! `received`) and spends a decision nonce at most once; a grant is recorded once, in its own
@@ -389,6 +389,10 @@ fn reference(rows: &[Row], anchors: &[Anchor]) -> Result<(), String> {
             return Err(format!("row {} hash", r.seq));
         }
         prev = h;
+        // A step of an action's lifecycle names the action it moves.
+        if r.action.is_none() && r.kind.starts_with("action.") {
+            return Err(format!("row {}: an action row names no action", r.seq));
+        }
         if let Some(a) = r.action.as_deref() {
             let to = match Kind::parse(&r.kind) {
                 Some(Kind::Action(s)) => s,
