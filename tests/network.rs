@@ -9,7 +9,7 @@ mod support;
 use serde_json::{json, Value};
 use std::io::Read;
 use std::net::{TcpListener, UdpSocket};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use support::target::HttpTarget;
@@ -242,6 +242,34 @@ else:
 print(json.dumps(out))
 "#;
 
+/// Starts `ASKS_INSIDE` under `vault run` in `root`'s project (`flags` before the asks, e.g.
+/// `--in-turn`), its report on stdout.
+fn ask_inside(v: &TestVault, root: &std::path::Path, flags: &[&str], asks: &[String]) -> Child {
+    let (home, project) = (root.join("home"), root.join("home/project"));
+    std::fs::create_dir_all(&project).unwrap();
+    let python = system_python();
+    let mut args = vec!["run", "--", python.to_str().unwrap(), "-c", ASKS_INSIDE];
+    args.extend(flags);
+    args.extend(asks.iter().map(String::as_str));
+    let mut c = v.command(&args);
+    c.current_dir(&project)
+        .env("HOME", &home)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c.spawn().unwrap()
+}
+
+/// Waits for `vault run` of `ask_inside`, which must succeed: the report and its stderr.
+fn finished(run: Child) -> (Value, String) {
+    let out = run.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "vault run failed: {stderr}");
+    let report =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("no report ({e}): {stderr}"));
+    (report, stderr)
+}
+
 /// A host the allow list does not name waits for the person (issue 47, item 2): a program
 /// inside, run by an unprivileged user, asks for two hosts on the person's loopback at once.
 /// While the cards wait, nothing has arrived at either (counted at the listeners, from
@@ -259,22 +287,11 @@ fn a_host_not_allowed_waits_for_the_card_and_opens_only_once_approved() {
     let mut v = TestVault::init("netcard");
     let yes = Counter::tcp("127.0.0.1:0");
     let no = Counter::tcp_beside("127.0.0.2", &yes);
-    let (home, project) = (root.join("home"), root.join("home/project"));
-    std::fs::create_dir_all(&project).unwrap();
     let asks = [
         format!("yes=127.0.0.1:{}", yes.port),
         format!("no=127.0.0.2:{}", no.port),
     ];
-    let python = system_python();
-    let mut args = vec!["run", "--", python.to_str().unwrap(), "-c", ASKS_INSIDE];
-    args.extend(asks.iter().map(String::as_str));
-    let mut c = v.command(&args);
-    c.current_dir(&project)
-        .env("HOME", &home)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let run = c.spawn().unwrap();
+    let run = ask_inside(&v, &root, &[], &asks);
 
     let pending = v.wait_pending(2);
     let id_of = |host: &str| {
@@ -311,11 +328,7 @@ fn a_host_not_allowed_waits_for_the_card_and_opens_only_once_approved() {
         None,
     )
     .ok();
-    let out = run.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "vault run failed: {stderr}");
-    let report: Value =
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("no report ({e}): {stderr}"));
+    let (report, _) = finished(run);
     assert_eq!(
         report["yes"]["status"], "HTTP/1.1 200 Connection established",
         "{report}"
@@ -392,22 +405,11 @@ fn a_host_planted_in_config_toml_without_the_signature_waits_for_the_card() {
         .unwrap()
         .contains("127.0.0.2:"));
 
-    let (home, project) = (root.join("home"), root.join("home/project"));
-    std::fs::create_dir_all(&project).unwrap();
     let asks = [
         format!("signed={host}"),
         format!("planted=127.0.0.2:{}", planted.port),
     ];
-    let python = system_python();
-    let mut args = vec!["run", "--", python.to_str().unwrap(), "-c", ASKS_INSIDE];
-    args.extend(asks.iter().map(String::as_str));
-    let mut c = v.command(&args);
-    c.current_dir(&project)
-        .env("HOME", &home)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let run = c.spawn().unwrap();
+    let run = ask_inside(&v, &root, &[], &asks);
     let pending = v.wait_pending(1);
     assert_eq!(pending.len(), 1, "{pending:?}");
     let summary = pending[0]["summary"].as_str().unwrap_or("");
@@ -420,15 +422,11 @@ fn a_host_planted_in_config_toml_without_the_signature_waits_for_the_card() {
     assert_eq!(planted.arrivals(), 0, "the planted host was reached");
     let id = pending[0]["action_id"].as_str().unwrap();
     v.run_pp(&["approve", "--id", id, "--deny"], None).ok();
-    let out = run.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "vault run failed: {stderr}");
+    let (report, stderr) = finished(run);
     assert!(
         stderr.contains("which you have not signed") && stderr.contains("127.0.0.2:"),
         "{stderr}"
     );
-    let report: Value =
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("no report ({e}): {stderr}"));
     assert_eq!(
         report["signed"]["status"], "HTTP/1.1 200 Connection established",
         "{report}"
@@ -481,8 +479,6 @@ fn on_the_card_s_with_the_pin_lets_that_host_through_for_the_session_and_nothing
     tmux.press("Enter");
     tmux.wait_for("No action waits", Duration::from_secs(30));
 
-    let (home, project) = (root.join("home"), root.join("home/project"));
-    std::fs::create_dir_all(&project).unwrap();
     let (ha, hb) = (
         format!("127.0.0.1:{}", a.port),
         format!("127.0.0.2:{}", b.port),
@@ -493,23 +489,7 @@ fn on_the_card_s_with_the_pin_lets_that_host_through_for_the_session_and_nothing
         format!("a3={ha}"),
         format!("b={hb}"),
     ];
-    let python = system_python();
-    let mut args = vec![
-        "run",
-        "--",
-        python.to_str().unwrap(),
-        "-c",
-        ASKS_INSIDE,
-        "--in-turn",
-    ];
-    args.extend(asks.iter().map(String::as_str));
-    let mut c = v.command(&args);
-    c.current_dir(&project)
-        .env("HOME", &home)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let run = c.spawn().unwrap();
+    let run = ask_inside(&v, &root, &["--in-turn"], &asks);
 
     let card = tmux.wait_for(&format!("CONNECT {ha}"), Duration::from_secs(30));
     assert!(
@@ -531,11 +511,7 @@ fn on_the_card_s_with_the_pin_lets_that_host_through_for_the_session_and_nothing
     tmux.wait_for("Reason for the agent", Duration::from_secs(10));
     tmux.press("Enter");
 
-    let out = run.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "vault run failed: {stderr}");
-    let report: Value =
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("no report ({e}): {stderr}"));
+    let (report, _) = finished(run);
     for label in ["a1", "a2", "a3"] {
         assert_eq!(
             report[label]["status"], "HTTP/1.1 200 Connection established",

@@ -29,6 +29,9 @@ use writer::{Sink, Writer};
 /// Requests one connection may have in flight at once.
 const MAX_INFLIGHT: usize = 64;
 
+/// The requests of a connection that can be cancelled, by id.
+type Inflight = Arc<Mutex<HashMap<u64, watch::Sender<bool>>>>;
+
 /// One client's connection.
 struct Conn {
     agent: Arc<Agent>,
@@ -38,7 +41,7 @@ struct Conn {
     /// Frames from the client, once the encrypted channel is open.
     opener: Option<Opener>,
     session: Option<Arc<Session>>,
-    inflight: Arc<Mutex<HashMap<u64, watch::Sender<bool>>>>,
+    inflight: Inflight,
     /// Requests that finish on their own (tool calls get the grace period at close).
     tasks: tokio::task::JoinSet<()>,
     /// Subscriptions (`WatchPending`, a waiting `Journal`): stopped at once when the peer goes.
@@ -426,11 +429,7 @@ impl Conn {
                 .await;
             return;
         };
-        let (tx, rx) = watch::channel(false);
-        if let Ok(mut m) = self.inflight.lock() {
-            m.insert(id, tx);
-        }
-        let inflight = self.inflight.clone();
+        let (rx, inflight) = self.cancellable(id);
         self.tasks.spawn(async move {
             agent.busy.fetch_add(1, Ordering::SeqCst);
             let sink = Arc::new(Sink::new(writer.clone(), id));
@@ -445,6 +444,16 @@ impl Conn {
         });
     }
 
+    /// Registers request `id` as cancellable (`Cancel`, or the connection's close): its
+    /// cancellation signal, and the map the task removes it from when done.
+    fn cancellable(&self, id: u64) -> (watch::Receiver<bool>, Inflight) {
+        let (tx, rx) = watch::channel(false);
+        if let Ok(mut m) = self.inflight.lock() {
+            m.insert(id, tx);
+        }
+        (rx, self.inflight.clone())
+    }
+
     /// A host `vault run`'s proxy asks for, as its own task (cancelled with the connection, which
     /// withdraws the card): a `network` action, answered once dispatched or final.
     async fn connect(&mut self, id: u64, host: String, port: u16) {
@@ -454,11 +463,7 @@ impl Conn {
             writer.reply(id, ops::error(ErrorCode::Protocol, why)).await;
             return;
         };
-        let (tx, rx) = watch::channel(false);
-        if let Ok(mut m) = self.inflight.lock() {
-            m.insert(id, tx);
-        }
-        let inflight = self.inflight.clone();
+        let (rx, inflight) = self.cancellable(id);
         self.tasks.spawn(async move {
             let sink = Arc::new(Sink::new(writer.clone(), id));
             let reply =

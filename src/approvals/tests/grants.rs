@@ -65,18 +65,7 @@ fn run(s: &mut Store, a: &Action) -> Basis {
         },
     )
     .unwrap();
-    let body: String = s
-        .conn()
-        .query_row(
-            "SELECT body FROM audit WHERE action_id = ?1 AND kind = 'action.dispatched'",
-            [&a.id],
-            |r| r.get(0),
-        )
-        .unwrap();
-    serde_json::from_str::<crate::wire::journal::ActionRow>(&body)
-        .unwrap()
-        .basis
-        .unwrap()
+    dispatch_basis(s, &a.id)
 }
 
 /// Moves `a` to `received` with a chained journal row, as a writer of the database could.

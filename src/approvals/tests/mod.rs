@@ -75,6 +75,22 @@ fn force_approved(s: &mut Store, id: &str) {
     tx.commit().unwrap();
 }
 
+/// The basis the `action.dispatched` row of action `id` names.
+fn dispatch_basis(s: &Store, id: &str) -> crate::wire::journal::Basis {
+    let body: String = s
+        .conn()
+        .query_row(
+            "SELECT body FROM audit WHERE action_id = ?1 AND kind = 'action.dispatched'",
+            [id],
+            |r| r.get(0),
+        )
+        .unwrap();
+    serde_json::from_str::<crate::wire::journal::ActionRow>(&body)
+        .unwrap()
+        .basis
+        .unwrap()
+}
+
 fn claim_now(s: &mut Store, id: &str) -> Claim {
     claim(s, &current_trust(), id).unwrap()
 }

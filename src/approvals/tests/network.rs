@@ -31,18 +31,7 @@ fn tunnel(s: &mut Store, a: &Action) -> Basis {
         reason: None,
     };
     finish(s, &a.id, &outcome).unwrap();
-    let body: String = s
-        .conn()
-        .query_row(
-            "SELECT body FROM audit WHERE action_id = ?1 AND kind = 'action.dispatched'",
-            [&a.id],
-            |r| r.get(0),
-        )
-        .unwrap();
-    serde_json::from_str::<crate::wire::journal::ActionRow>(&body)
-        .unwrap()
-        .basis
-        .unwrap()
+    dispatch_basis(s, &a.id)
 }
 
 fn verifies_held(s: &Store, key: &ApproverKey) {
