@@ -382,3 +382,27 @@ fn a_grant_moved_to_another_session_with_its_uses_fails() {
         "another session",
     );
 }
+
+#[test]
+fn a_signed_row_relabelled_to_a_kind_nobody_signs_fails() {
+    // The revocation relabelled, so that its grant reads as never revoked and its signature is
+    // never opened: once as a kind this build does not know, once as a known kind no person
+    // signs, with its signature changed too. Either way the row carries a signature nobody
+    // checks, so it is refused where it stands (found by fuzz/journal_verify).
+    let g = genuine();
+    for (kind, flip) in [("grant.note", false), ("session.end", true)] {
+        let mut r = rows(&g.text);
+        let i = at_kind(&r, "grant.revoke");
+        r[i]["kind"] = json!(kind);
+        if flip {
+            r[i]["body"]["signed"]["signature"] = json!(format!(" {}", "ab".repeat(64)));
+        }
+        forged(
+            &format!("revocation relabelled {kind}"),
+            &r,
+            i,
+            "bad signature",
+            "no row of its kind",
+        );
+    }
+}

@@ -289,3 +289,35 @@ fn an_action_row_that_names_no_action_is_refused_at_its_seq() {
     assert_eq!(failure.seq, Some(3), "{failure:?}");
     assert!(failure.detail.contains("names no action"), "{failure:?}");
 }
+
+/// Found by the fuzz target `journal_verify` (issue 46): a signed `grant.revoke` row re-hashed
+/// into the chain under a kind this build does not know (`\`), its signature spelled with a
+/// leading space. Held to the key, the row went unread, so its revocation vanished and a
+/// signature nobody made passed. A signature on a row no person signs is refused where it stands.
+#[test]
+fn a_signed_row_of_a_kind_nobody_signs_is_refused_held_to_the_key() {
+    let text = include_bytes!("testdata/revocation_relabelled.jsonl");
+    let dir = std::env::temp_dir().join(format!("av-file-relabel-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("forged.jsonl");
+    std::fs::write(&path, text).unwrap();
+    let init: serde_json::Value =
+        serde_json::from_slice(text.split(|b| *b == b'\n').next().unwrap()).unwrap();
+    let hex = init["body"]["approver_public_key"].as_str().unwrap();
+    let key =
+        ed25519_dalek::VerifyingKey::from_bytes(&hex::decode(hex).unwrap().try_into().unwrap())
+            .unwrap();
+    let plain = super::sources::verify_file_with(&path, &[], None, 2).unwrap();
+    let held = super::sources::verify_file_with(&path, &[], Some(&key), 2).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        plain.ok(),
+        "the chain itself is intact: {:?}",
+        plain.failure
+    );
+    let failure = held
+        .failure
+        .expect("held to the key, the relabelled row verified");
+    assert_eq!(failure.seq, Some(33), "{failure:?}");
+    assert!(failure.detail.contains("no row of its kind"), "{failure:?}");
+}

@@ -108,10 +108,16 @@ pub(super) fn read(
             false => (Held::None, None),
         };
     }
+    let seq = row.seq;
+    // A signature on a row of a kind nobody signs would go unread: a signed row relabelled (a
+    // revocation that no longer revokes, say).
+    if !signs(kind) && carries(row.body) {
+        let why = format!("row {seq} ({}): it carries an approver signature, but the person signs no row of its kind: a signed row was relabelled, and what it decided would go unread", row.kind);
+        return (Held::Bad(why), None);
+    }
     let Some(kind) = kind else {
         return (Held::None, None);
     };
-    let seq = row.seq;
     let checked = match kind {
         Kind::Action(State::Dispatched) => {
             let said = match super::basis::read_dispatch(row.body) {
@@ -153,6 +159,18 @@ pub(super) fn read(
         Ok(Some((good, sig))) => (Held::Good(Box::new(good)), Some(sig)),
         Err(why) => (Held::Bad(format!("row {seq} ({kind}): {why}")), None),
     }
+}
+
+/// Whether a body holds a `signed` member (however its key is spelled): a cheap look first,
+/// since most rows' bodies hold neither the word nor an escape.
+fn carries(body: &str) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Probe {
+        #[serde(default)]
+        signed: Option<serde::de::IgnoredAny>,
+    }
+    (body.contains("signed") || body.contains("\\u"))
+        && serde_json::from_str::<Probe>(body).is_ok_and(|p| p.signed.is_some())
 }
 
 /// A checked payload and its signature; `None`: the row carries none.
