@@ -63,7 +63,7 @@ fn proxy(allowed: u16) -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     let allow = Allow(vec![Entry::parse(&format!("127.0.0.1:{allowed}")).unwrap()]);
-    std::thread::spawn(move || egress::serve_listener(l, allow, None));
+    std::thread::spawn(move || egress::serve_listener(l, allow, None, Default::default()));
     port
 }
 

@@ -334,7 +334,8 @@ fn rebuild(
                 headers: h.headers.iter().cloned().collect(),
                 body: body_text,
                 timeout_s: Some(h.timeout_s),
-                max_output_bytes: Some(h.max_output_bytes),
+                max_output_bytes: (!h.proxied).then_some(h.max_output_bytes),
+                proxied: h.proxied,
                 ..HttpArgs::default()
             };
             policy::validate_http(cred, args)

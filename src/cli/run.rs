@@ -36,6 +36,11 @@ pub(super) struct Args {
     /// (repeatable): HOST, HOST:PORT, [IPv6]:PORT or *.DOMAIN.
     #[arg(long, value_name = "HOST[:PORT]")]
     allow_host: Vec<String>,
+    /// Give the client a placeholder in NAME for the vault's HTTP credential CREDENTIAL
+    /// (repeatable): requests that send it to the credential's https:// host are swapped,
+    /// gated and run by the vault like `http_request`; the secret never enters the sandbox.
+    #[arg(long = "env", value_name = "NAME=CREDENTIAL")]
+    env: Vec<String>,
     /// `contained` (the default): a network of its own whose only way out is the vault's proxy,
     /// to the allowed hosts. `open`: the person's network, loopback services included; its
     /// actions are not marked contained.
@@ -117,6 +122,84 @@ fn signed_hosts(paths: &VaultPaths) -> Vec<contain::egress::Entry> {
     out
 }
 
+/// The trust bundle inside: the system's roots and the vault's proxy CA, rewritten each run.
+const BUNDLE: &str = "proxy-ca-bundle.pem";
+
+/// `--env NAME=CREDENTIAL`: for each, the agent's leaf for the credential's bound host and a
+/// placeholder in `NAME`; the trust bundle (the system's roots and the vault's CA) written into
+/// the vault's directory, shown inside read-only, and named by every tool's CA variable.
+fn swaps(
+    paths: &VaultPaths,
+    wanted: &[String],
+    contained: bool,
+    env: &mut Vec<(OsString, OsString)>,
+) -> anyhow::Result<(contain::intercept::Swaps, Option<PathBuf>)> {
+    use crate::agent::protocol::{ClientInfo, Reply, Request, Role};
+    let mut swaps = contain::intercept::Swaps::default();
+    if wanted.is_empty() {
+        return Ok((swaps, None));
+    }
+    if !contained {
+        anyhow::bail!("--env swaps a placeholder in the vault's proxy, which --network open does not use; drop one of them");
+    }
+    let info = ClientInfo {
+        name: "vault run --env".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        protocol_version: String::new(),
+    };
+    let mut client = crate::agent::client::Client::connect_as(paths, Role::Egress, Some(info))?
+        .ok_or_else(|| anyhow::anyhow!("--env needs the vault unlocked, to make the placeholders' certificates: run `vault unlock`, then start again"))?;
+    let mut ca = String::new();
+    for w in wanted {
+        let Some((name, cred)) = w.split_once('=').filter(|(n, c)| {
+            !n.is_empty()
+                && !c.is_empty()
+                && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        }) else {
+            anyhow::bail!("--env {w:?}: give NAME=CREDENTIAL, e.g. --env GITHUB_TOKEN=github");
+        };
+        let issued = match client.call(Request::Intercept {
+            credential: cred.into(),
+        })? {
+            Reply::Intercept(i) => i,
+            Reply::Error { message, .. } => anyhow::bail!("{message}"),
+            other => anyhow::bail!("the vault agent answered {other:?} to --env {w}"),
+        };
+        let swap =
+            contain::intercept::Swapped::new(name, cred, &issued).map_err(anyhow::Error::msg)?;
+        env.retain(|(k, _)| k.as_bytes() != name.as_bytes());
+        env.push((name.into(), swap.placeholder.clone().into()));
+        ca = issued.ca_pem;
+        swaps.0.push(swap);
+    }
+    let _ = client.call(Request::End {
+        reason: "placeholders made".into(),
+    });
+    let system = [
+        "/etc/ssl/certs/ca-certificates.crt",
+        "/etc/pki/tls/certs/ca-bundle.crt",
+        "/etc/ssl/ca-bundle.pem",
+        "/etc/ssl/cert.pem",
+    ]
+    .iter()
+    .find_map(|p| std::fs::read_to_string(p).ok())
+    .unwrap_or_default();
+    let bundle = std::path::absolute(paths.dir())?.join(BUNDLE);
+    let _ = std::fs::remove_file(&bundle);
+    crate::paths::write_new_private(&bundle, format!("{system}\n{ca}").as_bytes())?;
+    for var in [
+        "SSL_CERT_FILE",
+        "NODE_EXTRA_CA_CERTS",
+        "REQUESTS_CA_BUNDLE",
+        "CURL_CA_BUNDLE",
+        "GIT_SSL_CAINFO",
+    ] {
+        env.retain(|(k, _)| k != var);
+        env.push((var.into(), bundle.clone().into()));
+    }
+    Ok((swaps, Some(bundle)))
+}
+
 fn cstring(s: &std::ffi::OsStr) -> anyhow::Result<CString> {
     CString::new(s.as_bytes()).map_err(|_| anyhow::anyhow!("{s:?} holds a NUL byte"))
 }
@@ -190,6 +273,7 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
     if network.is_some() {
         contain::egress::set_env(&mut plan.env);
     }
+    let (swaps, bundle) = swaps(&paths, &args.env, network.is_some(), &mut plan.env)?;
     // Sessions are marked contained only where the sandbox is whole: its network too.
     let full = full && network.is_some();
     for d in plan.to_create() {
@@ -227,6 +311,7 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
             };
             let files: Vec<PathBuf> = [paths.id_file(), paths.config()]
                 .into_iter()
+                .chain(bundle.clone())
                 .filter(|f| f.exists())
                 .map(|f| vault_dir.join(f.file_name().unwrap_or_default()))
                 .collect();
@@ -283,6 +368,7 @@ pub(super) fn run(paths: VaultPaths, args: Args) -> anyhow::Result<Exit> {
         weaker_ok: args.allow_weaker,
         umask: crate::sys::started_umask(),
         network,
+        swaps,
     };
     let code = contain::run(launch, relay)?;
     std::process::exit(code)

@@ -6,7 +6,7 @@
 //! sleeps in `poll(2)` on the agent's socket and a wake-up pipe the proxy's threads write to (on
 //! the pipe alone while nothing is in flight): no timer ticks while a card waits.
 use crate::agent::client::{Client, ClientError};
-use crate::agent::protocol::{AgentFrame, ClientInfo, Reply, Request, Role, State};
+use crate::agent::protocol::{AgentFrame, ClientInfo, ErrorCode, Reply, Request, Role, State};
 use crate::paths::VaultPaths;
 use rustix::event::{PollFd, PollFlags};
 use std::collections::HashMap;
@@ -27,18 +27,10 @@ pub enum Answer {
     No(String),
 }
 
-enum Job {
-    Ask {
-        host: String,
-        port: u16,
-        reply: Sender<Answer>,
-    },
-    Closed {
-        action: String,
-        sent: u64,
-        received: u64,
-        error: Option<String>,
-    },
+/// One request for the agent, and who waits for its reply (nobody, for a report).
+struct Job {
+    req: Request,
+    reply: Option<Sender<Reply>>,
 }
 
 /// The proxy's handle on its link to the agent: its queue, and the pipe that wakes it.
@@ -65,28 +57,39 @@ impl Asker {
 
     /// Asks for `host:port` and waits for the person (or the card's expiry).
     pub fn ask(&self, host: &str, port: u16) -> Answer {
-        let (reply, answer) = mpsc::channel();
-        let job = Job::Ask {
+        answer(self.call(Request::Connect {
             host: host.to_owned(),
             port,
-            reply,
+        }))
+    }
+
+    /// Sends `req` on the egress session and waits for its reply (a failure to reach the agent
+    /// is an `error` reply that says so).
+    pub fn call(&self, req: Request) -> Reply {
+        let lost = || Reply::Error {
+            code: ErrorCode::Internal,
+            message: "the proxy's link to the vault agent stopped".into(),
+        };
+        let (reply, answer) = mpsc::channel();
+        let job = Job {
+            req,
+            reply: Some(reply),
         };
         if self.send(job).is_err() {
-            return Answer::No("the proxy's link to the vault agent stopped".into());
+            return lost();
         }
-        answer
-            .recv()
-            .unwrap_or_else(|_| Answer::No("the proxy's link to the vault agent stopped".into()))
+        answer.recv().unwrap_or_else(|_| lost())
     }
 
     /// What the connection of `action` carried, once it closed.
     pub fn closed(&self, action: &str, (sent, received): (u64, u64), error: Option<String>) {
-        let _ = self.send(Job::Closed {
-            action: action.to_owned(),
+        let req = Request::Tunneled {
+            action_id: action.to_owned(),
             sent,
             received,
             error,
-        });
+        };
+        let _ = self.send(Job { req, reply: None });
     }
 
     fn send(&self, job: Job) -> Result<(), ()> {
@@ -101,7 +104,7 @@ struct Link {
     paths: VaultPaths,
     info: ClientInfo,
     client: Option<Client>,
-    waiting: HashMap<u64, Option<Sender<Answer>>>,
+    waiting: HashMap<u64, Option<Sender<Reply>>>,
 }
 
 impl Link {
@@ -150,24 +153,7 @@ impl Link {
     }
 
     /// Sends one job's request (connecting first if need be); a failure answers it at once.
-    fn start(&mut self, job: Job) {
-        let (req, reply) = match job {
-            Job::Ask { host, port, reply } => (Request::Connect { host, port }, Some(reply)),
-            Job::Closed {
-                action,
-                sent,
-                received,
-                error,
-            } => {
-                let req = Request::Tunneled {
-                    action_id: action,
-                    sent,
-                    received,
-                    error,
-                };
-                (req, None)
-            }
-        };
+    fn start(&mut self, Job { req, reply }: Job) {
         let sent = self
             .connected()
             .and_then(|c| c.send(req).map_err(|e| e.to_string()));
@@ -180,7 +166,7 @@ impl Link {
                 self.client = None;
                 self.fail_all(why.clone());
                 if let Some(r) = reply {
-                    let _ = r.send(Answer::No(why));
+                    let _ = r.send(failed(why));
                 }
             }
         }
@@ -213,7 +199,7 @@ impl Link {
             match client.next_frame(within) {
                 Ok(Some(AgentFrame::Reply { id, reply })) => {
                     if let Some(Some(to)) = self.waiting.remove(&id) {
-                        let _ = to.send(answer(*reply));
+                        let _ = to.send(*reply);
                     }
                 }
                 Ok(Some(AgentFrame::Event { .. })) => {}
@@ -231,9 +217,16 @@ impl Link {
     fn fail_all(&mut self, why: String) {
         for (_, to) in self.waiting.drain() {
             if let Some(to) = to {
-                let _ = to.send(Answer::No(why.clone()));
+                let _ = to.send(failed(why.clone()));
             }
         }
+    }
+}
+
+fn failed(why: String) -> Reply {
+    Reply::Error {
+        code: ErrorCode::Internal,
+        message: why,
     }
 }
 

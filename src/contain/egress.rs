@@ -10,6 +10,7 @@
 //! here, through the executors' guard: never a metadata address, and loopback or private ones
 //! only where an allow entry names that very address.
 use super::ask::{Answer, Asker};
+use super::intercept::Swaps;
 use crate::exec::guard;
 use std::ffi::OsString;
 use std::io::{self, Read, Write};
@@ -186,21 +187,27 @@ pub fn listen_inside(to: &UnixStream) -> io::Result<()> {
 /// In `vault run`: takes the listening socket PID 1 sends, then serves it in threads of its own.
 /// Returns at once; a sandbox that failed before listening sends nothing, and this ends.
 /// `asker`: where a host the allow list does not name waits for the person (`None`: refused).
-pub fn serve(from: UnixStream, allow: Allow, asker: Option<Arc<Asker>>) {
+/// `swaps`: the bound hosts whose TLS the proxy ends, to swap a placeholder (`intercept`).
+pub fn serve(from: UnixStream, allow: Allow, asker: Option<Arc<Asker>>, swaps: Swaps) {
     std::thread::spawn(move || {
         if let Some(fd) = receive(&from) {
-            serve_listener(TcpListener::from(fd), allow, asker);
+            serve_listener(TcpListener::from(fd), allow, asker, swaps);
         }
     });
 }
 
 /// The proxy on `listener`, a connection per thread, until the process ends (benches/egress.rs
 /// runs it on a listener of its own).
-pub fn serve_listener(listener: TcpListener, allow: Allow, asker: Option<Arc<Asker>>) {
-    let allow = Arc::new(allow);
+pub fn serve_listener(
+    listener: TcpListener,
+    allow: Allow,
+    asker: Option<Arc<Asker>>,
+    swaps: Swaps,
+) {
+    let (allow, swaps) = (Arc::new(allow), Arc::new(swaps));
     for conn in listener.incoming().flatten() {
-        let (allow, asker) = (allow.clone(), asker.clone());
-        std::thread::spawn(move || handle(conn, &allow, asker.as_deref()));
+        let (allow, asker, swaps) = (allow.clone(), asker.clone(), swaps.clone());
+        std::thread::spawn(move || handle(conn, &allow, asker.as_deref(), &swaps));
     }
 }
 
@@ -241,7 +248,7 @@ enum Ask {
 }
 
 /// Reads the request head (up to the blank line); returns it with what followed it.
-fn read_head(conn: &mut TcpStream) -> Result<(Vec<u8>, Vec<u8>), String> {
+pub(super) fn read_head(conn: &mut impl Read) -> Result<(Vec<u8>, Vec<u8>), String> {
     let mut buf = Vec::with_capacity(2048);
     let mut chunk = [0u8; 4096];
     loop {
@@ -323,7 +330,7 @@ fn refuse(conn: &mut TcpStream, why: &str) {
     let _ = conn.shutdown(Shutdown::Both);
 }
 
-fn handle(mut conn: TcpStream, allow: &Allow, asker: Option<&Asker>) {
+fn handle(mut conn: TcpStream, allow: &Allow, asker: Option<&Asker>, swaps: &Swaps) {
     let _ = conn.set_read_timeout(Some(READ_HEAD));
     let (head, rest) = match read_head(&mut conn) {
         Ok(h) => h,
@@ -336,6 +343,11 @@ fn handle(mut conn: TcpStream, allow: &Allow, asker: Option<&Asker>) {
     let (host, port) = match &ask {
         Ask::Tunnel { host, port } | Ask::Forward { host, port, .. } => (host.clone(), *port),
     };
+    // A credential's bound host, named with `--env`: TLS ends here, each request is the agent's.
+    if let (Ask::Tunnel { .. }, Some(swap), Some(asker)) = (&ask, swaps.find(&host, port), asker) {
+        let _ = conn.set_read_timeout(Some(READ_HEAD));
+        return super::intercept::serve(conn, rest, swap, asker);
+    }
     // An allowed host passes; any other waits for the person's card (`network` action), and
     // its connection is journaled: its intent before it opens, what it carried after.
     let (named, action) = match (allow.find(&host, port), asker) {

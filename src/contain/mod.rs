@@ -21,6 +21,7 @@ pub mod egress;
 mod filter;
 pub mod gate;
 pub mod guard;
+pub mod intercept;
 mod meta_calls;
 mod mounts;
 pub mod plan;
@@ -152,6 +153,8 @@ pub struct Launch {
     /// The hosts the sandbox may reach through the proxy (`egress.rs`), in a network namespace
     /// of its own; `None`: the person's network (`--network open`).
     pub network: Option<egress::Allow>,
+    /// The credentials whose placeholders the proxy swaps (`vault run --env`).
+    pub swaps: intercept::Swaps,
 }
 
 /// The exit code of a child from its wait status (128 + the signal that ended it).
@@ -230,7 +233,7 @@ pub fn run(
                 .map_or("client".into(), |n| n.to_string_lossy().into_owned());
             std::sync::Arc::new(ask::Asker::start(paths.clone(), &name))
         });
-        egress::serve(ours, allow.clone(), asker);
+        egress::serve(ours, allow.clone(), asker, launch.swaps);
     }
     let names = relay.map(|(listener, paths, mark)| listener.serve(paths, mark, outer));
     let mut said = String::new();

@@ -170,6 +170,10 @@ impl Executor for HttpExecutor {
                 return out;
             }
         };
+        if req.proxied {
+            let scrubber = Scrubber::new(vec![redactor]);
+            return super::proxied::read(response, req.max_output_bytes, scrubber);
+        }
         read_response(
             response,
             req.max_output_bytes as usize,

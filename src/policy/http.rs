@@ -28,6 +28,10 @@ pub struct HttpArgs {
     pub max_output_bytes: Option<u64>,
     pub idempotency_key: Option<String>,
     pub wait_s: Option<u64>,
+    /// Set by `vault run`'s proxy, never by an agent (no JSON spells it): the request came from
+    /// a tool inside the sandbox with a placeholder, and its response goes back byte for byte.
+    #[serde(skip)]
+    pub proxied: bool,
 }
 
 /// A validated HTTP request: method, normalized URL (query included), agent headers (lowercase
@@ -43,6 +47,9 @@ pub struct HttpRequest {
     /// Team mode: the KV version of the credential's OpenBao secret this request sends. Set by
     /// the caller that resolved it (`None` from `validate`), and hashed with the request.
     pub secret_version: Option<u64>,
+    /// From `vault run`'s proxy (`HttpArgs::proxied`): answered byte for byte, up to
+    /// `PROXIED_MAX_BYTES`, not as the tool's text.
+    pub proxied: bool,
 }
 
 impl HttpRequest {
@@ -63,7 +70,14 @@ pub(super) fn validate(t: &HttpTarget, a: HttpArgs) -> Result<HttpRequest, Polic
     add_query(t, &mut url, &a.query)?;
     let mut headers = check_headers(t, a.headers)?;
     let body = body_of(a.body, a.json, &mut headers)?;
-    let (timeout_s, max_output_bytes) = super::limits(a.timeout_s, a.max_output_bytes)?;
+    let (timeout_s, max_output_bytes) = match a.proxied {
+        // The proxy's response goes back whole or not at all: its own bound.
+        true => (
+            super::limits(a.timeout_s, None)?.0,
+            super::PROXIED_MAX_BYTES,
+        ),
+        false => super::limits(a.timeout_s, a.max_output_bytes)?,
+    };
     Ok(HttpRequest {
         method,
         url: url.to_string(),
@@ -72,6 +86,7 @@ pub(super) fn validate(t: &HttpTarget, a: HttpArgs) -> Result<HttpRequest, Polic
         timeout_s,
         max_output_bytes,
         secret_version: None,
+        proxied: a.proxied,
     })
 }
 

@@ -7,8 +7,10 @@
 use super::ops;
 use super::tools::{wait_for, Env, EventSink, Session, Waited, MAX_WAITING_PER_SESSION};
 use crate::approvals::{self, NetworkAsk, State, Submitted};
-use crate::wire::protocol::{ErrorCode, Reply};
-use crate::wire::Outcome;
+use crate::credentials::{self, Target};
+use crate::policy::HttpArgs;
+use crate::wire::protocol::{ErrorCode, Interception, Reply};
+use crate::wire::{Outcome, Secret};
 use serde_json::json;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -126,6 +128,63 @@ pub(crate) async fn tunneled(
         Ok(Ok(_)) => Reply::Ok,
         Ok(Err(why)) => ops::error(ErrorCode::Invalid, why),
         Err(_) => ops::error(ErrorCode::Internal, "the vault agent is stopping".into()),
+    }
+}
+
+/// `Intercept`: the bound host of `credential` (an `https://` one of the session's profile) and
+/// a leaf for it from the vault's CA.
+pub(crate) async fn intercept(env: &Arc<Env>, ses: Option<&Session>, credential: String) -> Reply {
+    let Some(ses) = ses else {
+        return ops::error(ErrorCode::Protocol, "no network session".into());
+    };
+    let (profile, vault_id) = (ses.profile.clone(), env.trust.vault_id.clone());
+    let done = env
+        .db
+        .run(move |s| {
+            let cred = credentials::get(s, &profile, &credential).map_err(|e| {
+                let why = format!("`vault run --env …={credential}`: {e}");
+                (ErrorCode::NotFound, why)
+            })?;
+            let Target::Http(t) = &cred.target else {
+                let why = format!("`vault run --env …={credential}`: {credential} is an SSH credential; only an HTTP credential's placeholder is swapped");
+                return Err((ErrorCode::Invalid, why));
+            };
+            if t.scheme != "https" {
+                let why = format!("`vault run --env …={credential}`: {credential} is bound to http://{}:{}; the proxy swaps a placeholder only inside TLS to an https:// binding", t.host, t.port);
+                return Err((ErrorCode::Invalid, why));
+            }
+            let leaf = super::authority::leaf_for(s, &vault_id, &t.host)
+                .map_err(|e| (ErrorCode::Internal, e.to_string()))?;
+            Ok(Reply::Intercept(Interception {
+                host: t.host.clone(),
+                port: t.port,
+                ca_pem: leaf.ca_pem,
+                cert_pem: leaf.cert_pem,
+                key_pem: Secret::new(leaf.key_pem.as_bytes().to_vec()),
+            }))
+        })
+        .await;
+    match done {
+        Ok(Ok(reply)) => reply,
+        Ok(Err((code, why))) => ops::error(code, why),
+        Err(_) => ops::error(ErrorCode::Internal, "the vault agent is stopping".into()),
+    }
+}
+
+/// `Swap`: the request as an `http_request` of this session (`HttpArgs::proxied`), gated like
+/// one and waited on until final or its card expires. The reply is the action (its result's
+/// `proxied` holds the response), or the tool's refusal when it never became one.
+pub(crate) async fn swap(
+    env: Arc<Env>,
+    ses: Arc<Session>,
+    args: HttpArgs,
+    events: Arc<dyn EventSink>,
+    cancel: watch::Receiver<bool>,
+) -> Reply {
+    match super::tools::proxied(&env, &ses, args, events, cancel).await {
+        Ok(Some(action)) => Reply::Action(action),
+        Ok(None) => Reply::Cancelled,
+        Err(refused) => Reply::Tool(refused),
     }
 }
 

@@ -1,6 +1,7 @@
 //! The services the custody agent runs and the adapters (`mcp`, `cli`) only call: the MCP tools
 //! (`tools`), the person's requests (`ops`), and an MCP session's journal rows (start, end).
 //! A check that protects data lives here or below, so every adapter inherits it.
+pub(crate) mod authority;
 mod changes;
 pub(crate) mod db;
 pub(crate) mod egress;

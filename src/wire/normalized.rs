@@ -28,6 +28,10 @@ pub struct NormalizedHttp {
     /// asked for), so an approval of version 3 never sends version 4. Absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_version: Option<u64>,
+    /// Asked through `vault run`'s proxy with a placeholder (answered byte for byte). Absent
+    /// otherwise, so the hashes of every other request stay as they were.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub proxied: bool,
 }
 
 /// A normalized `ssh_exec`: where it runs (user, host, port, pinned key) and what is sent.

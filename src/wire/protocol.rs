@@ -110,6 +110,28 @@ pub enum Request {
         #[serde(default)]
         error: Option<String>,
     },
+    /// `vault run`'s proxy (role egress), once for each `--env NAME=CREDENTIAL` before the
+    /// sandbox starts: the credential's bound host and a leaf certificate for it (and nothing
+    /// else) from the vault's own CA, made on first use; the reply is `intercept`. With it the
+    /// proxy terminates TLS for that host alone, to swap the credential's placeholder. Not
+    /// over the channel (`vault run` holds no key): the leaf's key opens nothing but a TLS
+    /// session with a client that trusts the vault's CA, which only the sandbox does.
+    Intercept {
+        credential: String,
+    },
+    /// `vault run`'s proxy (role egress): a request a tool inside sent to an intercepted host
+    /// with `credential`'s placeholder, the placeholder taken out. It runs as an `http_request`
+    /// of this session, gated like one (the credential's methods and paths, its policy, the
+    /// card, grants, scrubbing, the journal); the reply is the action once final, whose result's
+    /// `proxied` holds the response byte for byte.
+    Swap {
+        credential: String,
+        method: String,
+        url: String,
+        headers: Vec<(String, String)>,
+        #[serde(default)]
+        body: Option<String>,
+    },
     /// A call the MCP adapter refused before it reached the agent: journaled as `call.rejected`.
     Reject {
         code: i64,
@@ -256,7 +278,12 @@ impl RequestKind {
     pub fn for_egress(self) -> bool {
         matches!(
             self,
-            RequestKind::Connect | RequestKind::Tunneled | RequestKind::End | RequestKind::Ping
+            RequestKind::Connect
+                | RequestKind::Tunneled
+                | RequestKind::Intercept
+                | RequestKind::Swap
+                | RequestKind::End
+                | RequestKind::Ping
         )
     }
 
@@ -448,6 +475,8 @@ pub enum Reply {
     Rows(Vec<JournalRow>),
     /// The hosts of the signed network allow list (`AllowedHosts`, `SetAllowedHosts`).
     Hosts(Vec<String>),
+    /// A credential's bound host, for `vault run`'s proxy to terminate TLS for (`Intercept`).
+    Intercept(Interception),
     /// Session grants: the active ones (`Grants`), or those just revoked (`RevokeGrants`).
     Grants(Vec<GrantView>),
     /// The registered security keys, oldest first.
@@ -469,6 +498,19 @@ pub enum Reply {
         code: ErrorCode,
         message: String,
     },
+}
+
+/// What `vault run`'s proxy needs to terminate TLS for one credential's bound host: the host
+/// and port, the vault's CA certificate (for the sandbox's trust bundle), and a leaf for that
+/// host signed by it, with its key.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Interception {
+    pub host: String,
+    pub port: u16,
+    pub ca_pem: String,
+    pub cert_pem: String,
+    pub key_pem: Secret,
 }
 
 /// Why a request failed, so a CLI can map it to an exit code.

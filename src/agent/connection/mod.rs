@@ -240,7 +240,13 @@ impl Conn {
         let out_of_role = match self.role {
             Some(Role::Mcp) => !kind.for_mcp() && !crate::mutation::off("mcp_gate"),
             Some(Role::Egress) => !kind.for_egress(),
-            _ => matches!(kind, RequestKind::Connect | RequestKind::Tunneled),
+            _ => matches!(
+                kind,
+                RequestKind::Connect
+                    | RequestKind::Tunneled
+                    | RequestKind::Intercept
+                    | RequestKind::Swap
+            ),
         };
         if out_of_role {
             self.refuse_for_role(id, kind, line).await;
@@ -286,6 +292,35 @@ impl Conn {
         match req {
             Request::Tool { name, args } => self.tool(id, name, args).await,
             Request::Connect { host, port } => self.connect(id, host, port).await,
+            Request::Intercept { credential } => {
+                let session = self.session.clone();
+                self.tasks.spawn(async move {
+                    let reply = crate::services::egress::intercept(
+                        &agent.env,
+                        session.as_deref(),
+                        credential,
+                    )
+                    .await;
+                    writer.reply(id, reply).await;
+                });
+            }
+            Request::Swap {
+                credential,
+                method,
+                url,
+                headers,
+                body,
+            } => {
+                let args = crate::policy::HttpArgs {
+                    credential,
+                    method,
+                    url,
+                    headers: headers.into_iter().collect(),
+                    body,
+                    ..Default::default()
+                };
+                self.swap(id, args).await
+            }
             Request::Tunneled {
                 action_id,
                 sent,
@@ -469,6 +504,27 @@ impl Conn {
             let reply =
                 crate::services::egress::connect(agent.env.clone(), session, host, port, sink, rx)
                     .await;
+            if let Ok(mut m) = inflight.lock() {
+                m.remove(&id);
+            }
+            writer.reply(id, reply).await;
+            agent.touch();
+        });
+    }
+
+    /// `Swap`, like `connect`: on the network session only, withdrawn when the proxy cancels.
+    async fn swap(&mut self, id: u64, args: crate::policy::HttpArgs) {
+        let (agent, writer) = (self.agent.clone(), self.writer.clone());
+        let Some(session) = self.session.clone() else {
+            let why = "a placeholder is swapped on `vault run`'s network session only".into();
+            writer.reply(id, ops::error(ErrorCode::Protocol, why)).await;
+            return;
+        };
+        let (rx, inflight) = self.cancellable(id);
+        self.tasks.spawn(async move {
+            let sink = Arc::new(Sink::new(writer.clone(), id));
+            let reply =
+                crate::services::egress::swap(agent.env.clone(), session, args, sink, rx).await;
             if let Ok(mut m) = inflight.lock() {
                 m.remove(&id);
             }

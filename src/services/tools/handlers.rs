@@ -319,6 +319,42 @@ async fn request_action(
     answer(wait_for(env, ses, action, wait, events, cancel, true).await)
 }
 
+/// `vault run`'s proxy's swapped request (`services::egress::swap`): an `http_request` of the
+/// egress session, submitted and run exactly as one (`HttpArgs::proxied` only shapes its
+/// response), and waited on until final or until its card expires. `Err`: refused before it
+/// became an action. `Ok(None)`: the proxy withdrew it.
+pub(crate) async fn proxied(
+    env: &Arc<Env>,
+    ses: &Arc<Session>,
+    args: HttpArgs,
+    events: Arc<dyn EventSink>,
+    cancel: watch::Receiver<bool>,
+) -> Result<Option<crate::wire::Action>, ToolResult> {
+    let wait = env.config.expiry() + Duration::from_secs(1);
+    let action = match submit(
+        env,
+        ses,
+        Request::Http(HttpArgs {
+            proxied: true,
+            ..args
+        }),
+    )
+    .await?
+    {
+        (Submitted::Created(a), Some(claim)) => {
+            let exec_cancel = crate::exec::Cancel::new(cancel.clone());
+            super::wait::run_claimed(env, a, claim, &events, exec_cancel).await
+        }
+        (Submitted::Created(a) | Submitted::Existing(a) | Submitted::Replayed(a), _) => a,
+    };
+    Ok(
+        match wait_for(env, ses, action, wait, events, cancel, true).await {
+            Waited::Done(a) | Waited::Stopped(a, _) => Some(a),
+            Waited::Cancelled => None,
+        },
+    )
+}
+
 /// A wait's answer: `None` only when the client itself cancelled the call.
 fn answer(waited: Waited) -> Option<ToolResult> {
     match waited {

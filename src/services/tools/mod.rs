@@ -9,7 +9,7 @@ mod output_parity_tests;
 mod result;
 mod wait;
 
-pub(crate) use handlers::{call, reject};
+pub(crate) use handlers::{call, proxied, reject};
 pub(crate) use wait::{stop_text, wait_for, Waited};
 
 use crate::approvals::Trust;

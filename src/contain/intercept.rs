@@ -1,0 +1,406 @@
+//! Tokens the tools never hold (docs/design.md §8, issue 47): `vault run --env NAME=CREDENTIAL`
+//! gives the client a placeholder in `NAME`, and for the credential's bound host (and only there)
+//! the proxy ends the client's TLS itself, with a leaf from the vault's own CA that only the
+//! sandbox trusts. Each request inside is read whole; the header or query parameter holding the
+//! placeholder (a bearer token, basic auth's password, a header, a query value) is taken out,
+//! and the rest goes to the agent as an `http_request` of the proxy's session (`Swap`): the
+//! credential's methods and paths, its policy, the card, grants, the executor that injects the
+//! secret, the scrubbing and the journal are `http_request`'s own. The response comes back byte
+//! for byte. A request that carries no placeholder reaches nothing: it gets a 401 asking for
+//! it (which is how `git` learns to send its password). Only `http/1.1` is offered in ALPN.
+use super::ask::Asker;
+use crate::agent::protocol::{Interception, Reply, Request, State};
+use base64::Engine;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::Arc;
+
+/// The largest request body passed on (the `http_request` tool's own bound).
+const BODY_MAX: usize = 1024 * 1024;
+
+/// One credential the proxy swaps: the variable the client holds its placeholder in, the
+/// placeholder, the bound host and port, and the TLS server for that host.
+pub struct Swapped {
+    pub name: String,
+    pub credential: String,
+    pub placeholder: String,
+    pub host: String,
+    pub port: u16,
+    tls: Arc<rustls::ServerConfig>,
+}
+
+impl std::fmt::Debug for Swapped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Swapped({} = {} at {}:{})",
+            self.name, self.credential, self.host, self.port
+        )
+    }
+}
+
+/// A placeholder: `agent-vault-` and 32 random hex digits. It names no secret and opens
+/// nothing anywhere but at this session's proxy.
+pub fn placeholder() -> String {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).expect("the OS's random numbers");
+    format!("agent-vault-{}", hex::encode(bytes))
+}
+
+impl Swapped {
+    /// `name`'s swap of `credential`, from what the agent issued for its bound host.
+    pub fn new(name: &str, credential: &str, issued: &Interception) -> Result<Self, String> {
+        let bad =
+            |e: &dyn std::fmt::Display| format!("the proxy's certificate for {}: {e}", issued.host);
+        let chain = vec![
+            CertificateDer::from_pem_slice(issued.cert_pem.as_bytes()).map_err(|e| bad(&e))?,
+            CertificateDer::from_pem_slice(issued.ca_pem.as_bytes()).map_err(|e| bad(&e))?,
+        ];
+        let key = PrivateKeyDer::from_pem_slice(issued.key_pem.expose()).map_err(|e| bad(&e))?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut tls = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| bad(&e))?
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .map_err(|e| bad(&e))?;
+        tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(Self {
+            name: name.to_owned(),
+            credential: credential.to_owned(),
+            placeholder: placeholder(),
+            host: issued.host.clone(),
+            port: issued.port,
+            tls: Arc::new(tls),
+        })
+    }
+}
+
+/// The swaps of one `vault run`.
+#[derive(Debug, Default)]
+pub struct Swaps(pub Vec<Swapped>);
+
+impl Swaps {
+    /// The swap whose bound host is `host:port`.
+    pub fn find(&self, host: &str, port: u16) -> Option<&Swapped> {
+        self.0.iter().find(|s| s.host == host && s.port == port)
+    }
+}
+
+/// Serves a `CONNECT` to `swap`'s host: TLS ends here, and each request goes to the agent.
+pub(super) fn serve(mut conn: TcpStream, early: Vec<u8>, swap: &Swapped, asker: &Asker) {
+    if conn
+        .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        .is_err()
+    {
+        return;
+    }
+    let Ok(mut server) = rustls::ServerConnection::new(swap.tls.clone()) else {
+        return;
+    };
+    if !early.is_empty() && server.read_tls(&mut &early[..]).is_err() {
+        return;
+    }
+    let mut tls = rustls::StreamOwned::new(server, conn);
+    // One request per connection: `Connection: close` on every answer.
+    let answer = match read_request(&mut tls, swap) {
+        Ok(r) => relay(r, swap, asker),
+        Err(a) => a,
+    };
+    let _ = tls.write_all(&answer.bytes());
+    let _ = tls.flush();
+    tls.conn.send_close_notify();
+    let _ = tls.conn.write_tls(&mut tls.sock);
+    let _ = tls.sock.shutdown(std::net::Shutdown::Both);
+}
+
+/// A request as the agent gets it.
+struct Asked {
+    method: String,
+    target: String,
+    headers: Vec<(String, String)>,
+    body: Option<String>,
+    /// Whether the placeholder was found (and taken out).
+    carried: bool,
+}
+
+/// An answer the proxy writes: status, headers, body.
+struct Answer {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Answer {
+    fn said(status: u16, why: &str) -> Self {
+        Self {
+            status,
+            headers: vec![("content-type".into(), "text/plain; charset=utf-8".into())],
+            body: format!("agent-vault: {why}\n").into_bytes(),
+        }
+    }
+
+    fn bytes(&self) -> Vec<u8> {
+        let reason = ureq::http::StatusCode::from_u16(self.status)
+            .ok()
+            .and_then(|s| s.canonical_reason())
+            .unwrap_or("");
+        let mut out = format!("HTTP/1.1 {} {reason}\r\n", self.status).into_bytes();
+        for (k, v) in &self.headers {
+            out.extend_from_slice(format!("{k}: {v}\r\n").as_bytes());
+        }
+        out.extend_from_slice(
+            format!(
+                "content-length: {}\r\nconnection: close\r\n\r\n",
+                self.body.len()
+            )
+            .as_bytes(),
+        );
+        out.extend_from_slice(&self.body);
+        out
+    }
+}
+
+/// Headers that end at this hop or that the vault sets: never passed on. `accept-encoding`
+/// too, so the answer comes back plain, where the scrubber can see the secret.
+const DROPPED: &[&str] = &[
+    "host",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "content-length",
+    "expect",
+    "accept-encoding",
+];
+
+/// Reads one request from the client, the placeholder taken out of it.
+fn read_request(
+    tls: &mut rustls::StreamOwned<rustls::ServerConnection, TcpStream>,
+    swap: &Swapped,
+) -> Result<Asked, Answer> {
+    let (head, mut body) = super::egress::read_head(tls).map_err(|why| Answer::said(400, &why))?;
+    let mut slots = [httparse::EMPTY_HEADER; 128];
+    let mut req = httparse::Request::new(&mut slots);
+    match req.parse(&head) {
+        Ok(httparse::Status::Complete(_)) => {}
+        _ => return Err(Answer::said(400, "not an HTTP/1.1 request")),
+    }
+    let (method, target) = (req.method.unwrap_or("").to_owned(), req.path.unwrap_or("/"));
+    let ph = swap.placeholder.as_bytes();
+    let mut carried = false;
+    let (mut headers, mut length, mut expect) = (Vec::new(), 0usize, false);
+    for h in req.headers.iter() {
+        let name = h.name.to_ascii_lowercase();
+        match name.as_str() {
+            "content-length" => {
+                length = std::str::from_utf8(h.value)
+                    .ok()
+                    .and_then(|v| v.trim().parse().ok())
+                    .ok_or_else(|| Answer::said(400, "a content-length that is not a number"))?;
+            }
+            "transfer-encoding" => {
+                return Err(Answer::said(411, "send the body with a content-length: the vault does not relay a chunked request"));
+            }
+            "expect" => expect = true,
+            _ => {}
+        }
+        if holds(h.value, ph) {
+            carried = true;
+            continue;
+        }
+        if DROPPED.contains(&name.as_str()) {
+            continue;
+        }
+        let value = std::str::from_utf8(h.value)
+            .map_err(|_| Answer::said(400, &format!("the {name} header is not text")))?;
+        headers.push((name, value.to_owned()));
+    }
+    let (target, in_query) = without_placeholder(target, &swap.placeholder);
+    carried |= in_query;
+    if length > BODY_MAX {
+        return Err(Answer::said(
+            413,
+            &format!("the body is larger than the {BODY_MAX} bytes the vault relays"),
+        ));
+    }
+    if expect && length > body.len() {
+        let _ = tls.write_all(b"HTTP/1.1 100 Continue\r\n\r\n");
+    }
+    while body.len() < length {
+        let mut chunk = vec![0u8; (length - body.len()).min(64 * 1024)];
+        match tls.read(&mut chunk) {
+            Ok(0) | Err(_) => return Err(Answer::said(400, "the body ended early")),
+            Ok(n) => body.extend_from_slice(&chunk[..n]),
+        }
+    }
+    body.truncate(length);
+    let body = match body.is_empty() {
+        true => None,
+        false => Some(String::from_utf8(body).map_err(|_| {
+            Answer::said(
+                415,
+                "the vault relays text request bodies only (this one is binary)",
+            )
+        })?),
+    };
+    Ok(Asked {
+        method,
+        target,
+        headers,
+        body,
+        carried,
+    })
+}
+
+/// Whether a header value holds `placeholder`: as written, or inside basic auth's base64.
+fn holds(value: &[u8], placeholder: &[u8]) -> bool {
+    let has = |v: &[u8]| memchr::memmem::find(v, placeholder).is_some();
+    if has(value) {
+        return true;
+    }
+    let text = String::from_utf8_lossy(value);
+    let mut words = text.split_whitespace();
+    match (words.next(), words.next()) {
+        (Some(scheme), Some(b64)) if scheme.eq_ignore_ascii_case("basic") => {
+            base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .is_ok_and(|pair| has(&pair))
+        }
+        _ => false,
+    }
+}
+
+/// `target` without the query parameters whose value holds `placeholder`; whether any did.
+fn without_placeholder(target: &str, placeholder: &str) -> (String, bool) {
+    let Some((path, query)) = target.split_once('?') else {
+        return (target.to_owned(), false);
+    };
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|pair| {
+            let decoded = percent_encoding::percent_decode_str(pair).decode_utf8_lossy();
+            !decoded.contains(placeholder)
+        })
+        .collect();
+    let found = kept.len() != query.split('&').count();
+    match kept.is_empty() {
+        true => (path.to_owned(), found),
+        false => (format!("{path}?{}", kept.join("&")), found),
+    }
+}
+
+/// The request to the agent, and its answer as the client gets it.
+fn relay(asked: Asked, swap: &Swapped, asker: &Asker) -> Answer {
+    if !asked.carried {
+        let mut a = Answer::said(401, &format!("{}:{} is reached through the vault: send the placeholder ${} as the credential (a bearer token, basic auth's password, or as the credential says)", swap.host, swap.port, swap.name));
+        a.headers.push((
+            "www-authenticate".into(),
+            "Basic realm=\"agent-vault\"".into(),
+        ));
+        return a;
+    }
+    let host = match swap.host.contains(':') {
+        true => format!("[{}]", swap.host),
+        false => swap.host.clone(),
+    };
+    let reply = asker.call(Request::Swap {
+        credential: swap.credential.clone(),
+        method: asked.method,
+        url: format!("https://{host}:{}{}", swap.port, asked.target),
+        headers: asked.headers,
+        body: asked.body,
+    });
+    match reply {
+        Reply::Action(a) if a.state == State::Completed => match response_of(a.result.as_ref()) {
+            Some(answer) => answer,
+            None => Answer::said(
+                502,
+                &format!(
+                    "{} ({}): {}",
+                    a.summary,
+                    a.id,
+                    a.reason
+                        .as_deref()
+                        .unwrap_or("the response did not come back whole")
+                ),
+            ),
+        },
+        Reply::Action(a) => {
+            let why = a.reason.clone().unwrap_or_default();
+            let status = match a.state {
+                State::Denied | State::Expired | State::Withdrawn => 403,
+                _ => 502,
+            };
+            Answer::said(
+                status,
+                &format!("{} was {} ({}): {why}", a.summary, a.state, a.id),
+            )
+        }
+        Reply::Tool(t) => {
+            let message = t.structured["error"]["message"]
+                .as_str()
+                .map(str::to_owned)
+                .unwrap_or_else(|| t.structured.to_string());
+            Answer::said(403, &message)
+        }
+        Reply::Error { message, .. } => Answer::said(502, &message),
+        other => Answer::said(502, &format!("the vault agent answered {other:?}")),
+    }
+}
+
+/// A completed action's response (its `result`), if it came back whole.
+fn response_of(result: Option<&serde_json::Value>) -> Option<Answer> {
+    let p = result?.get("proxied")?;
+    if p["whole"] != true {
+        return None;
+    }
+    let body = base64::engine::general_purpose::STANDARD
+        .decode(p["body_base64"].as_str()?)
+        .ok()?;
+    let headers = p["headers"]
+        .as_array()?
+        .iter()
+        .filter_map(|h| Some((h[0].as_str()?.to_owned(), h[1].as_str()?.to_owned())))
+        .collect();
+    Some(Answer {
+        status: u16::try_from(p["status"].as_u64()?).ok()?,
+        headers,
+        body,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{holds, without_placeholder};
+
+    #[test]
+    fn the_placeholder_is_found_as_written_in_basic_auth_and_in_the_query() {
+        let ph = "agent-vault-00ff";
+        assert!(holds(b"Bearer agent-vault-00ff", ph.as_bytes()));
+        let basic = base64::Engine::encode(
+            &base64::engine::general_purpose::STANDARD,
+            "x:agent-vault-00ff",
+        );
+        assert!(holds(format!("Basic {basic}").as_bytes(), ph.as_bytes()));
+        assert!(!holds(b"Bearer agent-vault-00fe", ph.as_bytes()));
+        assert_eq!(
+            without_placeholder("/v1/a?x=1&key=agent-vault-00ff&y=2", ph),
+            ("/v1/a?x=1&y=2".to_owned(), true)
+        );
+        assert_eq!(
+            without_placeholder("/v1/a?key=agent%2Dvault-00ff", ph),
+            ("/v1/a".to_owned(), true)
+        );
+        assert_eq!(
+            without_placeholder("/v1/a?x=1", ph),
+            ("/v1/a?x=1".to_owned(), false)
+        );
+    }
+}

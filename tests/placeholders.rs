@@ -1,0 +1,189 @@
+//! Tokens the tools never hold (issue 47, item 3): `vault run --env API_TOKEN=api` gives the
+//! client a placeholder, and for the credential's bound host the proxy ends TLS with the vault's
+//! own CA and swaps the placeholder for the secret, gated like `http_request`. A real `curl`,
+//! run inside by an unprivileged user, is the tool; everything is judged from outside: at the
+//! loopback targets (what they received, counted), in the journal, and by grepping every output
+//! for the secret.
+mod support;
+
+use std::process::{Child, Stdio};
+use std::time::Duration;
+use support::target::HttpTarget;
+use support::tls::TestCa;
+use support::uid::run_unprivileged;
+use support::world::world_root;
+use support::*;
+
+const SECRET: &str = "sk-live-SWAPPED-4f1e9c2d7a";
+
+/// The script inside: three requests with `curl`, each one's status, body and error kept in the
+/// project (`A`: the bound host with the placeholder; `B`: the bound host without it; `C`: a
+/// second, allowed host with the placeholder), and the placeholder the client was given.
+const INSIDE: &str = r#"
+set -u
+cd "$PROJECT"
+curl -sS -H "Authorization: Bearer $API_TOKEN" -o a.body -w '%{http_code}' "$BOUND/echo?via=curl" > a.code 2> a.err
+curl -sS -o b.body -w '%{http_code}' "$BOUND/echo?via=none" > b.code 2> b.err
+curl -sS -H "Authorization: Bearer $API_TOKEN" -o c.body -w '%{http_code}' "$OTHER/echo?via=other" > c.code 2> c.err
+printf '%s' "$API_TOKEN" > placeholder
+"#;
+
+fn start(v: &TestVault, root: &std::path::Path, bound: &str, other: &HttpTarget) -> Child {
+    let (home, project) = (root.join("home"), root.join("home/project"));
+    std::fs::create_dir_all(&project).unwrap();
+    let allow = format!("127.0.0.1:{}", other.port);
+    let mut c = v.command(&[
+        "run",
+        "--env",
+        "API_TOKEN=api",
+        "--allow-host",
+        &allow,
+        "--",
+        "/bin/sh",
+        "-c",
+        INSIDE,
+    ]);
+    c.current_dir(&project)
+        .env("HOME", &home)
+        .env("PROJECT", &project)
+        .env("BOUND", bound)
+        .env("OTHER", other.base())
+        .env("API_TOKEN", "the person's own token, which must not pass")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c.spawn().unwrap()
+}
+
+#[test]
+fn curl_with_a_placeholder_is_gated_by_the_card_and_only_the_bound_host_sees_the_secret() {
+    let root = world_root("swapcurl").unwrap();
+    if !run_unprivileged(
+        "curl_with_a_placeholder_is_gated_by_the_card_and_only_the_bound_host_sees_the_secret",
+    ) {
+        let _ = std::fs::remove_dir_all(&root);
+        return;
+    }
+    let certs = root.join("certs");
+    std::fs::create_dir_all(&certs).unwrap();
+    let ca = TestCa::create(&certs);
+    let bound = HttpTarget::start_tls(SECRET, &ca.leaf_cert, &ca.leaf_key);
+    let other = HttpTarget::start("unused");
+    let mut v = TestVault::init("swapcurl");
+    let ca_file = ca.ca_cert.to_str().unwrap();
+    v.run_pp(
+        &[
+            "add",
+            "http",
+            "api",
+            "--host",
+            &bound.base(),
+            "--bearer",
+            "--secret-stdin",
+            "--approval",
+            "each",
+            "--ca-file",
+            ca_file,
+        ],
+        Some(&format!("{SECRET}\n")),
+    )
+    .ok();
+
+    let run = start(&v, &root, &bound.base(), &other);
+    // The swapped request waits for the card: nothing has reached the bound host yet.
+    let pending = v.wait_pending(1);
+    assert_eq!(pending[0]["tool"], "http_request", "{pending:?}");
+    let summary = pending[0]["summary"].as_str().unwrap_or("");
+    assert!(summary.starts_with("GET https://127.0.0.1:"), "{summary}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(bound.requests().is_empty(), "a request ran before the card");
+    let id = pending[0]["action_id"].as_str().unwrap().to_owned();
+    v.run_pp(&["approve", "--id", &id, "--approve"], None).ok();
+
+    let out = run.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "vault run failed: {stderr}");
+    let project = root.join("home/project");
+    let read = |f: &str| std::fs::read_to_string(project.join(f)).unwrap_or_default();
+    let placeholder = read("placeholder");
+    assert!(
+        placeholder.starts_with("agent-vault-") && placeholder.len() == 44,
+        "the client holds no placeholder: {placeholder:?} ({stderr})"
+    );
+
+    // A: through the card, to the bound host, with the real secret; the echo came back
+    // scrubbed, byte for byte otherwise.
+    assert_eq!(read("a.code"), "200", "{} {}", read("a.err"), stderr);
+    let got = bound.requests();
+    assert_eq!(got.len(), 1, "the bound host got {got:?}");
+    assert_eq!(got[0]["path"], "/echo?via=curl");
+    assert_eq!(
+        got[0]["headers"]["authorization"],
+        format!("Bearer {SECRET}")
+    );
+    let body: serde_json::Value = serde_json::from_str(&read("a.body")).unwrap_or_else(|e| {
+        panic!(
+            "curl's body is not the target's JSON ({e}): {}",
+            read("a.body")
+        )
+    });
+    assert_eq!(body["query"]["via"][0], "curl", "{body}");
+    assert_eq!(
+        body["headers"]["authorization"], "Bearer [REDACTED:api]",
+        "the target's echo of the secret came back unscrubbed: {body}"
+    );
+
+    // B: no placeholder, no request: the proxy answered 401 itself.
+    assert_eq!(read("b.code"), "401", "{}", read("b.body"));
+    assert!(read("b.body").contains("API_TOKEN"), "{}", read("b.body"));
+
+    // C: the placeholder sent to another host arrives as the placeholder, never swapped.
+    assert_eq!(read("c.code"), "200", "{}", read("c.err"));
+    let seen = other.requests();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(
+        seen[0]["headers"]["authorization"],
+        format!("Bearer {placeholder}")
+    );
+
+    // Only one request ever reached the bound host, and the secret is nowhere but there.
+    assert_eq!(bound.requests().len(), 1);
+    let mut outputs = vec![
+        stderr.clone(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    ];
+    for f in [
+        "a.body",
+        "a.err",
+        "b.body",
+        "b.err",
+        "c.body",
+        "c.err",
+        "placeholder",
+    ] {
+        outputs.push(read(f));
+    }
+    outputs.push(other.requests().iter().map(|r| r.to_string()).collect());
+    outputs.push(v.run(&["log", "--json"], None).ok().stdout);
+    for (i, o) in outputs.iter().enumerate() {
+        for (form, enc) in support::target::forms_of(SECRET) {
+            assert!(
+                !o.contains(&enc),
+                "output {i} holds the secret ({form}): {o}"
+            );
+        }
+    }
+    let kinds = support::journal::kinds(&v);
+    let count = |k: &str| kinds.iter().filter(|x| *x == k).count();
+    assert_eq!(
+        (
+            count("action.approved"),
+            count("action.dispatched"),
+            count("action.completed")
+        ),
+        (1, 1, 1),
+        "{kinds:?}"
+    );
+    v.run(&["verify"], None).ok();
+    let _ = std::fs::remove_dir_all(&root);
+}
