@@ -187,3 +187,169 @@ fn curl_with_a_placeholder_is_gated_by_the_card_and_only_the_bound_host_sees_the
     v.run(&["verify"], None).ok();
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// A bare repository under `srv` with one commit, whose README says `text`.
+fn repository(srv: &std::path::Path, text: &str) {
+    let work = srv.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::write(work.join("README"), text).unwrap();
+    let git = |dir: &std::path::Path, args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.org"])
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    git(&work, &["init", "-q", "-b", "main"]);
+    git(&work, &["add", "README"]);
+    git(&work, &["commit", "-q", "-m", "first"]);
+    git(srv, &["clone", "-q", "--bare", "work", "repo.git"]);
+}
+
+/// `git clone` over HTTPS with the placeholder as basic auth's password (as a GitHub token is
+/// used), against `git http-backend` on loopback. Git's first request carries no password: the
+/// proxy answers it 401 itself, and git sends the placeholder. Each swapped request waits for
+/// the person's card; the test approves each as it comes. The clone holds the repository; every
+/// request the server received carried the real secret and none the placeholder; nothing the
+/// client wrote (its output, the clone's config) holds the secret. (The clone goes under /tmp
+/// inside: the sandbox refuses a repository made in the project.)
+#[test]
+fn git_clones_over_https_with_a_placeholder_each_request_on_the_card() {
+    let root = world_root("swapgit").unwrap();
+    if !run_unprivileged("git_clones_over_https_with_a_placeholder_each_request_on_the_card") {
+        let _ = std::fs::remove_dir_all(&root);
+        return;
+    }
+    let (certs, srv) = (root.join("certs"), root.join("srv"));
+    std::fs::create_dir_all(&certs).unwrap();
+    let ca = TestCa::create(&certs);
+    repository(&srv, "cloned through the vault\n");
+    let log = root.join("git-requests.jsonl");
+    let mut server = std::process::Command::new(system_python())
+        .arg(support_file("git_http.py"))
+        .args([&srv, &ca.leaf_cert, &ca.leaf_key, &log])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut port = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(server.stdout.as_mut().unwrap()),
+        &mut port,
+    )
+    .unwrap();
+    let port = port.trim().to_owned();
+    let mut v = TestVault::init("swapgit");
+    v.run_pp(
+        &[
+            "add",
+            "http",
+            "git",
+            "--host",
+            &format!("https://127.0.0.1:{port}"),
+            "--basic",
+            "x-access-token",
+            "--secret-stdin",
+            "--approval",
+            "each",
+            "--ca-file",
+            ca.ca_cert.to_str().unwrap(),
+        ],
+        Some(&format!("{SECRET}\n")),
+    )
+    .ok();
+
+    let (home, project) = (root.join("home"), root.join("home/project"));
+    std::fs::create_dir_all(&project).unwrap();
+    let script = format!(
+        "git clone \"https://x-access-token:$GIT_TOKEN@127.0.0.1:{port}/repo.git\" /tmp/clone > git.out 2>&1; echo $? > git.code; cp /tmp/clone/README cloned.README; cp /tmp/clone/.git/config cloned.config"
+    );
+    let mut run = v
+        .command(&[
+            "run",
+            "--env",
+            "GIT_TOKEN=git",
+            "--",
+            "/bin/sh",
+            "-c",
+            &script,
+        ])
+        .current_dir(&project)
+        .env("HOME", &home)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Every card that comes, approved, until the clone ends.
+    let mut approved = 0;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while run.try_wait().unwrap().is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the clone never ended"
+        );
+        let pending = v.run(&["pending", "--json"], None).ok().stdout;
+        let pending: Vec<serde_json::Value> = serde_json::from_str(pending.trim()).unwrap();
+        for p in pending {
+            let id = p["action_id"].as_str().unwrap().to_owned();
+            v.run_pp(&["approve", "--id", &id, "--approve"], None).ok();
+            approved += 1;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = run.wait_with_output().unwrap();
+    let _ = server.kill();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let read = |f: &str| std::fs::read_to_string(project.join(f)).unwrap_or_default();
+    assert_eq!(
+        read("git.code").trim(),
+        "0",
+        "git clone failed: {} {stderr}",
+        read("git.out")
+    );
+    assert_eq!(read("cloned.README"), "cloned through the vault\n");
+
+    let requests: Vec<serde_json::Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let basic = format!(
+        "Basic {}",
+        base64::Engine::encode(
+            &base64::engine::general_purpose::STANDARD,
+            format!("x-access-token:{SECRET}")
+        )
+    );
+    assert!(requests.len() >= 2, "{requests:?}");
+    assert!(
+        requests
+            .iter()
+            .all(|r| r["authorization"] == basic.as_str()),
+        "a request reached the server without the secret: {requests:?}"
+    );
+    assert_eq!(
+        approved,
+        requests.len(),
+        "one card per request: {requests:?}"
+    );
+
+    let mut outputs = vec![stderr, read("git.out"), read("cloned.config")];
+    outputs.push(v.run(&["log", "--json"], None).ok().stdout);
+    for (i, o) in outputs.iter().enumerate() {
+        for (form, enc) in support::target::forms_of(SECRET) {
+            assert!(
+                !o.contains(&enc),
+                "output {i} holds the secret ({form}): {o}"
+            );
+        }
+    }
+    v.run(&["verify"], None).ok();
+    let _ = std::fs::remove_dir_all(&root);
+}
