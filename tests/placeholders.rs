@@ -305,6 +305,7 @@ fn git_clones_over_https_with_a_placeholder_each_request_on_the_card() {
     }
     let out = run.wait_with_output().unwrap();
     let _ = server.kill();
+    let _ = server.wait();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let read = |f: &str| std::fs::read_to_string(project.join(f)).unwrap_or_default();
     assert_eq!(
