@@ -197,6 +197,23 @@ impl BenchVault {
 
     /// With a `config.toml` the agent reads when it starts.
     pub fn with_config(tag: &str, port: u16, approval: Approval, config: &str) -> Self {
+        let target = loopback_bearer(port, agent_vault::wire::touch::Presence::None);
+        Self::build(tag, target, approval, config, None)
+    }
+
+    /// `api` bound to `target`; with `ca`, the credential trusts that CA (PEM, written to
+    /// `target-ca.pem` in the bench's directory).
+    pub fn with_target(tag: &str, target: Target, approval: Approval, ca: Option<&str>) -> Self {
+        Self::build(tag, target, approval, "", ca)
+    }
+
+    fn build(
+        tag: &str,
+        mut target: Target,
+        approval: Approval,
+        config: &str,
+        ca: Option<&str>,
+    ) -> Self {
         let dir = std::env::temp_dir().join(format!("av-bench-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let paths = VaultPaths::new(dir.join("vault"));
@@ -205,6 +222,11 @@ impl BenchVault {
         std::fs::write(paths.config(), config).unwrap();
         let vault_id = vault.vault_id.clone();
         drop(vault);
+        if let (Some(pem), Target::Http(t)) = (ca, &mut target) {
+            let file = dir.join("target-ca.pem");
+            std::fs::write(&file, pem).unwrap();
+            t.ca_file = Some(file.display().to_string());
+        }
         start_agent(&paths, &vault_id, &keys);
         let mut cli = secure_cli(&paths, &keys);
         let pin = Secret::new(PIN.as_bytes().to_vec());
@@ -218,7 +240,7 @@ impl BenchVault {
             profile: "default".into(),
             name: "api".into(),
             approval,
-            target: loopback_bearer(port, agent_vault::wire::touch::Presence::None),
+            target,
             secret: Secret::new(SECRET.as_bytes().to_vec()),
         };
         add_signed(&mut cli, &keys, new);
