@@ -145,6 +145,28 @@ fn curl_with_a_placeholder_is_gated_by_the_card_and_only_the_bound_host_sees_the
         seen[0]["headers"]["authorization"],
         format!("Bearer {placeholder}")
     );
+    // ... and the attempt is journaled in the proxy's session.
+    let attempts: Vec<String> = {
+        let vault = support::journal::open(&v);
+        let mut st = vault
+            .store
+            .conn()
+            .prepare(
+                "SELECT json_extract(body, '$.reason') FROM audit WHERE kind = 'call.rejected'",
+            )
+            .unwrap();
+        st.query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    assert_eq!(
+        attempts,
+        [format!(
+            "placeholder API_TOKEN sent to 127.0.0.1 port {}, not swapped",
+            other.port
+        )],
+    );
 
     // Only one request ever reached the bound host, and the secret is nowhere but there.
     assert_eq!(bound.requests().len(), 1);

@@ -81,6 +81,21 @@ impl Asker {
         answer.recv().unwrap_or_else(|_| lost())
     }
 
+    /// A placeholder went to a host that is not its credential's: journaled (`call.rejected`
+    /// of this session), never swapped. `head`: the request head it was in (its hash is the
+    /// row's fingerprint). Waits for the agent to have journaled it.
+    pub fn attempt(&self, why: String, head: &[u8]) {
+        let req = Request::Reject {
+            code: 403,
+            reason: why,
+            fingerprint: blake3::hash(head).to_hex()[..16].to_owned(),
+            tool: None,
+        };
+        if let Reply::Error { message, .. } = self.call(req) {
+            tracing::warn!("vault run: the attempt could not be journaled: {message}");
+        }
+    }
+
     /// What the connection of `action` carried, once it closed.
     pub fn closed(&self, action: &str, (sent, received): (u64, u64), error: Option<String>) {
         let req = Request::Tunneled {

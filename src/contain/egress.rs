@@ -10,7 +10,7 @@
 //! here, through the executors' guard: never a metadata address, and loopback or private ones
 //! only where an allow entry names that very address.
 use super::ask::{Answer, Asker};
-use super::intercept::Swaps;
+use super::intercept::{read_head, Swaps};
 use crate::exec::guard;
 use std::ffi::OsString;
 use std::io::{self, Read, Write};
@@ -22,8 +22,6 @@ use std::time::Duration;
 
 /// The proxy's port on the sandbox's own loopback (a fresh namespace: always free).
 pub const PORT: u16 = 3128;
-/// A request head larger than this is refused.
-const HEAD_MAX: usize = 16 * 1024;
 const READ_HEAD: Duration = Duration::from_secs(30);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -247,26 +245,6 @@ enum Ask {
     },
 }
 
-/// Reads the request head (up to the blank line); returns it with what followed it.
-pub(super) fn read_head(conn: &mut impl Read) -> Result<(Vec<u8>, Vec<u8>), String> {
-    let mut buf = Vec::with_capacity(2048);
-    let mut chunk = [0u8; 4096];
-    loop {
-        if let Some(end) = memchr::memmem::find(&buf, b"\r\n\r\n") {
-            let rest = buf.split_off(end + 4);
-            return Ok((buf, rest));
-        }
-        if buf.len() > HEAD_MAX {
-            return Err(format!("the request head is over {HEAD_MAX} bytes"));
-        }
-        match conn.read(&mut chunk) {
-            Ok(0) => return Err("the connection closed before a whole request head".into()),
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(e) => return Err(format!("reading the request: {e}")),
-        }
-    }
-}
-
 /// Parses a request head into what it asks.
 fn parse(head: &[u8]) -> Result<Ask, String> {
     let mut headers = [httparse::EMPTY_HEADER; 128];
@@ -343,6 +321,18 @@ fn handle(mut conn: TcpStream, allow: &Allow, asker: Option<&Asker>, swaps: &Swa
     let (host, port) = match &ask {
         Ask::Tunnel { host, port } | Ask::Forward { host, port, .. } => (host.clone(), *port),
     };
+    // A placeholder in plain HTTP to another host goes as it is (it opens nothing there), and
+    // the attempt is journaled.
+    if let (Ask::Forward { head, .. }, Some(asker)) = (&ask, asker) {
+        if let Some(swap) = swaps.sent_in(head) {
+            let why = format!(
+                "placeholder {} sent to {host} port {port}, not swapped",
+                swap.name
+            );
+            tracing::warn!("vault run: {why}");
+            asker.attempt(why, head);
+        }
+    }
     // A credential's bound host, named with `--env`: TLS ends here, each request is the agent's.
     if let (Ask::Tunnel { .. }, Some(swap), Some(asker)) = (&ask, swaps.find(&host, port), asker) {
         let _ = conn.set_read_timeout(Some(READ_HEAD));

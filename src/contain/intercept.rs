@@ -87,6 +87,19 @@ impl Swaps {
     pub fn find(&self, host: &str, port: u16) -> Option<&Swapped> {
         self.0.iter().find(|s| s.host == host && s.port == port)
     }
+
+    /// The swap whose placeholder a request head carries (in its request line or a header, as
+    /// written or in basic auth's base64).
+    pub fn sent_in(&self, head: &[u8]) -> Option<&Swapped> {
+        let mut slots = [httparse::EMPTY_HEADER; 128];
+        let mut req = httparse::Request::new(&mut slots);
+        let parsed = req.parse(head).is_ok();
+        self.0.iter().find(|s| {
+            let ph = s.placeholder.as_bytes();
+            memchr::memmem::find(head, ph).is_some()
+                || (parsed && req.headers.iter().any(|h| holds(h.value, ph)))
+        })
+    }
 }
 
 /// Serves a `CONNECT` to `swap`'s host: TLS ends here, and each request goes to the agent.
@@ -163,6 +176,29 @@ impl Answer {
     }
 }
 
+/// A request head larger than this is refused.
+const HEAD_MAX: usize = 16 * 1024;
+
+/// Reads the request head (up to the blank line); returns it with what followed it.
+pub(super) fn read_head(conn: &mut impl Read) -> Result<(Vec<u8>, Vec<u8>), String> {
+    let mut buf = Vec::with_capacity(2048);
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(end) = memchr::memmem::find(&buf, b"\r\n\r\n") {
+            let rest = buf.split_off(end + 4);
+            return Ok((buf, rest));
+        }
+        if buf.len() > HEAD_MAX {
+            return Err(format!("the request head is over {HEAD_MAX} bytes"));
+        }
+        match conn.read(&mut chunk) {
+            Ok(0) => return Err("the connection closed before a whole request head".into()),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) => return Err(format!("reading the request: {e}")),
+        }
+    }
+}
+
 /// Headers that end at this hop or that the vault sets: never passed on. `accept-encoding`
 /// too, so the answer comes back plain, where the scrubber can see the secret.
 const DROPPED: &[&str] = &[
@@ -185,7 +221,7 @@ fn read_request(
     tls: &mut rustls::StreamOwned<rustls::ServerConnection, TcpStream>,
     swap: &Swapped,
 ) -> Result<Asked, Answer> {
-    let (head, mut body) = super::egress::read_head(tls).map_err(|why| Answer::said(400, &why))?;
+    let (head, mut body) = read_head(tls).map_err(|why| Answer::said(400, &why))?;
     let mut slots = [httparse::EMPTY_HEADER; 128];
     let mut req = httparse::Request::new(&mut slots);
     match req.parse(&head) {

@@ -274,7 +274,8 @@ impl RequestKind {
     }
 
     /// What `vault run`'s proxy may ask on its egress session: its hosts, what their connections
-    /// carried, its own end, and `ping`. Nothing else, and no other role asks for hosts.
+    /// carried, its placeholders' certificates and swaps, a placeholder seen going elsewhere
+    /// (`reject`, journaled as `call.rejected`), its own end, and `ping`. Nothing else, and no other role asks for hosts.
     pub fn for_egress(self) -> bool {
         matches!(
             self,
@@ -282,6 +283,7 @@ impl RequestKind {
                 | RequestKind::Tunneled
                 | RequestKind::Intercept
                 | RequestKind::Swap
+                | RequestKind::Reject
                 | RequestKind::End
                 | RequestKind::Ping
         )
