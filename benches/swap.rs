@@ -15,7 +15,7 @@
 //! `http_request`, benches/http_overhead.rs). `-- --quick`: a few requests, checks only.
 mod common;
 
-use agent_vault::credentials::{Approval, HttpAuth, HttpTarget, Target};
+use agent_vault::credentials::{Approval, Target};
 use common::{stats, BenchVault, Side};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -86,23 +86,11 @@ fn main() {
     let (n, warmup) = common::size(quick, (300, 20), (5, 1));
     let (ca, cert, key) = certificates();
     let t = target(&cert, &key);
-    let bv = BenchVault::with_target(
-        "swap",
-        Target::Http(HttpTarget {
-            presence: agent_vault::wire::touch::Presence::None,
-            scheme: "https".into(),
-            host: "127.0.0.1".into(),
-            port: t.port,
-            path_prefix: "/".into(),
-            methods: None,
-            auth: HttpAuth::Bearer,
-            ca_file: None,
-            allow_headers: Vec::new(),
-            secret_from: None,
-        }),
-        Approval::Never,
-        Some(&ca),
-    );
+    let mut bound = common::loopback_bearer(t.port, agent_vault::wire::touch::Presence::None);
+    if let Target::Http(h) = &mut bound {
+        h.scheme = "https".into();
+    }
+    let bv = BenchVault::with_target("swap", bound, Approval::Never, Some(&ca));
     let client = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/swap_client.py");
     let python = ["/usr/bin/python3", "/bin/python3"]
         .into_iter()

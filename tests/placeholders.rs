@@ -28,6 +28,20 @@ curl -sS -H "Authorization: Bearer $API_TOKEN" -o c.body -w '%{http_code}' "$OTH
 printf '%s' "$API_TOKEN" > placeholder
 "#;
 
+/// Every form of the secret (`forms_of`: raw, base64 with and without prefixes, percent-encoded)
+/// is absent from each of `outputs`.
+#[track_caller]
+fn no_secret_in(outputs: &[String]) {
+    for (i, o) in outputs.iter().enumerate() {
+        for (form, enc) in support::target::forms_of(SECRET) {
+            assert!(
+                !o.contains(&enc),
+                "output {i} holds the secret ({form}): {o}"
+            );
+        }
+    }
+}
+
 fn start(v: &TestVault, root: &std::path::Path, bound: &str, other: &HttpTarget) -> Child {
     let (home, project) = (root.join("home"), root.join("home/project"));
     std::fs::create_dir_all(&project).unwrap();
@@ -187,14 +201,7 @@ fn curl_with_a_placeholder_is_gated_by_the_card_and_only_the_bound_host_sees_the
     }
     outputs.push(other.requests().iter().map(|r| r.to_string()).collect());
     outputs.push(v.run(&["log", "--json"], None).ok().stdout);
-    for (i, o) in outputs.iter().enumerate() {
-        for (form, enc) in support::target::forms_of(SECRET) {
-            assert!(
-                !o.contains(&enc),
-                "output {i} holds the secret ({form}): {o}"
-            );
-        }
-    }
+    no_secret_in(&outputs);
     let kinds = support::journal::kinds(&v);
     let count = |k: &str| kinds.iter().filter(|x| *x == k).count();
     assert_eq!(
@@ -365,14 +372,7 @@ fn git_clones_over_https_with_a_placeholder_each_request_on_the_card() {
 
     let mut outputs = vec![stderr, read("git.out"), read("cloned.config")];
     outputs.push(v.run(&["log", "--json"], None).ok().stdout);
-    for (i, o) in outputs.iter().enumerate() {
-        for (form, enc) in support::target::forms_of(SECRET) {
-            assert!(
-                !o.contains(&enc),
-                "output {i} holds the secret ({form}): {o}"
-            );
-        }
-    }
+    no_secret_in(&outputs);
     v.run(&["verify"], None).ok();
     let _ = std::fs::remove_dir_all(&root);
 }

@@ -291,7 +291,13 @@ impl Conn {
         let (agent, writer) = (self.agent.clone(), self.writer.clone());
         match req {
             Request::Tool { name, args } => self.tool(id, name, args).await,
-            Request::Connect { host, port } => self.connect(id, host, port).await,
+            Request::Connect { host, port } => {
+                let what = "a host is asked for";
+                self.on_network_session(id, what, |env, ses, sink, rx| {
+                    crate::services::egress::connect(env, ses, host, port, sink, rx)
+                })
+                .await
+            }
             Request::Intercept { credential } => {
                 let session = self.session.clone();
                 self.tasks.spawn(async move {
@@ -319,7 +325,11 @@ impl Conn {
                     body,
                     ..Default::default()
                 };
-                self.swap(id, args).await
+                let what = "a placeholder is swapped";
+                self.on_network_session(id, what, |env, ses, sink, rx| {
+                    crate::services::egress::swap(env, ses, args, sink, rx)
+                })
+                .await
             }
             Request::Tunneled {
                 action_id,
@@ -489,42 +499,32 @@ impl Conn {
         (rx, self.inflight.clone())
     }
 
-    /// A host `vault run`'s proxy asks for, as its own task (cancelled with the connection, which
-    /// withdraws the card): a `network` action, answered once dispatched or final.
-    async fn connect(&mut self, id: u64, host: String, port: u16) {
+    /// A request of `vault run`'s proxy that may wait for the person (`connect`: a host;
+    /// `swap`: a request with a placeholder), as its own task on the network session (cancelled
+    /// with the connection, which withdraws its card), answered once final.
+    async fn on_network_session<F>(
+        &mut self,
+        id: u64,
+        what: &str,
+        run: impl FnOnce(Arc<tools::Env>, Arc<Session>, Arc<Sink>, watch::Receiver<bool>) -> F,
+    ) where
+        F: std::future::Future<Output = Reply> + Send + 'static,
+    {
         let (agent, writer) = (self.agent.clone(), self.writer.clone());
         let Some(session) = self.session.clone() else {
-            let why = "a host is asked for on `vault run`'s network session only".into();
+            let why = format!("{what} on `vault run`'s network session only");
             writer.reply(id, ops::error(ErrorCode::Protocol, why)).await;
             return;
         };
         let (rx, inflight) = self.cancellable(id);
+        let work = run(
+            agent.env.clone(),
+            session,
+            Arc::new(Sink::new(writer.clone(), id)),
+            rx,
+        );
         self.tasks.spawn(async move {
-            let sink = Arc::new(Sink::new(writer.clone(), id));
-            let reply =
-                crate::services::egress::connect(agent.env.clone(), session, host, port, sink, rx)
-                    .await;
-            if let Ok(mut m) = inflight.lock() {
-                m.remove(&id);
-            }
-            writer.reply(id, reply).await;
-            agent.touch();
-        });
-    }
-
-    /// `Swap`, like `connect`: on the network session only, withdrawn when the proxy cancels.
-    async fn swap(&mut self, id: u64, args: crate::policy::HttpArgs) {
-        let (agent, writer) = (self.agent.clone(), self.writer.clone());
-        let Some(session) = self.session.clone() else {
-            let why = "a placeholder is swapped on `vault run`'s network session only".into();
-            writer.reply(id, ops::error(ErrorCode::Protocol, why)).await;
-            return;
-        };
-        let (rx, inflight) = self.cancellable(id);
-        self.tasks.spawn(async move {
-            let sink = Arc::new(Sink::new(writer.clone(), id));
-            let reply =
-                crate::services::egress::swap(agent.env.clone(), session, args, sink, rx).await;
+            let reply = work.await;
             if let Ok(mut m) = inflight.lock() {
                 m.remove(&id);
             }
