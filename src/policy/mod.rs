@@ -16,10 +16,10 @@ use crate::wire::{CredentialRef, NormalizedAction, NormalizedHttp, NormalizedSsh
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 /// Bounds of `timeout_s`.
 pub const TIMEOUT_S: (u64, u64, u64) = (1, 300, 30);
-/// `max_output_bytes`: (least, most, default).
 /// The largest response `vault run`'s proxy relays for a request it swapped a placeholder in
 /// (a frame of the agent's protocol holds it in base64).
 pub const PROXIED_MAX_BYTES: u64 = 4 * 1024 * 1024;
+/// `max_output_bytes`: (least, most, default).
 pub const MAX_OUTPUT_BYTES: (u64, u64, u64) = (1, 1024 * 1024, 64 * 1024);
 
 /// Why a request was refused before anything was queued.

@@ -17,7 +17,7 @@ const META: &str = "proxy_ca";
 /// The CA as kept: the name it was made with (its subject, which each leaf names as issuer),
 /// its certificate, and its key.
 #[derive(Serialize, Deserialize)]
-struct Kept {
+pub(crate) struct Authority {
     name: String,
     cert_pem: String,
     key_pem: Zeroizing<String>,
@@ -51,54 +51,65 @@ fn ca_params(name: &str) -> CertificateParams {
     p
 }
 
-/// A leaf for `host` (a DNS name or an IP address), signed by the vault's CA, which is made and
-/// kept first if there is none yet.
-pub(crate) fn leaf_for(
-    store: &mut Store,
-    vault_id: &str,
-    host: &str,
-) -> Result<Leaf, AuthorityError> {
-    let sign = |why: rcgen::Error| AuthorityError::Sign {
-        host: host.to_owned(),
-        why: why.to_string(),
-    };
-    let tx = store.write()?;
-    let kept = match get_meta(&tx, META)? {
-        Some(text) => serde_json::from_str::<Kept>(&text)
-            .map_err(|_| StoreError::Damaged("the proxy CA in meta does not read"))?,
-        None => {
-            let name = format!("agent-vault proxy CA {vault_id}");
-            let key = KeyPair::generate().map_err(sign)?;
-            let mut p = ca_params(&name);
-            valid_for(&mut p, 3650);
-            let cert = p.self_signed(&key).map_err(sign)?;
-            let kept = Kept {
-                name,
-                cert_pem: cert.pem(),
-                key_pem: Zeroizing::new(key.serialize_pem()),
-            };
-            let text = Zeroizing::new(serde_json::to_string(&kept).expect("JSON"));
-            set_meta(&tx, META, &text)?;
-            kept
+impl Authority {
+    /// The vault's CA: read from `meta`, or made and kept there if there is none yet (a write
+    /// transaction only then).
+    pub(crate) fn of(store: &mut Store, vault_id: &str) -> Result<Self, AuthorityError> {
+        let read = |text: String| {
+            serde_json::from_str::<Self>(&text)
+                .map_err(|_| StoreError::Damaged("the proxy CA in meta does not read").into())
+        };
+        if let Some(text) = get_meta(store.conn(), META)? {
+            return read(text);
         }
-    };
-    tx.commit()?;
-    let ca_key = KeyPair::from_pem(&kept.key_pem).map_err(sign)?;
-    let issuer = Issuer::new(ca_params(&kept.name), ca_key);
-    let key = KeyPair::generate().map_err(sign)?;
-    let mut p = CertificateParams::new(vec![host.to_owned()]).map_err(sign)?;
-    p.distinguished_name.push(DnType::CommonName, host);
-    p.is_ca = IsCa::ExplicitNoCa;
-    p.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    p.use_authority_key_identifier_extension = true;
-    valid_for(&mut p, 2);
-    let cert = p.signed_by(&key, &issuer).map_err(sign)?;
-    Ok(Leaf {
-        ca_pem: kept.cert_pem.clone(),
-        cert_pem: cert.pem(),
-        key_pem: Zeroizing::new(key.serialize_pem()),
-    })
+        let tx = store.write()?;
+        // Another job may have made it in between.
+        if let Some(text) = get_meta(&tx, META)? {
+            return read(text);
+        }
+        let name = format!("agent-vault proxy CA {vault_id}");
+        let sign = |why: rcgen::Error| AuthorityError::Sign {
+            host: "itself".into(),
+            why: why.to_string(),
+        };
+        let key = KeyPair::generate().map_err(sign)?;
+        let mut p = ca_params(&name);
+        valid_for(&mut p, 3650);
+        let cert = p.self_signed(&key).map_err(sign)?;
+        let ca = Self {
+            name,
+            cert_pem: cert.pem(),
+            key_pem: Zeroizing::new(key.serialize_pem()),
+        };
+        let text = Zeroizing::new(serde_json::to_string(&ca).expect("JSON"));
+        set_meta(&tx, META, &text)?;
+        tx.commit()?;
+        Ok(ca)
+    }
+
+    /// A leaf for `host` (a DNS name or an IP address), signed by this CA.
+    pub(crate) fn leaf_for(&self, host: &str) -> Result<Leaf, AuthorityError> {
+        let sign = |why: rcgen::Error| AuthorityError::Sign {
+            host: host.to_owned(),
+            why: why.to_string(),
+        };
+        let ca_key = KeyPair::from_pem(&self.key_pem).map_err(sign)?;
+        let issuer = Issuer::new(ca_params(&self.name), ca_key);
+        let key = KeyPair::generate().map_err(sign)?;
+        let mut p = CertificateParams::new(vec![host.to_owned()]).map_err(sign)?;
+        p.distinguished_name.push(DnType::CommonName, host);
+        p.is_ca = IsCa::ExplicitNoCa;
+        p.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        p.use_authority_key_identifier_extension = true;
+        valid_for(&mut p, 2);
+        let cert = p.signed_by(&key, &issuer).map_err(sign)?;
+        Ok(Leaf {
+            ca_pem: self.cert_pem.clone(),
+            cert_pem: cert.pem(),
+            key_pem: Zeroizing::new(key.serialize_pem()),
+        })
+    }
 }
 
 /// Sets `p`'s validity: from yesterday (a clock a little behind still accepts it) to `days`

@@ -4,6 +4,7 @@
 //! stops), and is answered once dispatched (the proxy opens the connection) or final (refused,
 //! with why). What the connection carried is recorded when the proxy says it closed
 //! (`tunneled`). A paused vault refuses at once.
+use super::authority::Authority;
 use super::ops;
 use super::tools::{wait_for, Env, EventSink, Session, Waited, MAX_WAITING_PER_SESSION};
 use crate::approvals::{self, NetworkAsk, State, Submitted};
@@ -153,21 +154,25 @@ pub(crate) async fn intercept(env: &Arc<Env>, ses: Option<&Session>, credential:
                 let why = format!("`vault run --env …={credential}`: {credential} is bound to http://{}:{}; the proxy swaps a placeholder only inside TLS to an https:// binding", t.host, t.port);
                 return Err((ErrorCode::Invalid, why));
             }
-            let leaf = super::authority::leaf_for(s, &vault_id, &t.host)
-                .map_err(|e| (ErrorCode::Internal, e.to_string()))?;
-            Ok(Reply::Intercept(Interception {
-                host: t.host.clone(),
-                port: t.port,
-                ca_pem: leaf.ca_pem,
-                cert_pem: leaf.cert_pem,
-                key_pem: Secret::new(leaf.key_pem.as_bytes().to_vec()),
-            }))
+            let ca = Authority::of(s, &vault_id).map_err(|e| (ErrorCode::Internal, e.to_string()))?;
+            Ok((ca, t.host.clone(), t.port))
         })
         .await;
-    match done {
-        Ok(Ok(reply)) => reply,
-        Ok(Err((code, why))) => ops::error(code, why),
-        Err(_) => ops::error(ErrorCode::Internal, "the vault agent is stopping".into()),
+    // The leaf is signed here, off the writer's thread.
+    let (ca, host, port) = match done {
+        Ok(Ok(found)) => found,
+        Ok(Err((code, why))) => return ops::error(code, why),
+        Err(_) => return ops::error(ErrorCode::Internal, "the vault agent is stopping".into()),
+    };
+    match ca.leaf_for(&host) {
+        Ok(leaf) => Reply::Intercept(Interception {
+            host,
+            port,
+            ca_pem: leaf.ca_pem,
+            cert_pem: leaf.cert_pem,
+            key_pem: Secret::new(leaf.key_pem.as_bytes().to_vec()),
+        }),
+        Err(e) => ops::error(ErrorCode::Internal, e.to_string()),
     }
 }
 

@@ -6,6 +6,7 @@ mod errors;
 mod handlers;
 #[cfg(test)]
 mod output_parity_tests;
+mod remote;
 mod result;
 mod wait;
 
