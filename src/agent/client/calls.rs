@@ -172,20 +172,38 @@ impl Client {
             if next.is_some() {
                 return Ok(next);
             }
+            // Waited for with `poll(2)`, whose timeout is exact: a socket's receive timeout is
+            // counted in the kernel's ticks, so even a zero wait ("what else already arrived")
+            // slept a tick (4 ms at 250 Hz) on every read that found nothing.
             let left = until.saturating_duration_since(Instant::now());
-            self.stream
-                .set_read_timeout(Some(left.max(Duration::from_millis(1))))?;
+            if !readable(&self.stream, left)? {
+                if Instant::now() >= until {
+                    return Ok(None);
+                }
+                continue;
+            }
             match self.stream.read(&mut self.read_buf[..]) {
                 Ok(0) => return Err(self.gone()),
                 Ok(n) => self.splitter.push(&self.read_buf[..n]),
-                Err(e) if crate::agent::socket::timed_out(&e) => {
-                    if Instant::now() >= until {
-                        return Ok(None);
-                    }
-                }
+                Err(e) if crate::agent::socket::timed_out(&e) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e.into()),
             }
         }
+    }
+}
+
+/// Whether `stream` has something to read (data, its end, or an error) within `within`.
+fn readable(stream: &std::os::unix::net::UnixStream, within: Duration) -> std::io::Result<bool> {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let timeout = Timespec::try_from(within).unwrap_or(Timespec {
+        tv_sec: i64::MAX as _,
+        tv_nsec: 0,
+    });
+    let mut fds = [PollFd::new(stream, PollFlags::IN)];
+    match poll(&mut fds, Some(&timeout)) {
+        Ok(n) => Ok(n > 0),
+        Err(rustix::io::Errno::INTR) => Ok(false),
+        Err(e) => Err(e.into()),
     }
 }
