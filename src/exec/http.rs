@@ -8,9 +8,10 @@ use super::bounded::{Capture, Captured, Keep, Scrubber};
 use super::budget::Budget;
 use super::guard::{resolve_checked, GuardError};
 use super::redact::Redactor;
+use super::tls::{Shared, TlsClients};
 use super::{untrusted_text, Cancel, Executor, Outcome};
 use crate::approvals::{AuthorizedAction, State};
-use crate::credentials::{HttpAuth, HttpTarget, Target};
+use crate::credentials::{HttpAuth, Target};
 use crate::policy::ValidatedRequest;
 use base64::Engine;
 use serde_json::{json, Map, Value};
@@ -20,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use ureq::unversioned::resolver::{ResolvedSocketAddrs, Resolver};
-use ureq::unversioned::transport::{ConnectionDetails, Connector, DefaultConnector, Transport};
+use ureq::unversioned::transport::{ConnectionDetails, Connector, TcpConnector, Transport};
 use zeroize::Zeroizing;
 
 /// Response headers an agent may see (never Set-Cookie).
@@ -49,6 +50,8 @@ pub struct HttpExecutor {
     retained_per_call: usize,
     /// Shared by every call of the process.
     budget: Arc<Budget>,
+    /// The TLS client configurations, one per set of roots.
+    tls: TlsClients,
 }
 
 impl HttpExecutor {
@@ -56,6 +59,7 @@ impl HttpExecutor {
         Self {
             retained_per_call: limits.output_retained_per_call_bytes,
             budget: Budget::new(limits.output_retained_process_bytes),
+            tls: TlsClients::default(),
         }
     }
 }
@@ -145,10 +149,11 @@ impl Executor for HttpExecutor {
             Err(e) => return failed(e.to_string()),
         };
         let connected = Connected::default();
-        let agent = match agent_for(target, req.timeout_s, addrs, &connected) {
-            Ok(a) => a,
+        let tls = match self.tls.roots(target.ca_file.as_deref()) {
+            Ok(t) => t,
             Err(why) => return failed(why),
         };
+        let agent = agent_for(tls, req.timeout_s, addrs, &connected);
         let mut builder = ureq::http::Request::builder()
             .method(req.method.as_str())
             .uri(url.as_str());
@@ -189,13 +194,14 @@ impl Executor for HttpExecutor {
 }
 
 /// A one-request client: no proxy, no redirects, the request's timeouts, the credential's TLS
-/// roots, and connections only to `addrs` (the checked addresses of the credential's host).
+/// roots (the process's client for them), and connections only to `addrs` (the checked
+/// addresses of the credential's host): TCP, then TLS for https, then `connected`.
 fn agent_for(
-    target: &HttpTarget,
+    tls: Shared,
     timeout_s: u64,
     addrs: Vec<std::net::SocketAddr>,
     connected: &Connected,
-) -> Result<ureq::Agent, String> {
+) -> ureq::Agent {
     let config = ureq::Agent::config_builder()
         // Never a proxy from HTTP(S)_PROXY / ALL_PROXY: the request goes to the checked
         // address of the credential's own host, and nowhere else.
@@ -204,36 +210,16 @@ fn agent_for(
         .http_status_as_error(false)
         .timeout_global(Some(Duration::from_secs(timeout_s)))
         .timeout_connect(Some(Duration::from_secs(timeout_s.min(10))))
-        .tls_config(tls_config(target)?)
+        .tls_config(tls.config.clone())
         .user_agent(concat!("agent-vault/", env!("CARGO_PKG_VERSION")))
         .build();
-    Ok(ureq::Agent::with_parts(
+    ureq::Agent::with_parts(
         config,
-        DefaultConnector::default().chain(connected.clone()),
+        ().chain(TcpConnector::default())
+            .chain(tls)
+            .chain(connected.clone()),
         Pinned(addrs),
-    ))
-}
-
-/// The TLS roots: the credential's own CA file, else the platform's verifier.
-fn tls_config(target: &HttpTarget) -> Result<ureq::tls::TlsConfig, String> {
-    let tls = ureq::tls::TlsConfig::builder();
-    let Some(ca) = &target.ca_file else {
-        return Ok(tls
-            .root_certs(ureq::tls::RootCerts::PlatformVerifier)
-            .build());
-    };
-    let pem =
-        std::fs::read(ca).map_err(|e| format!("cannot read the credential's CA file {ca}: {e}"))?;
-    let certs: Vec<_> = ureq::tls::parse_pem(&pem)
-        .filter_map(Result::ok)
-        .filter_map(|item| match item {
-            ureq::tls::PemItem::Certificate(c) => Some(c),
-            _ => None,
-        })
-        .collect();
-    Ok(tls
-        .root_certs(ureq::tls::RootCerts::new_with_certs(&certs))
-        .build())
+    )
 }
 
 /// Injects the credential (a query credential was added to the URL already). The header values

@@ -9,6 +9,7 @@ mod http;
 mod proxied;
 pub mod redact;
 mod ssh;
+mod tls;
 
 pub use http::HttpExecutor;
 pub use ssh::SshExecutor;
