@@ -217,6 +217,124 @@ fn curl_with_a_placeholder_is_gated_by_the_card_and_only_the_bound_host_sees_the
     let _ = std::fs::remove_dir_all(&root);
 }
 
+/// Node's own `fetch` inside: Node 20 (CI's) reads no proxy variable by itself, so the script
+/// does what a Node 20 user does for them (undici's `EnvHttpProxyAgent` as the global
+/// dispatcher; Node 24 and later need only the `NODE_USE_ENV_PROXY=1` that `vault run` sets).
+/// It trusts the vault's CA through `NODE_EXTRA_CA_CERTS`, which `vault run` sets.
+const NODE_FETCH: &str = r#"
+const { EnvHttpProxyAgent, setGlobalDispatcher } = require(process.env.UNDICI);
+const fs = require('fs');
+setGlobalDispatcher(new EnvHttpProxyAgent());
+(async () => {
+  for (const [name, auth] of [['a', true], ['b', false]]) {
+    try {
+      const headers = auth ? { authorization: `Bearer ${process.env.API_TOKEN}` } : {};
+      const r = await fetch(`${process.env.BOUND}/echo?via=node`, { headers });
+      fs.writeFileSync(`${name}.code`, String(r.status));
+      fs.writeFileSync(`${name}.body`, await r.text());
+    } catch (e) {
+      fs.writeFileSync(`${name}.err`, String(e && e.cause ? e.cause : e));
+    }
+  }
+})();
+"#;
+
+#[test]
+fn node_fetch_with_a_placeholder_is_gated_by_the_card_and_the_target_sees_the_secret() {
+    let root = world_root("swapnode").unwrap();
+    if !run_unprivileged(
+        "node_fetch_with_a_placeholder_is_gated_by_the_card_and_the_target_sees_the_secret",
+    ) {
+        let _ = std::fs::remove_dir_all(&root);
+        return;
+    }
+    let undici = support::ci_node_dir().join("node_modules/undici");
+    let certs = root.join("certs");
+    std::fs::create_dir_all(&certs).unwrap();
+    let ca = TestCa::create(&certs);
+    let bound = HttpTarget::start_tls(SECRET, &ca.leaf_cert, &ca.leaf_key);
+    let mut v = TestVault::init("swapnode");
+    v.run_pp(
+        &[
+            "add",
+            "http",
+            "api",
+            "--host",
+            &bound.base(),
+            "--bearer",
+            "--secret-stdin",
+            "--approval",
+            "each",
+            "--ca-file",
+            ca.ca_cert.to_str().unwrap(),
+        ],
+        Some(&format!("{SECRET}\n")),
+    )
+    .ok();
+    let (home, project) = (root.join("home"), root.join("home/project"));
+    std::fs::create_dir_all(&project).unwrap();
+    let run = v
+        .command(&["run", "--env", "API_TOKEN=api", "--allow-read"])
+        .arg(&undici)
+        .args(["--", "node", "-e", NODE_FETCH])
+        .current_dir(&project)
+        .env("HOME", &home)
+        .env("UNDICI", &undici)
+        .env("BOUND", bound.base())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pending = v.wait_pending(1);
+    assert_eq!(pending[0]["tool"], "http_request", "{pending:?}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(bound.requests().is_empty(), "a request ran before the card");
+    let id = pending[0]["action_id"].as_str().unwrap().to_owned();
+    v.run_pp(&["approve", "--id", &id, "--approve"], None).ok();
+
+    let out = run.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "vault run failed: {stderr}");
+    let read = |f: &str| std::fs::read_to_string(project.join(f)).unwrap_or_default();
+    assert_eq!(
+        read("a.code"),
+        "200",
+        "{} {} {stderr}",
+        read("a.err"),
+        read("a.body")
+    );
+    let got = bound.requests();
+    assert_eq!(got.len(), 1, "the bound host got {got:?}");
+    assert_eq!(
+        got[0]["headers"]["authorization"],
+        format!("Bearer {SECRET}")
+    );
+    let body: serde_json::Value = serde_json::from_str(&read("a.body")).unwrap();
+    assert_eq!(
+        body["headers"]["authorization"], "Bearer [REDACTED:api]",
+        "{body}"
+    );
+    // Without the placeholder: the proxy's 401, and nothing more reached the target.
+    assert_eq!(
+        read("b.code"),
+        "401",
+        "{} {}",
+        read("b.err"),
+        read("b.body")
+    );
+    assert_eq!(bound.requests().len(), 1);
+
+    let mut outputs = vec![stderr, String::from_utf8_lossy(&out.stdout).into_owned()];
+    for f in ["a.body", "a.err", "b.body", "b.err"] {
+        outputs.push(read(f));
+    }
+    outputs.push(v.run(&["log", "--json"], None).ok().stdout);
+    no_secret_in(&outputs);
+    v.run(&["verify"], None).ok();
+    let _ = std::fs::remove_dir_all(&root);
+}
+
 /// A bare repository under `srv` with one commit, whose README says `text`.
 fn repository(srv: &std::path::Path, text: &str) {
     let work = srv.join("work");

@@ -97,10 +97,10 @@ pub fn system_python() -> PathBuf {
     }
 }
 
-/// `.ci/node`, with the TypeScript SDK and ajv installed (a missing one fails the test).
+/// `.ci/node`, with the TypeScript SDK, ajv and undici installed (a missing one fails the test).
 pub fn ci_node_dir() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/node");
-    for pkg in ["@modelcontextprotocol/sdk", "ajv"] {
+    for pkg in ["@modelcontextprotocol/sdk", "ajv", "undici"] {
         assert!(
             dir.join("node_modules")
                 .join(pkg)
