@@ -38,7 +38,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("scan", &[]),
     ("openbao", &[]),
     ("fido", &[]),
-    ("keys", &["canonical", "wire"]),
+    ("keys", &["canonical", "mutation", "wire"]),
     ("store", &["keys", "time"]),
     ("audit", &["canonical", "fido", "mutation", "paths", "store", "sys", "time", "wire"]),
     (

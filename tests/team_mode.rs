@@ -484,11 +484,24 @@ fn a_same_uid_process_cannot_point_the_vault_at_its_own_server() {
     });
     let mut v = TestVault::init("team-forged");
     let before = support::journal::kinds(&v);
-    let login = json!({"address": lure_address, "auth": {"method": "approle", "mount": "approle", "role_id": "r"}, "journal_mount": "secret"});
-    let payload = json!({"v": 1, "vault_id": "x", "op": "openbao_login", "nonce": "0".repeat(32),
-                         "login": login, "commitment": "00",
-                         "issued_at": agent_vault::wire::ts::format_millis(jiff::Timestamp::now())});
-    let forged = json!({"payload": payload.to_string(), "signature": "00".repeat(64)});
+    // The forged login is a genuine one in every part but its signature: this vault's id (any
+    // same-uid process reads it), a fresh nonce and time, the commitment over the secret it
+    // sends, in canonical form. Only the approver's signature can stop it (and
+    // `.ci/mutants`' `request_signature` shows the test goes red without that check).
+    let vault_id = std::fs::read_to_string(v.vault_dir().join("vault.id")).unwrap();
+    let nonce = hex::encode(rand_bytes());
+    let commitment = {
+        let mut h = blake3::Hasher::new_derive_key("agent-vault openbao login commitment v1");
+        h.update(nonce.as_bytes());
+        h.update(b"a-secret-id");
+        h.finalize().to_hex().to_string()
+    };
+    let payload = format!(
+        r#"{{"commitment":"{commitment}","issued_at":"{}","login":{{"address":"{lure_address}","auth":{{"method":"approle","mount":"approle","role_id":"r"}},"journal_mount":"secret"}},"nonce":"{nonce}","op":"openbao_login","v":1,"vault_id":"{}"}}"#,
+        agent_vault::wire::ts::format_millis(jiff::Timestamp::now()),
+        vault_id.trim()
+    );
+    let forged = json!({"payload": payload, "signature": "00".repeat(64)});
     let requests = [
         json!({"op": "openbao_login", "request": forged, "secret": hex::encode("a-secret-id")}),
         json!({"op": "openbao_login", "request": {"payload": "{}", "signature": ""}, "secret": "00"}),
@@ -518,4 +531,13 @@ fn a_same_uid_process_cannot_point_the_vault_at_its_own_server() {
         "{:?}",
         &after[before.len()..]
     );
+}
+
+/// 16 bytes from the OS (a nonce no earlier request used).
+fn rand_bytes() -> [u8; 16] {
+    let mut b = [0u8; 16];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b))
+        .unwrap();
+    b
 }

@@ -16,7 +16,9 @@ impl Signed {
     /// The payload, if the signature over it verifies, it parses as `T` (nothing unknown), and
     /// it is of this build's format version and for the trusted vault.
     pub fn open<T: Payload>(&self, trust: &Trust) -> Option<T> {
-        if !verify(&trust.approver, T::TAG, &self.payload, &self.signature) {
+        if !crate::mutation::off("request_signature")
+            && !verify(&trust.approver, T::TAG, &self.payload, &self.signature)
+        {
             return None;
         }
         serde_json::from_str::<T>(&self.payload)
