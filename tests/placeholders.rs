@@ -359,6 +359,96 @@ fn repository(srv: &std::path::Path, text: &str) {
     git(srv, &["clone", "-q", "--bare", "work", "repo.git"]);
 }
 
+/// `git http-backend` over TLS on loopback (`support/git_http.py`), serving `srv/repo.git`.
+struct GitServer {
+    server: Child,
+    port: String,
+    /// One JSON line per request the server received, written before it answered.
+    log: std::path::PathBuf,
+    srv: std::path::PathBuf,
+}
+
+impl GitServer {
+    fn start(root: &std::path::Path, readme: &str) -> Self {
+        let (certs, srv) = (root.join("certs"), root.join("srv"));
+        std::fs::create_dir_all(&certs).unwrap();
+        let ca = TestCa::create(&certs);
+        repository(&srv, readme);
+        let log = root.join("git-requests.jsonl");
+        let mut server = std::process::Command::new(system_python())
+            .arg(support_file("git_http.py"))
+            .args([&srv, &ca.leaf_cert, &ca.leaf_key, &log])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut port = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(server.stdout.as_mut().unwrap()),
+            &mut port,
+        )
+        .unwrap();
+        let port = port.trim().to_owned();
+        Self {
+            server,
+            port,
+            log,
+            srv,
+        }
+    }
+
+    /// What the server logged, one JSON value per request.
+    fn requests(&self) -> Vec<serde_json::Value> {
+        requests_in(&self.log)
+    }
+}
+
+fn requests_in(log: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The credential `git`: basic auth (`x-access-token`) to the git server, with `approval`.
+fn add_git_credential(v: &mut TestVault, root: &std::path::Path, port: &str, approval: &str) {
+    let ca = root.join("certs/ca.pem");
+    assert!(
+        ca.exists(),
+        "the git server's CA is not at {}",
+        ca.display()
+    );
+    v.run_pp(
+        &[
+            "add",
+            "http",
+            "git",
+            "--host",
+            &format!("https://127.0.0.1:{port}"),
+            "--basic",
+            "x-access-token",
+            "--secret-stdin",
+            "--approval",
+            approval,
+            "--ca-file",
+            ca.to_str().unwrap(),
+        ],
+        Some(&format!("{SECRET}\n")),
+    )
+    .ok();
+}
+
+/// `Basic base64(x-access-token:SECRET)`, as the git server must receive it.
+fn basic_secret() -> String {
+    format!(
+        "Basic {}",
+        base64::Engine::encode(
+            &base64::engine::general_purpose::STANDARD,
+            format!("x-access-token:{SECRET}")
+        )
+    )
+}
+
 /// `git clone` over HTTPS with the placeholder as basic auth's password (as a GitHub token is
 /// used), against `git http-backend` on loopback. Git's first request carries no password: the
 /// proxy answers it 401 itself, and git sends the placeholder. Each swapped request waits for
@@ -373,43 +463,14 @@ fn git_clones_over_https_with_a_placeholder_each_request_on_the_card() {
         let _ = std::fs::remove_dir_all(&root);
         return;
     }
-    let (certs, srv) = (root.join("certs"), root.join("srv"));
-    std::fs::create_dir_all(&certs).unwrap();
-    let ca = TestCa::create(&certs);
-    repository(&srv, "cloned through the vault\n");
-    let log = root.join("git-requests.jsonl");
-    let mut server = std::process::Command::new(system_python())
-        .arg(support_file("git_http.py"))
-        .args([&srv, &ca.leaf_cert, &ca.leaf_key, &log])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut port = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(server.stdout.as_mut().unwrap()),
-        &mut port,
-    )
-    .unwrap();
-    let port = port.trim().to_owned();
+    let GitServer {
+        mut server,
+        port,
+        log,
+        ..
+    } = GitServer::start(&root, "cloned through the vault\n");
     let mut v = TestVault::init("swapgit");
-    v.run_pp(
-        &[
-            "add",
-            "http",
-            "git",
-            "--host",
-            &format!("https://127.0.0.1:{port}"),
-            "--basic",
-            "x-access-token",
-            "--secret-stdin",
-            "--approval",
-            "each",
-            "--ca-file",
-            ca.ca_cert.to_str().unwrap(),
-        ],
-        Some(&format!("{SECRET}\n")),
-    )
-    .ok();
+    add_git_credential(&mut v, &root, &port, "each");
 
     let (home, project) = (root.join("home"), root.join("home/project"));
     std::fs::create_dir_all(&project).unwrap();
@@ -463,18 +524,8 @@ fn git_clones_over_https_with_a_placeholder_each_request_on_the_card() {
     );
     assert_eq!(read("cloned.README"), "cloned through the vault\n");
 
-    let requests: Vec<serde_json::Value> = std::fs::read_to_string(&log)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let basic = format!(
-        "Basic {}",
-        base64::Engine::encode(
-            &base64::engine::general_purpose::STANDARD,
-            format!("x-access-token:{SECRET}")
-        )
-    );
+    let requests = requests_in(&log);
+    let basic = basic_secret();
     assert!(requests.len() >= 2, "{requests:?}");
     assert!(
         requests
@@ -491,6 +542,113 @@ fn git_clones_over_https_with_a_placeholder_each_request_on_the_card() {
     let mut outputs = vec![stderr, read("git.out"), read("cloned.config")];
     outputs.push(v.run(&["log", "--json"], None).ok().stdout);
     no_secret_in(&outputs);
+    v.run(&["verify"], None).ok();
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// `git push` over HTTPS with the placeholder: a pack of 200 KB of random bytes (binary, and
+/// larger than the `http.postBuffer` given, so git sends it chunked) goes through the proxy,
+/// which reads the chunks whole, and on to the server with the secret. The credential runs
+/// without a card (`never`): a binary pack is more than a card can show whole. Judged at the
+/// server: the pushed commit and its blob are in the bare repository, and every request it
+/// received carried the secret; git's trace shows the pack left it chunked.
+#[test]
+fn git_pushes_a_binary_pack_sent_chunked_over_https_with_a_placeholder() {
+    let root = world_root("swappush").unwrap();
+    if !run_unprivileged("git_pushes_a_binary_pack_sent_chunked_over_https_with_a_placeholder") {
+        let _ = std::fs::remove_dir_all(&root);
+        return;
+    }
+    let mut git_server = GitServer::start(&root, "pushed to through the vault\n");
+    let port = git_server.port.clone();
+    let mut v = TestVault::init("swappush");
+    add_git_credential(&mut v, &root, &port, "never");
+    let (home, project) = (root.join("home"), root.join("home/project"));
+    std::fs::create_dir_all(&project).unwrap();
+    let script = format!(
+        r#"P=$(pwd)
+git clone -q "https://x-access-token:$GIT_TOKEN@127.0.0.1:{port}/repo.git" /tmp/w > "$P/git.out" 2>&1 || exit 3
+cd /tmp/w
+head -c 200000 /dev/urandom > big.bin
+git add big.bin && git -c user.name=t -c user.email=t@example.org commit -qm big || exit 4
+git hash-object big.bin > "$P/blob"
+GIT_TRACE_CURL="$P/curl.trace" GIT_TRACE_CURL_NO_DATA=1 git -c http.postBuffer=65536 push origin HEAD >> "$P/git.out" 2>&1
+echo $? > "$P/git.code""#
+    );
+    let out = v
+        .command(&[
+            "run",
+            "--env",
+            "GIT_TOKEN=git",
+            "--",
+            "/bin/sh",
+            "-c",
+            &script,
+        ])
+        .current_dir(&project)
+        .env("HOME", &home)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let _ = git_server.server.kill();
+    let _ = git_server.server.wait();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let read = |f: &str| std::fs::read_to_string(project.join(f)).unwrap_or_default();
+    // The actions that did not complete, with their reasons, for the failure message.
+    let journal: String = v
+        .run(&["log", "--json"], None)
+        .ok()
+        .stdout
+        .lines()
+        .filter(|l| !l.contains("\"state\":\"completed\""))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert_eq!(
+        read("git.code").trim(),
+        "0",
+        "git push failed (vault run {:?}): {} {stderr}\nthe journal: {}",
+        out.status,
+        read("git.out"),
+        journal
+    );
+    // At the server: the commit and its blob arrived.
+    let bare = git_server.srv.join("repo.git");
+    let git_out = |args: &[&str]| {
+        let o = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(&bare)
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).trim().to_owned()
+    };
+    assert_eq!(git_out(&["log", "-1", "--format=%s", "main"]), "big");
+    let blob = read("blob").trim().to_owned();
+    assert_eq!(blob.len(), 40, "{blob:?}");
+    assert_eq!(git_out(&["rev-parse", "main:big.bin"]), blob);
+    assert_eq!(git_out(&["cat-file", "-s", &blob]), "200000");
+    // Every request carried the secret, the pack's among them; the pack left git chunked.
+    let requests = git_server.requests();
+    assert!(
+        requests
+            .iter()
+            .any(|r| r["method"] == "POST" && r["path"] == "/repo.git/git-receive-pack"),
+        "{requests:?}"
+    );
+    assert!(
+        requests
+            .iter()
+            .all(|r| r["authorization"] == basic_secret().as_str()),
+        "a request reached the server without the secret: {requests:?}"
+    );
+    let trace = read("curl.trace");
+    assert!(
+        trace
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked"),
+        "git did not send the pack chunked:\n{trace}"
+    );
+    no_secret_in(&[stderr, read("git.out"), trace]);
     v.run(&["verify"], None).ok();
     let _ = std::fs::remove_dir_all(&root);
 }

@@ -316,10 +316,7 @@ fn rebuild(
 ) -> Result<ValidatedRequest, policy::PolicyError> {
     match stored {
         NormalizedAction::Http(h) => {
-            let body_text = body.map(|b| String::from_utf8(b).unwrap_or_default());
-            let body_hash = body_text
-                .as_ref()
-                .map(|b| blake3::hash(b.as_bytes()).to_hex().to_string());
+            let body_hash = body.as_ref().map(|b| blake3::hash(b).to_hex().to_string());
             if h.body_blake3 != body_hash {
                 return Err(policy::PolicyError::invalid(
                     "body",
@@ -327,12 +324,28 @@ fn rebuild(
                     "",
                 ));
             }
+            // The proxy's body is any bytes; an agent's is text (or JSON), as it was sent.
+            let (body_bytes, body_text) = match (h.proxied, body) {
+                (true, b) => (b, None),
+                (false, Some(b)) => match String::from_utf8(b) {
+                    Ok(text) => (None, Some(text)),
+                    Err(_) => {
+                        return Err(policy::PolicyError::invalid(
+                            "body",
+                            "the stored body of an agent's request is not text",
+                            "",
+                        ))
+                    }
+                },
+                (false, None) => (None, None),
+            };
             let args = HttpArgs {
                 credential: cred.name.clone(),
                 method: h.method.clone(),
                 url: h.url.clone(),
                 headers: h.headers.iter().cloned().collect(),
                 body: body_text,
+                body_bytes,
                 timeout_s: Some(h.timeout_s),
                 max_output_bytes: (!h.proxied).then_some(h.max_output_bytes),
                 proxied: h.proxied,

@@ -9,6 +9,7 @@
 //! for byte. A request that carries no placeholder reaches nothing: it gets a 401 asking for
 //! it (which is how `git` learns to send its password). Only `http/1.1` is offered in ALPN.
 use super::ask::Asker;
+use super::body::{self, Framing};
 use crate::agent::protocol::{Interception, Reply, Request, State};
 use base64::Engine;
 use rustls::pki_types::pem::PemObject;
@@ -134,7 +135,7 @@ struct Asked {
     method: String,
     target: String,
     headers: Vec<(String, String)>,
-    body: Option<String>,
+    body: Option<Vec<u8>>,
     /// Whether the placeholder was found (and taken out).
     carried: bool,
 }
@@ -221,7 +222,7 @@ fn read_request(
     tls: &mut rustls::StreamOwned<rustls::ServerConnection, TcpStream>,
     swap: &Swapped,
 ) -> Result<Asked, Answer> {
-    let (head, mut body) = read_head(tls).map_err(|why| Answer::said(400, &why))?;
+    let (head, body) = read_head(tls).map_err(|why| Answer::said(400, &why))?;
     let mut slots = [httparse::EMPTY_HEADER; 128];
     let mut req = httparse::Request::new(&mut slots);
     match req.parse(&head) {
@@ -231,21 +232,39 @@ fn read_request(
     let (method, target) = (req.method.unwrap_or("").to_owned(), req.path.unwrap_or("/"));
     let ph = swap.placeholder.as_bytes();
     let mut carried = false;
-    let (mut headers, mut length, mut expect) = (Vec::new(), 0usize, false);
+    let (mut headers, mut framing, mut expect) = (Vec::new(), None, false);
     for h in req.headers.iter() {
         let name = h.name.to_ascii_lowercase();
-        match name.as_str() {
-            "content-length" => {
-                length = std::str::from_utf8(h.value)
-                    .ok()
-                    .and_then(|v| v.trim().parse().ok())
-                    .ok_or_else(|| Answer::said(400, "a content-length that is not a number"))?;
+        let framed = match name.as_str() {
+            "content-length" => std::str::from_utf8(h.value)
+                .ok()
+                .and_then(|v| v.trim().parse().ok())
+                .map(Framing::Length)
+                .ok_or_else(|| Answer::said(400, "a content-length that is not a number"))
+                .map(Some)?,
+            "transfer-encoding" if h.value.eq_ignore_ascii_case(b"chunked") => {
+                Some(Framing::Chunked)
             }
             "transfer-encoding" => {
-                return Err(Answer::said(411, "send the body with a content-length: the vault does not relay a chunked request"));
+                return Err(Answer::said(
+                    501,
+                    "the vault relays a body sent plain or chunked, no other transfer-encoding",
+                ))
             }
-            "expect" => expect = true,
-            _ => {}
+            "expect" => {
+                expect = true;
+                None
+            }
+            _ => None,
+        };
+        if let Some(f) = framed {
+            // Two framings (or two lengths) are how a request is smuggled past a proxy.
+            if framing.replace(f).is_some() {
+                return Err(Answer::said(
+                    400,
+                    "the body's length is said twice (content-length and transfer-encoding, or two of one)",
+                ));
+            }
         }
         if holds(h.value, ph) {
             carried = true;
@@ -260,32 +279,23 @@ fn read_request(
     }
     let (target, in_query) = without_placeholder(target, &swap.placeholder);
     carried |= in_query;
-    if length > BODY_MAX {
-        return Err(Answer::said(
-            413,
-            &format!("the body is larger than the {BODY_MAX} bytes the vault relays"),
-        ));
-    }
-    if expect && length > body.len() {
+    let framing = framing.unwrap_or(Framing::Length(0));
+    let waiting = match framing {
+        Framing::Length(n) if n > BODY_MAX => {
+            return Err(Answer::said(
+                413,
+                &format!("the body is larger than the {BODY_MAX} bytes the vault relays"),
+            ))
+        }
+        Framing::Length(n) => n > body.len(),
+        Framing::Chunked => true,
+    };
+    if expect && waiting {
         let _ = tls.write_all(b"HTTP/1.1 100 Continue\r\n\r\n");
     }
-    while body.len() < length {
-        let mut chunk = vec![0u8; (length - body.len()).min(64 * 1024)];
-        match tls.read(&mut chunk) {
-            Ok(0) | Err(_) => return Err(Answer::said(400, "the body ended early")),
-            Ok(n) => body.extend_from_slice(&chunk[..n]),
-        }
-    }
-    body.truncate(length);
-    let body = match body.is_empty() {
-        true => None,
-        false => Some(String::from_utf8(body).map_err(|_| {
-            Answer::said(
-                415,
-                "the vault relays text request bodies only (this one is binary)",
-            )
-        })?),
-    };
+    let body =
+        body::read(tls, framing, body, BODY_MAX).map_err(|u| Answer::said(u.status, &u.why))?;
+    let body = (!body.is_empty()).then_some(body);
     Ok(Asked {
         method,
         target,
@@ -351,7 +361,9 @@ fn relay(asked: Asked, swap: &Swapped, asker: &Asker) -> Answer {
         method: asked.method,
         url: format!("https://{host}:{}{}", swap.port, asked.target),
         headers: asked.headers,
-        body: asked.body,
+        body_base64: asked
+            .body
+            .map(|b| base64::engine::general_purpose::STANDARD.encode(b)),
     });
     match reply {
         Reply::Action(a) if a.state == State::Completed => match response_of(a.result.as_ref()) {

@@ -14,6 +14,7 @@
 //! ends, a parent-death signal ends PID 1. Setup errors come back to `vault run` over a pipe
 //! that closes when the client is exec'd.
 pub mod ask;
+mod body;
 mod calls;
 pub mod clients;
 mod confine;

@@ -32,6 +32,10 @@ pub struct HttpArgs {
     /// a tool inside the sandbox with a placeholder, and its response goes back byte for byte.
     #[serde(skip)]
     pub proxied: bool,
+    /// Set by `vault run`'s proxy, never by an agent (no JSON spells it): the body as the tool
+    /// sent it, any bytes (an agent's body is text, `body`, or JSON, `json`).
+    #[serde(skip)]
+    pub body_bytes: Option<Vec<u8>>,
 }
 
 /// A validated HTTP request: method, normalized URL (query included), agent headers (lowercase
@@ -69,7 +73,17 @@ pub(super) fn validate(t: &HttpTarget, a: HttpArgs) -> Result<HttpRequest, Polic
     let mut url = bind_url(t, &a.url)?;
     add_query(t, &mut url, &a.query)?;
     let mut headers = check_headers(t, a.headers)?;
-    let body = body_of(a.body, a.json, &mut headers)?;
+    let body = match a.body_bytes {
+        Some(bytes) if a.body.is_none() && a.json.is_none() => within_bound(bytes)?,
+        Some(_) => {
+            return Err(PolicyError::invalid(
+                "body",
+                "a body given both as bytes and as text or JSON",
+                "send one body",
+            ))
+        }
+        None => body_of(a.body, a.json, &mut headers)?,
+    };
     let (timeout_s, max_output_bytes) = match a.proxied {
         // The proxy's response goes back whole or not at all: its own bound.
         true => (
@@ -235,14 +249,22 @@ fn body_of(
         }
         (None, None) => None,
     };
-    if body.as_ref().is_some_and(|b| b.len() > MAX_BODY_BYTES) {
+    match body {
+        Some(b) => within_bound(b),
+        None => Ok(None),
+    }
+}
+
+/// `body`, if it is within the tool's bound.
+fn within_bound(body: Vec<u8>) -> Result<Option<Vec<u8>>, PolicyError> {
+    if body.len() > MAX_BODY_BYTES {
         return Err(PolicyError::invalid(
             "body",
             format!("the body is larger than {MAX_BODY_BYTES} bytes"),
             "send a smaller body",
         ));
     }
-    Ok(body)
+    Ok(Some(body))
 }
 
 /// Parses and normalizes `raw`, then checks it against the credential's binding.

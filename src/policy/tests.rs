@@ -421,4 +421,35 @@ fn an_agent_cannot_ask_for_a_proxied_response() {
     let args = serde_json::json!({"credential": "api", "method": "GET",
         "url": "https://api.example.com/v1/x", "proxied": true});
     assert!(serde_json::from_value::<HttpArgs>(args).is_err());
+    // Nor `body_bytes`, the proxy's body of any bytes.
+    let args = serde_json::json!({"credential": "api", "method": "POST",
+        "url": "https://api.example.com/v1/x", "body_bytes": [0, 159, 146, 150]});
+    assert!(serde_json::from_value::<HttpArgs>(args).is_err());
+}
+
+/// The proxy's body of any bytes is validated like a text one: within the bound, and never
+/// beside a text or JSON body.
+#[test]
+fn a_proxied_body_of_any_bytes_is_held_to_the_bound() {
+    let t = http_cred("api.example.com", 443, "/v1/", HttpAuth::Bearer);
+    let args = |bytes: Vec<u8>| HttpArgs {
+        credential: "api".into(),
+        method: "POST".into(),
+        url: "https://api.example.com/v1/x".into(),
+        proxied: true,
+        body_bytes: Some(bytes),
+        ..Default::default()
+    };
+    let binary = vec![0x1f, 0x8b, 0x08, 0x00, 0xff];
+    let ok = validate_http(&t, args(binary.clone())).unwrap();
+    let ValidatedRequest::Http(h) = ok else {
+        panic!()
+    };
+    assert_eq!(h.body.as_deref(), Some(&binary[..]));
+    assert!(validate_http(&t, args(vec![0; MAX_BODY_BYTES + 1])).is_err());
+    let both = HttpArgs {
+        body: Some("text".into()),
+        ..args(binary)
+    };
+    assert!(validate_http(&t, both).is_err());
 }

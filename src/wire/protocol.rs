@@ -129,8 +129,9 @@ pub enum Request {
         method: String,
         url: String,
         headers: Vec<(String, String)>,
-        #[serde(default)]
-        body: Option<String>,
+        /// The body's bytes, base64 (any bytes: a git pack, a gzipped request).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        body_base64: Option<String>,
     },
     /// A call the MCP adapter refused before it reached the agent: journaled as `call.rejected`.
     Reject {

@@ -29,7 +29,7 @@ pub fn sample(kind: RequestKind, path: &str) -> Value {
             "received": 0, "error": null}),
         K::Intercept => json!({"op": "intercept", "credential": "api"}),
         K::Swap => json!({"op": "swap", "credential": "api", "method": "GET",
-            "url": "https://planted.example/", "headers": [], "body": null}),
+            "url": "https://planted.example/", "headers": [], "body_base64": null}),
         K::Reject => json!({"op": "reject", "code": -32600, "reason": "sample",
             "fingerprint": "00", "tool": null}),
         K::End => json!({"op": "end", "reason": "sample"}),

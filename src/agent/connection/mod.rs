@@ -315,14 +315,26 @@ impl Conn {
                 method,
                 url,
                 headers,
-                body,
+                body_base64,
             } => {
+                let b64 = base64::engine::general_purpose::STANDARD;
+                let body = match body_base64.map(|b| base64::Engine::decode(&b64, b)) {
+                    Some(Err(_)) => {
+                        let why = "the swapped request's body_base64 is not base64".into();
+                        return self
+                            .writer
+                            .reply(id, ops::error(ErrorCode::Invalid, why))
+                            .await;
+                    }
+                    Some(Ok(b)) => Some(b),
+                    None => None,
+                };
                 let args = crate::policy::HttpArgs {
                     credential,
                     method,
                     url,
                     headers: headers.into_iter().collect(),
-                    body,
+                    body_bytes: body,
                     ..Default::default()
                 };
                 let what = "a placeholder is swapped";
