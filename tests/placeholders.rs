@@ -8,6 +8,7 @@ mod support;
 
 use std::process::{Child, Stdio};
 use std::time::Duration;
+use support::git::{requests_in, GitServer};
 use support::target::HttpTarget;
 use support::tls::TestCa;
 use support::uid::run_unprivileged;
@@ -333,81 +334,6 @@ fn node_fetch_with_a_placeholder_is_gated_by_the_card_and_the_target_sees_the_se
     no_secret_in(&outputs);
     v.run(&["verify"], None).ok();
     let _ = std::fs::remove_dir_all(&root);
-}
-
-/// A bare repository under `srv` with one commit, whose README says `text`.
-fn repository(srv: &std::path::Path, text: &str) {
-    let work = srv.join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    std::fs::write(work.join("README"), text).unwrap();
-    let git = |dir: &std::path::Path, args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .args(["-c", "user.name=t", "-c", "user.email=t@example.org"])
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    git(&work, &["init", "-q", "-b", "main"]);
-    git(&work, &["add", "README"]);
-    git(&work, &["commit", "-q", "-m", "first"]);
-    git(srv, &["clone", "-q", "--bare", "work", "repo.git"]);
-}
-
-/// `git http-backend` over TLS on loopback (`support/git_http.py`), serving `srv/repo.git`.
-struct GitServer {
-    server: Child,
-    port: String,
-    /// One JSON line per request the server received, written before it answered.
-    log: std::path::PathBuf,
-    srv: std::path::PathBuf,
-}
-
-impl GitServer {
-    fn start(root: &std::path::Path, readme: &str) -> Self {
-        let (certs, srv) = (root.join("certs"), root.join("srv"));
-        std::fs::create_dir_all(&certs).unwrap();
-        let ca = TestCa::create(&certs);
-        repository(&srv, readme);
-        let log = root.join("git-requests.jsonl");
-        let mut server = std::process::Command::new(system_python())
-            .arg(support_file("git_http.py"))
-            .args([&srv, &ca.leaf_cert, &ca.leaf_key, &log])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut port = String::new();
-        std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(server.stdout.as_mut().unwrap()),
-            &mut port,
-        )
-        .unwrap();
-        let port = port.trim().to_owned();
-        Self {
-            server,
-            port,
-            log,
-            srv,
-        }
-    }
-
-    /// What the server logged, one JSON value per request.
-    fn requests(&self) -> Vec<serde_json::Value> {
-        requests_in(&self.log)
-    }
-}
-
-fn requests_in(log: &std::path::Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 /// The credential `git`: basic auth (`x-access-token`) to the git server, with `approval`.

@@ -1,7 +1,7 @@
 //! Shared test support: a throwaway vault driven through the real `vault` binary, decoy scanning,
 //! a pseudo-terminal driver (and `pty.rs`, a terminal the test drives while the command runs), a
 //! real OpenSSH `sshd` on loopback, a real OpenBao dev server (`bao.rs`) and team mode's steps
-//! (`team.rs`), SSH helpers
+//! (`team.rs`), a git smart-HTTP server (`git.rs`), SSH helpers
 //! (`ssh.rs`), re-running a test as the unprivileged user (`uid.rs`), and the same-uid
 //! attacker's tools: reading another process's memory (`memory.rs`), speaking the agent's
 //! protocol (`raw.rs`, with a sample of every request kind in `requests.rs`) and relaying its
@@ -11,6 +11,7 @@
 pub mod ai;
 pub mod bao;
 pub mod completion;
+pub mod git;
 pub mod journal;
 pub mod leak;
 pub mod mcp;
