@@ -146,6 +146,7 @@ mod tests {
             "/v1/items/42",
             "/a%20b/c%3Fd",
             "/x:y@z/(1)!",
+            "/v1/%7B%7D",
         ] {
             assert!(check(ok).is_ok(), "{ok}");
         }
@@ -163,6 +164,9 @@ mod tests {
             "/v1/admin%2f",
             "/v1/%2e%2e/admin",
             "/v1/%76/x",
+            "/v1/%41",
+            "/v1/a%3Bb",
+            "/v1/a%3bb",
             "/v1/a b",
             "/v1/%",
             "/v1/%4",
