@@ -357,6 +357,12 @@ fn refusals_say_what_is_wrong() {
     let long = format!("git pull{}", " a".repeat(6000));
     assert!(long.len() < super::MAX_COMMAND_BYTES);
     assert_eq!(run(GIT, &long).unwrap_err().code(), "invalid_argument");
+    // The command's own bound, with no allowlist: up to it passes, a byte past it does not.
+    let at = format!("echo {}", "a".repeat(super::MAX_COMMAND_BYTES - 5));
+    assert_eq!(run(&[], &at).unwrap(), at);
+    let over = format!("{at}a");
+    let e = run(&[], &over).unwrap_err();
+    assert!(e.to_string().contains("bytes or contains NUL"), "{e}");
 }
 
 #[test]
