@@ -346,6 +346,18 @@ fn shell_syntax_is_named_for_the_card() {
     assert!(shell_syntax("echo $HOME")
         .iter()
         .any(|n| n.contains("variable")));
+    // `(` and `{` are named on their own, except as the `$(` and `${` named above.
+    let groups = |c: &str| {
+        shell_syntax(c)
+            .iter()
+            .any(|n| n.contains("groups commands"))
+    };
+    assert!(groups("echo (a)") && groups("echo {a,b}"));
+    assert!(!groups("echo $(id)") && !groups("echo ${HOME}"));
+    // rsync's `-e` runs a command; rsync without it, or `-e` of another program, does not.
+    let runs = |c: &str| shell_syntax(c).iter().any(|n| n.contains("runs a command"));
+    assert!(runs("rsync -e sh src dst"));
+    assert!(!runs("rsync -a src dst") && !runs("grep -e x log"));
 }
 
 #[test]
