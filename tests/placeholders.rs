@@ -43,6 +43,28 @@ fn no_secret_in(outputs: &[String]) {
     }
 }
 
+/// The credential `api`: a bearer token for the TLS target `bound` (behind `ca`), each request
+/// on a card.
+fn add_api_credential(v: &mut TestVault, bound: &HttpTarget, ca: &TestCa) {
+    v.run_pp(
+        &[
+            "add",
+            "http",
+            "api",
+            "--host",
+            &bound.base(),
+            "--bearer",
+            "--secret-stdin",
+            "--approval",
+            "each",
+            "--ca-file",
+            ca.ca_cert.to_str().unwrap(),
+        ],
+        Some(&format!("{SECRET}\n")),
+    )
+    .ok();
+}
+
 fn start(v: &TestVault, root: &std::path::Path, bound: &str, other: &HttpTarget) -> Child {
     let (home, project) = (root.join("home"), root.join("home/project"));
     std::fs::create_dir_all(&project).unwrap();
@@ -85,24 +107,7 @@ fn curl_with_a_placeholder_is_gated_by_the_card_and_only_the_bound_host_sees_the
     let bound = HttpTarget::start_tls(SECRET, &ca.leaf_cert, &ca.leaf_key);
     let other = HttpTarget::start("unused");
     let mut v = TestVault::init("swapcurl");
-    let ca_file = ca.ca_cert.to_str().unwrap();
-    v.run_pp(
-        &[
-            "add",
-            "http",
-            "api",
-            "--host",
-            &bound.base(),
-            "--bearer",
-            "--secret-stdin",
-            "--approval",
-            "each",
-            "--ca-file",
-            ca_file,
-        ],
-        Some(&format!("{SECRET}\n")),
-    )
-    .ok();
+    add_api_credential(&mut v, &bound, &ca);
 
     let run = start(&v, &root, &bound.base(), &other);
     // The swapped request waits for the card: nothing has reached the bound host yet.
@@ -255,23 +260,7 @@ fn node_fetch_with_a_placeholder_is_gated_by_the_card_and_the_target_sees_the_se
     let ca = TestCa::create(&certs);
     let bound = HttpTarget::start_tls(SECRET, &ca.leaf_cert, &ca.leaf_key);
     let mut v = TestVault::init("swapnode");
-    v.run_pp(
-        &[
-            "add",
-            "http",
-            "api",
-            "--host",
-            &bound.base(),
-            "--bearer",
-            "--secret-stdin",
-            "--approval",
-            "each",
-            "--ca-file",
-            ca.ca_cert.to_str().unwrap(),
-        ],
-        Some(&format!("{SECRET}\n")),
-    )
-    .ok();
+    add_api_credential(&mut v, &bound, &ca);
     let (home, project) = (root.join("home"), root.join("home/project"));
     std::fs::create_dir_all(&project).unwrap();
     let run = v

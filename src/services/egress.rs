@@ -176,6 +176,30 @@ pub(crate) async fn intercept(env: &Arc<Env>, ses: Option<&Session>, credential:
     }
 }
 
+/// A `Swap`'s fields as the `http_request` arguments the proxy stands for: its body, any bytes,
+/// as `body_bytes` (which no JSON spells). `Err`: the body is not base64.
+pub(crate) fn swap_args(
+    credential: String,
+    method: String,
+    url: String,
+    headers: Vec<(String, String)>,
+    body_base64: Option<String>,
+) -> Result<HttpArgs, String> {
+    use base64::Engine;
+    let body_bytes = body_base64
+        .map(|b| base64::engine::general_purpose::STANDARD.decode(b))
+        .transpose()
+        .map_err(|_| "the swapped request's body_base64 is not base64".to_owned())?;
+    Ok(HttpArgs {
+        credential,
+        method,
+        url,
+        headers: headers.into_iter().collect(),
+        body_bytes,
+        ..Default::default()
+    })
+}
+
 /// `Swap`: the request as an `http_request` of this session (`HttpArgs::proxied`), gated like
 /// one and waited on until final or its card expires. The reply is the action (its result's
 /// `proxied` holds the response), or the tool's refusal when it never became one.
@@ -195,7 +219,28 @@ pub(crate) async fn swap(
 
 #[cfg(test)]
 mod tests {
-    use super::valid_host;
+    use super::{swap_args, valid_host};
+
+    #[test]
+    fn a_swapped_body_is_bytes_and_must_be_base64() {
+        let args = |b: Option<&str>| {
+            swap_args(
+                "api".into(),
+                "POST".into(),
+                "https://h/".into(),
+                vec![],
+                b.map(Into::into),
+            )
+        };
+        assert_eq!(
+            args(Some("AJ+SlgA=")).unwrap().body_bytes,
+            Some(vec![0, 159, 146, 150, 0])
+        );
+        assert_eq!(args(None).unwrap().body_bytes, None);
+        assert!(args(Some("not base64!"))
+            .unwrap_err()
+            .contains("not base64"));
+    }
 
     #[test]
     fn a_host_is_a_name_or_an_address_and_nothing_else() {

@@ -185,7 +185,6 @@ impl Client {
             match self.stream.read(&mut self.read_buf[..]) {
                 Ok(0) => return Err(self.gone()),
                 Ok(n) => self.splitter.push(&self.read_buf[..n]),
-                Err(e) if crate::agent::socket::timed_out(&e) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e.into()),
             }

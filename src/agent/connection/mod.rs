@@ -317,25 +317,17 @@ impl Conn {
                 headers,
                 body_base64,
             } => {
-                let b64 = base64::engine::general_purpose::STANDARD;
-                let body = match body_base64.map(|b| base64::Engine::decode(&b64, b)) {
-                    Some(Err(_)) => {
-                        let why = "the swapped request's body_base64 is not base64".into();
-                        return self
-                            .writer
-                            .reply(id, ops::error(ErrorCode::Invalid, why))
-                            .await;
-                    }
-                    Some(Ok(b)) => Some(b),
-                    None => None,
-                };
-                let args = crate::policy::HttpArgs {
+                let args = match crate::services::egress::swap_args(
                     credential,
                     method,
                     url,
-                    headers: headers.into_iter().collect(),
-                    body_bytes: body,
-                    ..Default::default()
+                    headers,
+                    body_base64,
+                ) {
+                    Ok(a) => a,
+                    Err(why) => {
+                        return writer.reply(id, ops::error(ErrorCode::Invalid, why)).await;
+                    }
                 };
                 let what = "a placeholder is swapped";
                 self.on_network_session(id, what, |env, ses, sink, rx| {
