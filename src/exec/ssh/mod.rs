@@ -192,7 +192,7 @@ impl Shared {
             connect_timeout: Duration::from_secs(job.request.timeout_s.clamp(1, 10)),
         };
         let opened = tokio::select! {
-            r = self.pool.channel(&job.key, &login) => r,
+            r = self.pool.started(&job.key, &login, &job.request.command) => r,
             _ = cancel.cancelled() => {
                 return failed("the call was cancelled before the command was sent".into());
             }
@@ -219,26 +219,12 @@ impl Shared {
             Self::scrubber(&job),
         );
         let timeout = Duration::from_secs(job.request.timeout_s);
-        let seen = run::run(
-            channel,
-            &job.request.command,
-            timeout,
-            b.grace,
-            cancel,
-            stdout,
-            stderr,
-        )
-        .await;
+        let seen = run::run(channel, timeout, b.grace, cancel, stdout, stderr).await;
         drop(lease);
-        self.outcome(&job, &addr, seen, &scrub)
+        self.outcome(&job, &addr, seen)
     }
 
-    fn outcome(&self, job: &Job, addr: &str, seen: Observed, scrub: &Scrubber) -> Outcome {
-        if let Some(e) = &seen.not_sent {
-            return failed(scrub.scrub_str(&format!(
-                "the command could not be sent to {addr} ({e}); nothing ran"
-            )));
-        }
+    fn outcome(&self, job: &Job, addr: &str, seen: Observed) -> Outcome {
         if seen.refused {
             return failed(format!(
                 "{addr} refused to start the command (the exec request failed); nothing ran"

@@ -37,6 +37,8 @@ pub(super) enum ConnectError {
     Key(String),
     #[error("{addr} would not open a session: {reason}")]
     Channel { addr: String, reason: String },
+    #[error("the command could not be sent to {addr} ({reason}); nothing ran")]
+    NotSent { addr: String, reason: String },
 }
 
 /// What a connection needs; borrowed from the authorized action for the duration of a connect.
@@ -158,14 +160,16 @@ impl Pool {
         slots.entry(key.clone()).or_default().clone()
     }
 
-    /// A session channel for one command: on a shared connection when one is open with room,
-    /// else on a new one. A shared connection that turns out dead is dropped and replaced once.
-    /// The slot is locked only to pick or make a connection (so calls that arrive together share
-    /// one login), never while a channel opens.
-    pub(super) async fn channel(
+    /// A session channel with `command`'s exec request sent: on a shared connection when one is
+    /// open with room, else on a new one. A shared connection that turns out dead (the channel
+    /// will not open, or the exec request cannot be handed to it, so nothing ran) is dropped and
+    /// replaced once. The slot is locked only to pick or make a connection (so calls that arrive
+    /// together share one login), never while a channel opens.
+    pub(super) async fn started(
         &self,
         key: &Key,
         login: &Login<'_>,
+        command: &str,
     ) -> Result<(Channel<Msg>, Lease), ConnectError> {
         let slot = self.slot(key);
         // A login by an OpenBao certificate is made for this action (its certificate is the one
@@ -193,18 +197,29 @@ impl Pool {
             let open_timeout = login.connect_timeout;
             let opened =
                 tokio::time::timeout(open_timeout, lease.conn.handle.channel_open_session()).await;
-            let reason = match opened {
-                Ok(Ok(ch)) => return Ok((ch, lease)),
-                Ok(Err(e)) => e.to_string(),
-                Err(_) => format!("no answer within {}s", open_timeout.as_secs()),
+            let failure = match opened {
+                // Nothing is queued for a new channel, so this cannot block the connection. It
+                // fails only when the connection's task is gone: the request never left.
+                Ok(Ok(ch)) => match ch.exec(true, command.as_bytes()).await {
+                    Ok(()) => return Ok((ch, lease)),
+                    Err(e) => ConnectError::NotSent {
+                        addr: login.addr(),
+                        reason: e.to_string(),
+                    },
+                },
+                Ok(Err(e)) => ConnectError::Channel {
+                    addr: login.addr(),
+                    reason: e.to_string(),
+                },
+                Err(_) => ConnectError::Channel {
+                    addr: login.addr(),
+                    reason: format!("no answer within {}s", open_timeout.as_secs()),
+                },
             };
             if !lease.reused {
-                return Err(ConnectError::Channel {
-                    addr: login.addr(),
-                    reason,
-                });
+                return Err(failure);
             }
-            tracing::info!(addr = %login.addr(), "a shared SSH connection failed ({reason}); reconnecting");
+            tracing::info!(addr = %login.addr(), "a shared SSH connection failed ({failure}); reconnecting");
             slot.lock().await.retain(|c| !Arc::ptr_eq(c, &lease.conn));
             reuse = false;
         }

@@ -1,5 +1,5 @@
-//! One remote command on one session channel: the exec request (the command string as given, no
-//! local shell), both streams drained into bounded captures until the channel closes, and the
+//! One remote command on one session channel whose exec request was sent (the command string as
+//! given, no local shell; `pool` sends it): the server's answer to it, both streams drained into bounded captures until the channel closes, and the
 //! stop sequence on timeout, cancellation or shutdown: TERM to the remote command, a grace
 //! period while the streams keep draining, then the channel is closed. Only what was observed
 //! is reported: an exit status or signal the server sent, and how the streams ended.
@@ -51,8 +51,6 @@ pub(super) struct Observed {
     pub stderr: Captured,
     /// The server refused the exec request (the command did not start).
     pub refused: bool,
-    /// The exec request could not be handed to the connection (nothing was sent).
-    pub not_sent: Option<String>,
     pub exit_status: Option<u32>,
     pub exit_signal: Option<String>,
     pub stop: Option<Stop>,
@@ -128,10 +126,9 @@ fn ask(write: &Arc<ChannelWriteHalf<Msg>>, ask: Ask) {
     });
 }
 
-/// Runs `command` on `channel`; `timeout` counts from the exec request.
+/// Runs the command whose exec request was sent on `channel`; `timeout` counts from here.
 pub(super) async fn run(
     channel: Channel<Msg>,
-    command: &str,
     timeout: Duration,
     grace: Duration,
     cancel: &Cancel,
@@ -147,11 +144,6 @@ pub(super) async fn run(
         started: false,
         seen: Facts::default(),
     };
-    // Nothing is queued for this channel yet, so awaiting here cannot block the connection.
-    if let Err(e) = run.write.exec(true, command.as_bytes()).await {
-        run.seen.not_sent = Some(e.to_string());
-        return run.seen.observed(stdout, stderr, start);
-    }
     // The command gets no input: EOF at once, as `ssh host cmd </dev/null`, so a command that
     // reads its input ends instead of waiting for the timeout.
     ask(&run.write, Ask::Eof);
@@ -298,7 +290,6 @@ impl Stopper {
 #[derive(Default)]
 struct Facts {
     refused: bool,
-    not_sent: Option<String>,
     exit_status: Option<u32>,
     exit_signal: Option<String>,
     stop: Option<Stop>,
@@ -311,7 +302,6 @@ impl Facts {
             stdout: stdout.finish(),
             stderr: stderr.finish(),
             refused: self.refused,
-            not_sent: self.not_sent,
             exit_status: self.exit_status,
             exit_signal: self.exit_signal,
             stop: self.stop,
