@@ -39,17 +39,27 @@ impl Order {
     }
 }
 
-/// Who holds `agent.lock` now.
+/// Who holds `agent.lock` now. An agent that lets go between the two looks (the lock is held, then
+/// its line is gone from `/proc/locks`) is looked at again, for at most a moment.
 pub fn holder(paths: &VaultPaths) -> Holder {
-    if !super::is_running(paths) {
-        return Holder::Nobody;
-    }
-    let Ok(meta) = std::fs::metadata(paths.dir().join("agent.lock")) else {
-        return Holder::Unknown;
-    };
-    match std::fs::read_to_string("/proc/locks") {
-        Ok(locks) => holder_in(&locks, meta.dev(), meta.ino()).map_or(Holder::Unknown, Holder::Pid),
-        Err(_) => Holder::Unknown,
+    let deadline = Instant::now() + Duration::from_millis(500);
+    loop {
+        if !super::is_running(paths) {
+            return Holder::Nobody;
+        }
+        let Ok(meta) = std::fs::metadata(paths.dir().join("agent.lock")) else {
+            return Holder::Unknown;
+        };
+        let Ok(locks) = std::fs::read_to_string("/proc/locks") else {
+            return Holder::Unknown;
+        };
+        if let Some(pid) = holder_in(&locks, meta.dev(), meta.ino()) {
+            return Holder::Pid(pid);
+        }
+        if Instant::now() >= deadline {
+            return Holder::Unknown;
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
@@ -158,6 +168,41 @@ mod tests {
         assert_eq!(holder_in(locks, dev, 77), Some(4242));
         assert_eq!(holder_in(locks, dev, 78), None);
         assert_eq!(holder_in(locks, rustix::fs::makedev(0xfd, 3), 77), None);
+    }
+
+    #[test]
+    fn a_probe_of_the_lock_is_never_taken_for_its_holder() {
+        let dir = std::env::temp_dir().join(format!("av-probe-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let paths = VaultPaths::new(dir.clone());
+        drop(super::super::take_lock(&paths, Duration::ZERO).unwrap());
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let probe = {
+            let (paths, stop) = (paths.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut running = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    running += usize::from(super::super::is_running(&paths));
+                }
+                running
+            })
+        };
+        // No agent runs: whoever asks while another process probes is told so, every time.
+        let deadline = Instant::now() + Duration::from_secs(1);
+        let mut seen = Vec::new();
+        while Instant::now() < deadline {
+            let h = holder(&paths);
+            if h != Holder::Nobody {
+                seen.push(h);
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let running = probe.join().unwrap();
+        seen.truncate(3);
+        assert!(seen.is_empty(), "a probe was taken for the agent: {seen:?}");
+        assert_eq!(running, 0, "the probe saw an agent");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -103,13 +103,15 @@ pub fn take_lock(paths: &VaultPaths, wait: Duration) -> Result<std::fs::File, Ag
     }
 }
 
-/// Whether an agent holds this vault's lock right now.
+/// Whether an agent holds this vault's lock right now. It asks with a shared lock, never the
+/// agent's exclusive one: a probe that held it even for a moment would be taken, by a concurrent
+/// `vault lock` reading `/proc/locks`, for the agent, and sent its signal.
 pub fn is_running(paths: &VaultPaths) -> bool {
-    match take_lock(paths, Duration::ZERO) {
-        Ok(_) => false,
-        Err(AgentError::StillRunning(_)) => true,
-        Err(_) => false,
-    }
+    let Ok(file) = std::fs::File::open(paths.dir().join("agent.lock")) else {
+        return false;
+    };
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockShared)
+        == Err(rustix::io::Errno::WOULDBLOCK)
 }
 
 /// Opens the store for the agent: the trusted approver key must be the database's, orphans of a
