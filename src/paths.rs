@@ -70,6 +70,11 @@ impl VaultPaths {
     pub fn anchors(&self) -> PathBuf {
         self.dir.join("anchors.jsonl")
     }
+    /// Responses for `vault run`'s proxy too large for the agent's reply, one file per action
+    /// (`<action id>.body`), removed by the proxy once read and by the agent when it starts.
+    pub fn relayed(&self) -> PathBuf {
+        self.dir.join("relayed")
+    }
 
     /// Whether this directory already holds a vault (any of its defining files).
     pub fn is_initialized(&self) -> bool {

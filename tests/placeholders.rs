@@ -461,20 +461,26 @@ fn git_clones_over_https_with_a_placeholder_each_request_on_the_card() {
     let _ = std::fs::remove_dir_all(&root);
 }
 
-/// `git push` over HTTPS with the placeholder: a pack of 200 KB of random bytes (binary, and
-/// larger than the `http.postBuffer` given, so git sends it chunked) goes through the proxy,
-/// which reads the chunks whole, and on to the server with the secret. The credential runs
-/// without a card (`never`): a binary pack is more than a card can show whole. Judged at the
-/// server: the pushed commit and its blob are in the bare repository, and every request it
-/// received carried the secret; git's trace shows the pack left it chunked.
+/// `git clone` of a repository whose pack is past the agent's 4 MiB reply (a 6 MB file of
+/// random bytes), then `git push` over HTTPS with the placeholder: a pack of 200 KB of random
+/// bytes (binary, and larger than the `http.postBuffer` given, so git sends it chunked) goes
+/// through the proxy, which reads the chunks whole, and on to the server with the secret. The
+/// credential runs without a card (`never`): a binary pack is more than a card can show whole.
+/// Judged at the server and in the clone: the large file arrived with the hash the server has;
+/// the pushed commit and its blob are in the bare repository, and every request it received
+/// carried the secret; git's trace shows the pack left it chunked; the file the agent wrote the
+/// large response to is gone.
 #[test]
-fn git_pushes_a_binary_pack_sent_chunked_over_https_with_a_placeholder() {
+fn git_clones_past_the_reply_and_pushes_a_binary_pack_chunked_with_a_placeholder() {
     let root = world_root("swappush").unwrap();
-    if !run_unprivileged("git_pushes_a_binary_pack_sent_chunked_over_https_with_a_placeholder") {
+    if !run_unprivileged(
+        "git_clones_past_the_reply_and_pushes_a_binary_pack_chunked_with_a_placeholder",
+    ) {
         let _ = std::fs::remove_dir_all(&root);
         return;
     }
     let mut git_server = GitServer::start(&root, "pushed to through the vault\n");
+    let large = git_server.commit_random_file("large.bin", 6_000_000);
     let port = git_server.port.clone();
     let mut v = TestVault::init("swappush");
     add_git_credential(&mut v, &root, &port, "never");
@@ -484,6 +490,7 @@ fn git_pushes_a_binary_pack_sent_chunked_over_https_with_a_placeholder() {
         r#"P=$(pwd)
 git clone -q "https://x-access-token:$GIT_TOKEN@127.0.0.1:{port}/repo.git" /tmp/w > "$P/git.out" 2>&1 || exit 3
 cd /tmp/w
+git hash-object large.bin > "$P/large"
 head -c 200000 /dev/urandom > big.bin
 git add big.bin && git -c user.name=t -c user.email=t@example.org commit -qm big || exit 4
 git hash-object big.bin > "$P/blob"
@@ -537,6 +544,16 @@ echo $? > "$P/git.code""#
             .unwrap();
         String::from_utf8_lossy(&o.stdout).trim().to_owned()
     };
+    assert_eq!(
+        read("large").trim(),
+        large,
+        "the large file was cloned whole"
+    );
+    let relayed = v.vault_dir().join("relayed");
+    let left: Vec<_> = std::fs::read_dir(&relayed)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "the proxy left {left:?}");
     assert_eq!(git_out(&["log", "-1", "--format=%s", "main"]), "big");
     let blob = read("blob").trim().to_owned();
     assert_eq!(blob.len(), 40, "{blob:?}");

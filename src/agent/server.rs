@@ -46,6 +46,8 @@ pub(super) fn serve(
             return Err(e);
         }
     };
+    // Responses a previous agent wrote for a proxy that never read them.
+    let _ = std::fs::remove_dir_all(start.paths.relayed());
     let hub = Arc::new(Hub::default());
     // Team mode: the stored OpenBao login (an unreadable one is reported by `vault openbao
     // status` and at the first call that needs it).
@@ -79,7 +81,9 @@ pub(super) fn serve(
         hub,
         trust: start.trust,
         paths: start.paths.clone(),
-        http: Arc::new(crate::exec::HttpExecutor::new(&config.limits)),
+        http: Arc::new(
+            crate::exec::HttpExecutor::new(&config.limits).relaying_into(start.paths.relayed()),
+        ),
         ssh: Arc::new(crate::exec::SshExecutor::new(&config.limits)),
         openbao,
         heads,

@@ -36,6 +36,8 @@ struct Job {
 /// The proxy's handle on its link to the agent: its queue, and the pipe that wakes it.
 pub struct Asker {
     jobs: Mutex<(Sender<Job>, PipeWriter)>,
+    /// Where the agent writes a response too large for its reply (`VaultPaths::relayed`).
+    relayed: std::path::PathBuf,
 }
 
 impl Asker {
@@ -49,10 +51,17 @@ impl Asker {
             version: env!("CARGO_PKG_VERSION").into(),
             protocol_version: String::new(),
         };
+        let relayed = paths.relayed();
         std::thread::spawn(move || Link::new(paths, info).run(rx, wake_rx));
         Self {
             jobs: Mutex::new((tx, wake_tx)),
+            relayed,
         }
+    }
+
+    /// The file the agent wrote for action `id`'s response, when too large for its reply.
+    pub fn relayed_body(&self, id: &str) -> std::path::PathBuf {
+        self.relayed.join(format!("{id}.body"))
     }
 
     /// Asks for `host:port` and waits for the person (or the card's expiry).

@@ -16,6 +16,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::path::Path;
 use std::sync::Arc;
 
 /// The largest request body passed on (the `http_request` tool's own bound).
@@ -366,20 +367,24 @@ fn relay(asked: Asked, swap: &Swapped, asker: &Asker) -> Answer {
             .map(|b| base64::engine::general_purpose::STANDARD.encode(b)),
     });
     match reply {
-        Reply::Action(a) if a.state == State::Completed => match response_of(a.result.as_ref()) {
-            Some(answer) => answer,
-            None => Answer::said(
-                502,
-                &format!(
-                    "{} ({}): {}",
-                    a.summary,
-                    a.id,
-                    a.reason
-                        .as_deref()
-                        .unwrap_or("the response did not come back whole")
+        Reply::Action(a) if a.state == State::Completed => {
+            let file = asker.relayed_body(&a.id);
+            let answer = response_of(a.result.as_ref(), &file);
+            // Read or not, the file is this action's alone and is not needed again.
+            let _ = std::fs::remove_file(&file);
+            match answer {
+                Ok(answer) => answer,
+                Err(why) => Answer::said(
+                    502,
+                    &format!(
+                        "{} ({}): {}",
+                        a.summary,
+                        a.id,
+                        a.reason.as_deref().unwrap_or(&why)
+                    ),
                 ),
-            ),
-        },
+            }
+        }
         Reply::Action(a) => {
             let why = a.reason.clone().unwrap_or_default();
             let status = match a.state {
@@ -403,30 +408,98 @@ fn relay(asked: Asked, swap: &Swapped, asker: &Asker) -> Answer {
     }
 }
 
-/// A completed action's response (its `result`), if it came back whole.
-fn response_of(result: Option<&serde_json::Value>) -> Option<Answer> {
-    let p = result?.get("proxied")?;
+/// A completed action's response (its `result`), if it came back whole: its body in the
+/// reply, or in `file` when the reply gives the file's length and blake3 (both checked).
+fn response_of(result: Option<&serde_json::Value>, file: &Path) -> Result<Answer, String> {
+    let shapeless = || "the response did not come back whole".to_owned();
+    let p = result
+        .and_then(|r| r.get("proxied"))
+        .ok_or_else(shapeless)?;
     if p["whole"] != true {
-        return None;
+        return Err(shapeless());
     }
-    let body = base64::engine::general_purpose::STANDARD
-        .decode(p["body_base64"].as_str()?)
-        .ok()?;
+    let body = match (
+        p["body_file_bytes"].as_u64(),
+        p["body_file_blake3"].as_str(),
+    ) {
+        (Some(len), Some(hash)) => relayed_body(file, len, hash)?,
+        _ => base64::engine::general_purpose::STANDARD
+            .decode(p["body_base64"].as_str().ok_or_else(shapeless)?)
+            .map_err(|_| shapeless())?,
+    };
     let headers = p["headers"]
-        .as_array()?
+        .as_array()
+        .ok_or_else(shapeless)?
         .iter()
         .filter_map(|h| Some((h[0].as_str()?.to_owned(), h[1].as_str()?.to_owned())))
         .collect();
-    Some(Answer {
-        status: u16::try_from(p["status"].as_u64()?).ok()?,
+    let status = p["status"].as_u64().and_then(|s| u16::try_from(s).ok());
+    Ok(Answer {
+        status: status.ok_or_else(shapeless)?,
         headers,
         body,
     })
 }
 
+/// The body the agent wrote to `file`: exactly `len` bytes whose blake3 is `hash`, or nothing.
+fn relayed_body(file: &Path, len: u64, hash: &str) -> Result<Vec<u8>, String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    if len > crate::exec::PROXIED_MAX_BYTES {
+        return Err(format!(
+            "the response's {len} bytes are more than the proxy relays"
+        ));
+    }
+    let unreadable = |e: std::io::Error| format!("the response's file {}: {e}", file.display());
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(file)
+        .map_err(unreadable)?;
+    let mut body = Vec::with_capacity(len as usize);
+    f.take(len + 1).read_to_end(&mut body).map_err(unreadable)?;
+    if body.len() as u64 != len || blake3::hash(&body).to_hex().as_str() != hash {
+        return Err(format!(
+            "the response's file {} is not what the agent wrote (its length or blake3 differs); nothing of it was relayed",
+            file.display()
+        ));
+    }
+    Ok(body)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{holds, without_placeholder};
+    use super::{holds, response_of, without_placeholder};
+
+    /// A body the agent wrote to a file is relayed only as written: its length and blake3 as the
+    /// agent's reply gives them, never through a symbolic link.
+    #[test]
+    fn a_relayed_body_is_taken_only_as_the_agent_wrote_it() {
+        let dir = std::env::temp_dir().join(format!("av-relayed-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (file, link) = (dir.join("act_1.body"), dir.join("act_2.body"));
+        let body = b"\x00binary\xffpack".repeat(1000);
+        std::fs::write(&file, &body).unwrap();
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        let result = serde_json::json!({"proxied": {"status": 200, "headers": [["a", "b"]],
+            "body_base64": "", "whole": true, "body_file_bytes": body.len(),
+            "body_file_blake3": blake3::hash(&body).to_hex().as_str()}});
+        let answer = response_of(Some(&result), &file).unwrap();
+        assert_eq!((answer.status, answer.body), (200, body.clone()));
+        let refused = |path: &std::path::Path, why: &str| {
+            let e = response_of(Some(&result), path).err().unwrap();
+            assert!(e.contains(why), "{e}");
+        };
+        refused(&link, "act_2.body");
+        let mut changed = body.clone();
+        changed[7] ^= 1;
+        std::fs::write(&file, &changed).unwrap();
+        refused(&file, "is not what the agent wrote");
+        changed.push(0);
+        std::fs::write(&file, &changed).unwrap();
+        refused(&file, "is not what the agent wrote");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn the_placeholder_is_found_as_written_in_basic_auth_and_in_the_query() {

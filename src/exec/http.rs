@@ -52,6 +52,8 @@ pub struct HttpExecutor {
     budget: Arc<Budget>,
     /// The TLS client configurations, one per set of roots.
     tls: TlsClients,
+    /// Where a proxied response too large for the reply is written (`<vault>/relayed`).
+    relayed: Option<std::path::PathBuf>,
 }
 
 impl HttpExecutor {
@@ -60,7 +62,14 @@ impl HttpExecutor {
             retained_per_call: limits.output_retained_per_call_bytes,
             budget: Budget::new(limits.output_retained_process_bytes),
             tls: TlsClients::default(),
+            relayed: None,
         }
+    }
+
+    /// Proxied responses past the reply's bound go to `<dir>/<action id>.body`.
+    pub fn relaying_into(mut self, dir: std::path::PathBuf) -> Self {
+        self.relayed = Some(dir);
+        self
     }
 }
 
@@ -177,7 +186,10 @@ impl Executor for HttpExecutor {
         };
         if req.proxied {
             let scrubber = Scrubber::new(vec![redactor]);
-            return super::proxied::read(response, req.max_output_bytes, scrubber);
+            let spill = self.relayed.as_ref().map(|dir| super::proxied::Spill {
+                path: dir.join(format!("{}.body", action.action_id())),
+            });
+            return super::proxied::read(response, req.max_output_bytes, scrubber, spill.as_ref());
         }
         read_response(
             response,

@@ -11,6 +11,8 @@ pub mod redact;
 mod ssh;
 mod tls;
 
+/// The largest proxied response, for the proxy that reads one back (`vault run`).
+pub use crate::policy::PROXIED_MAX_BYTES;
 pub use http::HttpExecutor;
 pub use ssh::SshExecutor;
 

@@ -3,13 +3,77 @@
 //! hop-by-hop ones, the framing (the proxy frames what it writes) and `Set-Cookie` (a session the
 //! vault opened with the secret is the vault's), each value scrubbed; the body through the same
 //! streaming scrubber as every output, whole up to `PROXIED_MAX_BYTES` or not at all (a body cut
-//! short would be a corrupt file, not a shorter answer).
+//! short would be a corrupt file, not a shorter answer). A body up to `INLINE_MAX_BYTES` goes
+//! back in the agent's reply; a larger one is written to `<vault>/relayed/<action id>.body`
+//! (0600, new), and the reply carries its length and blake3, which the proxy checks.
 use super::bounded::Scrubber;
 use super::Outcome;
 use crate::approvals::State;
 use base64::Engine;
 use serde_json::json;
-use std::io::Read;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+/// The largest body that goes back inside the agent's reply (a frame holds it in base64).
+pub(super) const INLINE_MAX_BYTES: usize = 4 * 1024 * 1024;
+
+/// Where a body past `INLINE_MAX_BYTES` is written: the file of one action.
+pub(super) struct Spill {
+    pub(super) path: PathBuf,
+}
+
+/// The body as it is read: in memory, then (past the inline bound) in the action's file.
+struct Body<'a> {
+    inline: Vec<u8>,
+    file: Option<std::fs::File>,
+    spill: Option<&'a Spill>,
+    hash: blake3::Hasher,
+    len: u64,
+    spilled: bool,
+}
+
+impl Body<'_> {
+    fn push(&mut self, bytes: &[u8]) -> Result<(), String> {
+        self.hash.update(bytes);
+        self.len += bytes.len() as u64;
+        if self.file.is_none() && self.inline.len() + bytes.len() <= INLINE_MAX_BYTES {
+            self.inline.extend_from_slice(bytes);
+            return Ok(());
+        }
+        let Some(spill) = self.spill else {
+            return Err(format!(
+                "the response body is larger than the {INLINE_MAX_BYTES} bytes the vault relays here"
+            ));
+        };
+        let file = match &mut self.file {
+            Some(f) => f,
+            None => {
+                let mut f = new_file(&spill.path)?;
+                self.spilled = true;
+                f.write_all(&std::mem::take(&mut self.inline))
+                    .map_err(|e| format!("cannot write the response body: {e}"))?;
+                self.file.insert(f)
+            }
+        };
+        file.write_all(bytes)
+            .map_err(|e| format!("cannot write the response body: {e}"))
+    }
+}
+
+/// The action's body file: its directory made 0700 if missing, the file 0600 and new.
+fn new_file(path: &Path) -> Result<std::fs::File, String> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::DirBuilder::new().mode(0o700).create(dir);
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)
+        .map_err(|e| format!("cannot write the response body to {}: {e}", path.display()))
+}
 
 /// Headers that end at the hop, or that the proxy sets itself.
 const DROPPED: &[&str] = &[
@@ -26,11 +90,13 @@ const DROPPED: &[&str] = &[
     "alt-svc",
 ];
 
-/// Reads `response` whole (at most `max` bytes of body) through `scrubber`.
+/// Reads `response` whole (at most `max` bytes of body) through `scrubber`; past
+/// `INLINE_MAX_BYTES`, into `spill`'s file (without one, such a body is refused).
 pub(super) fn read(
     mut response: ureq::http::Response<ureq::Body>,
     max: u64,
     mut scrubber: Scrubber,
+    spill: Option<&Spill>,
 ) -> Outcome {
     let status = response.status().as_u16();
     let mut headers = Vec::new();
@@ -46,7 +112,14 @@ pub(super) fn read(
         headers.push(json!([n, scrubber.scrub_str(&v)]));
     }
     let mut reader = response.body_mut().with_config().limit(u64::MAX).reader();
-    let mut body = Vec::new();
+    let mut body = Body {
+        inline: Vec::new(),
+        file: None,
+        spill,
+        hash: blake3::Hasher::new(),
+        len: 0,
+        spilled: false,
+    };
     let mut buf = vec![0u8; 64 * 1024];
     let (mut seen, mut error) = (0u64, None);
     loop {
@@ -60,7 +133,10 @@ pub(super) fn read(
                     ));
                     break;
                 }
-                body.extend_from_slice(&scrubber.push(&buf[..n]));
+                if let Err(e) = body.push(&scrubber.push(&buf[..n])) {
+                    error = Some(e);
+                    break;
+                }
             }
             Err(e) => {
                 error = Some(scrubber.scrub_str(&format!("the response body ended early: {e}")));
@@ -68,15 +144,32 @@ pub(super) fn read(
             }
         }
     }
-    body.extend_from_slice(&scrubber.finish());
+    if error.is_none() {
+        error = body.push(&scrubber.finish()).err();
+    }
+    if let Some(mut f) = body.file.take() {
+        if let Err(e) = f.flush() {
+            error.get_or_insert(format!("cannot write the response body: {e}"));
+        }
+    }
+    let whole = error.is_none();
+    if let (Some(s), true, false) = (spill, body.spilled, whole) {
+        let _ = std::fs::remove_file(&s.path);
+    }
     let b64 = base64::engine::general_purpose::STANDARD;
-    let result = json!({"proxied": {
+    let mut proxied = json!({
         "status": status,
         "headers": headers,
-        "body_base64": if error.is_none() { b64.encode(&body) } else { String::new() },
+        "body_base64": if whole { b64.encode(&body.inline) } else { String::new() },
         "body_bytes_seen": seen,
-        "whole": error.is_none(),
-    }});
+        "whole": whole,
+    });
+    // Spilled: the reply says how long the file is and what it holds; the proxy checks both.
+    if whole && body.spilled {
+        proxied["body_file_bytes"] = json!(body.len);
+        proxied["body_file_blake3"] = json!(body.hash.finalize().to_hex().as_str());
+    }
+    let result = json!({ "proxied": proxied });
     Outcome {
         // The target answered (a status was observed), whatever became of the body.
         state: State::Completed,

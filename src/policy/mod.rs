@@ -17,8 +17,8 @@ pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 /// Bounds of `timeout_s`.
 pub const TIMEOUT_S: (u64, u64, u64) = (1, 300, 30);
 /// The largest response `vault run`'s proxy relays for a request it swapped a placeholder in
-/// (a frame of the agent's protocol holds it in base64).
-pub const PROXIED_MAX_BYTES: u64 = 4 * 1024 * 1024;
+/// (up to 4 MiB in the agent's reply, past that through a file the proxy reads whole).
+pub const PROXIED_MAX_BYTES: u64 = 256 * 1024 * 1024;
 /// `max_output_bytes`: (least, most, default).
 pub const MAX_OUTPUT_BYTES: (u64, u64, u64) = (1, 1024 * 1024, 64 * 1024);
 

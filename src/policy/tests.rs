@@ -426,7 +426,7 @@ fn an_http_target_stored_before_allow_headers_still_loads_and_signs_the_same() {
     assert_eq!(serde_json::to_string(&t).unwrap(), old);
 }
 
-/// Only `vault run`'s proxy sets `proxied` (a whole, byte-for-byte response of up to 4 MiB):
+/// Only `vault run`'s proxy sets `proxied` (a whole, byte-for-byte response of up to 256 MiB):
 /// an agent that names it in its arguments is refused, as for any field the tool does not have.
 #[test]
 fn an_agent_cannot_ask_for_a_proxied_response() {

@@ -10,23 +10,26 @@ pub fn repository(srv: &std::path::Path, text: &str) {
     let work = srv.join("work");
     std::fs::create_dir_all(&work).unwrap();
     std::fs::write(work.join("README"), text).unwrap();
-    let git = |dir: &std::path::Path, args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .args(["-c", "user.name=t", "-c", "user.email=t@example.org"])
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
     git(&work, &["init", "-q", "-b", "main"]);
     git(&work, &["add", "README"]);
     git(&work, &["commit", "-q", "-m", "first"]);
     git(srv, &["clone", "-q", "--bare", "work", "repo.git"]);
+}
+
+/// `git args` in `dir` (as a committer named `t`), which must succeed; its output.
+fn git(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.org"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
 /// `git http-backend` over TLS on loopback (`support/git_http.py`), serving `srv/repo.git`.
@@ -64,6 +67,19 @@ impl GitServer {
             log,
             srv,
         }
+    }
+
+    /// Commits `size` random bytes as `name` to the served repository (through its work tree);
+    /// returns the blob's hash.
+    pub fn commit_random_file(&self, name: &str, size: usize) -> String {
+        let work = self.srv.join("work");
+        let mut bytes = vec![0u8; size];
+        getrandom::fill(&mut bytes).unwrap();
+        std::fs::write(work.join(name), bytes).unwrap();
+        git(&work, &["add", name]);
+        git(&work, &["commit", "-q", "-m", name]);
+        git(&work, &["push", "-q", "../repo.git", "main"]);
+        git(&work, &["rev-parse", &format!("HEAD:{name}")])
     }
 
     /// What the server logged, one JSON value per request.
