@@ -8,8 +8,10 @@
 //! Run: `cargo bench --bench egress` (goals: CONNECT set-up adds at most 1 ms at p50; a tunnel
 //! carries at least 0.9x the direct throughput, over 1 GiB). `-- --quick`: small sizes, checks only.
 //! On loopback the direct download is bound by the CPU (a sender's and a receiver's copies, one
-//! core each on 2 cores); a tunnel is two such connections, so there it is bound near 0.5x. What
-//! it carries absolute (MB/s) is what a real link is compared with.
+//! core each on 2 cores); a tunnel is two such connections, so there it is bound near 0.5x. A
+//! second peer shows that bound: a bare relay (two threads and `std::io::copy`, the least a
+//! process in the middle can do), measured in the same run. What it carries absolute (MB/s) is
+//! what a real link is compared with.
 mod common;
 
 use agent_vault::contain::egress::{self, Allow, Entry};
@@ -67,6 +69,27 @@ fn proxy(allowed: u16) -> u16 {
     port
 }
 
+/// A bare relay to `up`: each connection copied both ways by two threads, nothing else.
+fn bare_relay(up: u16) -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for c in l.incoming().flatten() {
+            let u = TcpStream::connect(("127.0.0.1", up)).unwrap();
+            let (mut c2, mut u2) = (c.try_clone().unwrap(), u.try_clone().unwrap());
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut &c, &mut &u);
+                let _ = u.shutdown(std::net::Shutdown::Write);
+            });
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut u2, &mut c2);
+                let _ = c2.shutdown(std::net::Shutdown::Write);
+            });
+        }
+    });
+    port
+}
+
 /// A connection to `up`, directly or through the proxy's tunnel.
 fn open(up: u16, via: Option<u16>) -> TcpStream {
     match via {
@@ -105,7 +128,8 @@ fn set_up(up: u16, via: Option<u16>) -> Duration {
     t.elapsed()
 }
 
-/// MB/s of a download of `bytes`.
+/// MB/s of a download of `bytes`: from `up` directly, through the proxy's tunnel (`via`), or
+/// through the bare relay (`up` is then the relay's port).
 fn download(up: u16, via: Option<u16>, bytes: u64) -> f64 {
     let mut s = open(up, via);
     let t = Instant::now();
@@ -162,23 +186,34 @@ fn main() {
         added <= 1.0,
     );
 
-    let (mut dbest, mut tbest) = (0f64, 0f64);
+    let relay = bare_relay(up);
+    let (mut dbest, mut tbest, mut rbest) = (0f64, 0f64, 0f64);
     for _ in 0..rounds {
         dbest = dbest.max(download(up, None, bytes));
         tbest = tbest.max(download(up, Some(px), bytes));
+        rbest = rbest.max(download(relay, None, bytes));
     }
-    let peer = "download throughput, direct (peer)";
-    common::emit_figure(peer, "MB/s", Side::Peer, dbest);
-    common::emit_figure(
-        "download throughput, through a tunnel",
-        "MB/s",
-        Side::Vs(peer),
-        tbest,
-    );
+    let relay_peer = "download throughput, a bare relay (peer: the bound of any relay here)";
+    for (peer, value, tunnel_row) in [
+        (
+            "download throughput, direct (peer)",
+            dbest,
+            "download throughput, through a tunnel",
+        ),
+        (
+            relay_peer,
+            rbest,
+            "download throughput, through a tunnel (against the bare relay)",
+        ),
+    ] {
+        common::emit_figure(peer, "MB/s", Side::Peer, value);
+        common::emit_figure(tunnel_row, "MB/s", Side::Vs(peer), tbest);
+    }
     let ratio = tbest / dbest;
     println!(
-        "download of {} MiB, best of {rounds}: direct {dbest:.0} MB/s, tunnel {tbest:.0} MB/s ({ratio:.2}x)",
-        bytes >> 20
+        "download of {} MiB, best of {rounds}: direct {dbest:.0} MB/s, tunnel {tbest:.0} MB/s ({ratio:.2}x), bare relay {rbest:.0} MB/s (tunnel {:.2}x of it)",
+        bytes >> 20,
+        tbest / rbest
     );
     common::emit_goal(
         "a tunnel carries >= 0.9x the direct throughput",
