@@ -60,11 +60,24 @@ impl Body<'_> {
     }
 }
 
-/// The action's body file: its directory made 0700 if missing, the file 0600 and new.
+/// A body file older than this was never read: its proxy went away before the reply came.
+const ABANDONED: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// The action's body file: its directory made 0700 if missing (and rid of abandoned files), the
+/// file 0600 and new.
 fn new_file(path: &Path) -> Result<std::fs::File, String> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     if let Some(dir) = path.parent() {
         let _ = std::fs::DirBuilder::new().mode(0o700).create(dir);
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let age = entry.metadata().ok().and_then(|m| m.modified().ok());
+            if age
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|a| a > ABANDONED)
+            {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
     }
     std::fs::OpenOptions::new()
         .write(true)
