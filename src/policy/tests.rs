@@ -164,6 +164,32 @@ fn methods_headers_query_and_bodies() {
         r.headers,
         vec![("content-type".to_owned(), "application/json".to_owned())]
     );
+    // A JSON body gets its content type beside the agent's other headers, and keeps the
+    // agent's own.
+    let headers_of = |given: &[(&str, &str)]| {
+        let mut a = get("https://api.example.com/x");
+        a.method = "POST".into();
+        a.json = Some(serde_json::json!({"b": 1}));
+        for (k, v) in given {
+            a.headers.insert((*k).into(), (*v).into());
+        }
+        match validate_http(&c, a).unwrap() {
+            ValidatedRequest::Http(r) => r.headers,
+            _ => panic!(),
+        }
+    };
+    let pairs = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+        v.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect()
+    };
+    assert_eq!(
+        headers_of(&[("accept", "text/plain")]),
+        pairs(&[
+            ("accept", "text/plain"),
+            ("content-type", "application/json")
+        ])
+    );
+    let patch = [("content-type", "application/merge-patch+json")];
+    assert_eq!(headers_of(&patch), pairs(&patch));
     let mut a = get("https://api.example.com/x");
     a.body = Some("x".into());
     a.json = Some(serde_json::json!(1));
@@ -415,6 +441,16 @@ fn rewriting_headers_and_method_params_need_the_credential_to_allow_them() {
     assert!(read_only(
         validate_http(&c, get("https://api.example.com/x?a=1")).unwrap()
     ));
+    // Allowing another rewriting header does not allow `_method`.
+    let Target::Http(t) = &mut c.target else {
+        panic!()
+    };
+    t.allow_headers = vec!["x-http-method-override".into()];
+    let method_param = validate_http(&c, get("https://api.example.com/x?_method=DELETE"));
+    assert!(
+        matches!(method_param, Err(PolicyError::Denied { .. })),
+        "{method_param:?}"
+    );
 }
 
 #[test]
@@ -443,7 +479,9 @@ fn an_agent_cannot_ask_for_a_proxied_response() {
 /// beside a text or JSON body.
 #[test]
 fn a_proxied_body_of_any_bytes_is_held_to_the_bound() {
-    let t = http_cred("api.example.com", 443, "/v1/", HttpAuth::Bearer);
+    // Without cards, so that only the tool's bound applies (a card's is smaller).
+    let mut t = http_cred("api.example.com", 443, "/v1/", HttpAuth::Bearer);
+    t.approval = Approval::Never;
     let args = |bytes: Vec<u8>| HttpArgs {
         credential: "api".into(),
         method: "POST".into(),
@@ -458,7 +496,12 @@ fn a_proxied_body_of_any_bytes_is_held_to_the_bound() {
         panic!()
     };
     assert_eq!(h.body.as_deref(), Some(&binary[..]));
-    assert!(validate_http(&t, args(vec![0; MAX_BODY_BYTES + 1])).is_err());
+    // The bound is exact: at it passes, one byte past it (or more) does not.
+    let at = validate_http(&t, args(vec![0; MAX_BODY_BYTES]));
+    assert!(at.is_ok(), "{:?}", at.err());
+    for over in [MAX_BODY_BYTES + 1, MAX_BODY_BYTES + 2] {
+        assert!(validate_http(&t, args(vec![0; over])).is_err(), "{over}");
+    }
     let both = HttpArgs {
         body: Some("text".into()),
         ..args(binary)
