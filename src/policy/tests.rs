@@ -508,3 +508,25 @@ fn a_proxied_body_of_any_bytes_is_held_to_the_bound() {
     };
     assert!(validate_http(&t, both).is_err());
 }
+
+/// Each refusal of a path says its own reason: an escaped prefix is outside the prefix (the
+/// path as written is what is sent), and a dot segment hidden behind an escaped `/` is named as
+/// a dot segment.
+#[test]
+fn each_path_refusal_names_its_own_reason() {
+    let c = http_cred("api.example.com", 443, "/v1/", HttpAuth::Bearer);
+    let refusal =
+        |path: &str| validate_http(&c, get(&format!("https://api.example.com{path}"))).unwrap_err();
+    let outside = refusal("/v%31/x");
+    assert!(
+        matches!(&outside, PolicyError::Denied { reason, .. } if reason.contains("outside the credential's prefix")),
+        "{outside:?}"
+    );
+    for path in ["/v1/..%2fx", "/v1/.%2Fx", "/v1/x/%2e%2e%2f"] {
+        let e = refusal(path);
+        assert!(
+            format!("{e:?}").contains(". or .. segments"),
+            "{path}: {e:?}"
+        );
+    }
+}
