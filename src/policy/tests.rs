@@ -530,3 +530,31 @@ fn each_path_refusal_names_its_own_reason() {
         );
     }
 }
+
+/// A URL with no path at all is the host's root, `/`, and passes under the prefix `/`.
+#[test]
+fn a_url_without_a_path_is_the_root() {
+    let c = http_cred("api.example.com", 443, "/", HttpAuth::Bearer);
+    let ValidatedRequest::Http(r) = validate_http(&c, get("https://api.example.com")).unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(r.url, "https://api.example.com/");
+}
+
+/// An IPv6 target is named in brackets, in the refusal and in its fix, as a URL spells it.
+#[test]
+fn an_ipv6_target_is_named_in_brackets() {
+    let c = http_cred("::1", 8443, "/", HttpAuth::Bearer);
+    match validate_http(&c, get("https://[::1]:9/x")).unwrap_err() {
+        PolicyError::Denied { reason, fix } => {
+            assert!(
+                reason
+                    .contains("https://[::1]:9 is not the credential's target https://[::1]:8443"),
+                "{reason}"
+            );
+            assert!(fix.contains("https://[::1]:8443/"), "{fix}");
+        }
+        e => panic!("{e:?}"),
+    }
+}
