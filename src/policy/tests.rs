@@ -558,3 +558,57 @@ fn an_ipv6_target_is_named_in_brackets() {
         e => panic!("{e:?}"),
     }
 }
+
+/// The bounds docs/design.md states, held through `validate_http` in bytes as written there: a
+/// body of 1 MiB, `max_output_bytes` from 1 to 1 MiB (64 KiB when not given), and a proxied
+/// response of 256 MiB.
+#[test]
+fn the_bounds_are_the_documented_ones() {
+    let mut c = http_cred("api.example.com", 443, "/", HttpAuth::Bearer);
+    c.approval = Approval::Never;
+    let post = |len: usize, proxied: bool| HttpArgs {
+        method: "POST".into(),
+        body: (!proxied).then(|| "a".repeat(len)),
+        body_bytes: proxied.then(|| vec![b'a'; len]),
+        proxied,
+        ..get("https://api.example.com/x")
+    };
+    let output = |r: Result<ValidatedRequest, PolicyError>| match r.unwrap() {
+        ValidatedRequest::Http(h) => h.max_output_bytes,
+        _ => panic!(),
+    };
+    assert!(validate_http(&c, post(1_048_576, false)).is_ok());
+    assert!(validate_http(&c, post(1_048_577, false)).is_err());
+    assert_eq!(output(validate_http(&c, post(1, true))), 268_435_456);
+    assert_eq!(
+        output(validate_http(&c, get("https://api.example.com/x"))),
+        65_536
+    );
+    let with_output = |n: u64| HttpArgs {
+        max_output_bytes: Some(n),
+        ..get("https://api.example.com/x")
+    };
+    assert_eq!(output(validate_http(&c, with_output(1_048_576))), 1_048_576);
+    assert!(validate_http(&c, with_output(1_048_577)).is_err());
+    assert!(validate_http(&c, with_output(0)).is_err());
+}
+
+/// A body must fit the card whole (16 KiB as shown) wherever a card may be needed: every
+/// request of an `each` credential, and the writes of a `writes` one; exactly at the bound it
+/// fits.
+#[test]
+fn a_body_must_fit_the_card_wherever_one_may_be_needed() {
+    let mut c = http_cred("api.example.com", 443, "/", HttpAuth::Bearer);
+    let post = |len: usize| HttpArgs {
+        method: "POST".into(),
+        body: Some("a".repeat(len)),
+        ..get("https://api.example.com/x")
+    };
+    assert!(validate_http(&c, post(16_384)).is_ok());
+    assert!(validate_http(&c, post(16_385)).is_err());
+    c.approval = Approval::Writes;
+    let e = validate_http(&c, post(16_385)).unwrap_err();
+    assert!(format!("{e:?}").contains("approval card"), "{e:?}");
+    c.approval = Approval::Never;
+    assert!(validate_http(&c, post(16_385)).is_ok());
+}
