@@ -150,12 +150,6 @@ impl ValidatedRequest {
             }),
         }
     }
-    pub fn timeout_s(&self) -> u64 {
-        match self {
-            ValidatedRequest::Http(h) => h.timeout_s,
-            ValidatedRequest::Ssh(s) => s.timeout_s,
-        }
-    }
     pub fn body(&self) -> Option<&[u8]> {
         match self {
             ValidatedRequest::Http(h) => h.body.as_deref(),
@@ -260,5 +254,7 @@ pub(crate) fn bounded(
     }
 }
 
+#[cfg(test)]
+mod refusal_tests;
 #[cfg(test)]
 mod tests;
