@@ -194,11 +194,13 @@ fn a_process_outside_reaching_the_relay_through_proc_root_is_not_contained() {
             "import socket,sys,json\n\
              s=socket.socket(socket.AF_UNIX); s.settimeout(10); s.connect(sys.argv[1])\n\
              print('connected')\n\
-             s.sendall(b'{\"id\":1,\"req\":{\"op\":\"hello\",\"v\":6,\"role\":\"mcp\"}}\\n')\n\
+             s.sendall(b'{\"id\":1,\"req\":{\"op\":\"hello\",\"v\":%d,\"role\":\"mcp\"}}\\n' % int(sys.argv[2]))\n\
              try:\n  print(s.recv(65536).decode())\n\
              except Exception as e:\n  print('no answer:', e)\n",
         )
         .arg(&via_proc)
+        // The protocol's own version: a hello of another is refused whoever sends it.
+        .arg(agent_vault::agent::protocol::VERSION.to_string())
         .output()
         .unwrap();
     let text =
