@@ -10,8 +10,8 @@
 //! On loopback the direct download is bound by the CPU (a sender's and a receiver's copies, one
 //! core each on 2 cores); a tunnel is two such connections, so there it is bound near 0.5x. A
 //! second peer shows that bound: a bare relay (two threads copying through buffers of the
-//! tunnel's size, the least a process in the middle can do), measured in the same run. What it carries absolute (MB/s) is
-//! what a real link is compared with.
+//! tunnel's size, the least a process in the middle can do), measured in the same run. What it
+//! carries absolute (MB/s) is what a real link is compared with.
 mod common;
 
 use agent_vault::contain::egress::{self, Allow, Entry};

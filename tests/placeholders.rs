@@ -549,7 +549,7 @@ echo $? > "$P/git.code""#
         large,
         "the large file was cloned whole"
     );
-    let relayed = v.vault_dir().join("relayed");
+    let relayed = agent_vault::paths::VaultPaths::new(v.vault_dir()).relayed();
     let left: Vec<_> = std::fs::read_dir(&relayed)
         .map(|d| d.flatten().map(|e| e.path()).collect())
         .unwrap_or_default();

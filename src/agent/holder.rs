@@ -170,12 +170,17 @@ mod tests {
         assert_eq!(holder_in(locks, rustix::fs::makedev(0xfd, 3), 77), None);
     }
 
-    #[test]
-    fn a_probe_of_the_lock_is_never_taken_for_its_holder() {
-        let dir = std::env::temp_dir().join(format!("av-probe-{}", std::process::id()));
+    /// A fresh, empty directory for a vault's agent lock.
+    fn vault_dir(tag: &str) -> (std::path::PathBuf, VaultPaths) {
+        let dir = std::env::temp_dir().join(format!("av-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        let paths = VaultPaths::new(dir.clone());
+        (dir.clone(), VaultPaths::new(dir))
+    }
+
+    #[test]
+    fn a_probe_of_the_lock_is_never_taken_for_its_holder() {
+        let (dir, paths) = vault_dir("probe");
         drop(super::super::take_lock(&paths, Duration::ZERO).unwrap());
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let probe = {
@@ -207,10 +212,7 @@ mod tests {
 
     #[test]
     fn this_process_is_found_holding_a_lock() {
-        let dir = std::env::temp_dir().join(format!("av-holder-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let paths = VaultPaths::new(dir.clone());
+        let (dir, paths) = vault_dir("holder");
         assert_eq!(holder(&paths), Holder::Nobody);
         let lock = super::super::take_lock(&paths, Duration::ZERO).unwrap();
         // Held by this process; is_running opens its own description, so it sees it as taken.

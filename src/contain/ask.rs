@@ -61,7 +61,7 @@ impl Asker {
 
     /// The file the agent wrote for action `id`'s response, when too large for its reply.
     pub fn relayed_body(&self, id: &str) -> std::path::PathBuf {
-        self.relayed.join(format!("{id}.body"))
+        crate::exec::relayed_body(&self.relayed, id)
     }
 
     /// Asks for `host:port` and waits for the person (or the card's expiry).

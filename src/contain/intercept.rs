@@ -368,11 +368,7 @@ fn relay(asked: Asked, swap: &Swapped, asker: &Asker) -> Answer {
     });
     match reply {
         Reply::Action(a) if a.state == State::Completed => {
-            let file = asker.relayed_body(&a.id);
-            let answer = response_of(a.result.as_ref(), &file);
-            // Read or not, the file is this action's alone and is not needed again.
-            let _ = std::fs::remove_file(&file);
-            match answer {
+            match response_of(a.result.as_ref(), &asker.relayed_body(&a.id)) {
                 Ok(answer) => answer,
                 Err(why) => Answer::said(
                     502,
@@ -442,19 +438,21 @@ fn response_of(result: Option<&serde_json::Value>, file: &Path) -> Result<Answer
 }
 
 /// The body the agent wrote to `file`: exactly `len` bytes whose blake3 is `hash`, or nothing.
+/// The file is removed once opened (or found unopenable): it is this action's alone.
 fn relayed_body(file: &Path, len: u64, hash: &str) -> Result<Vec<u8>, String> {
     use std::os::unix::fs::OpenOptionsExt;
+    let unreadable = |e: std::io::Error| format!("the response's file {}: {e}", file.display());
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(file);
+    let _ = std::fs::remove_file(file);
+    let f = opened.map_err(unreadable)?;
     if len > crate::exec::PROXIED_MAX_BYTES {
         return Err(format!(
             "the response's {len} bytes are more than the proxy relays"
         ));
     }
-    let unreadable = |e: std::io::Error| format!("the response's file {}: {e}", file.display());
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-        .open(file)
-        .map_err(unreadable)?;
     let mut body = Vec::with_capacity(len as usize);
     f.take(len + 1).read_to_end(&mut body).map_err(unreadable)?;
     if body.len() as u64 != len || blake3::hash(&body).to_hex().as_str() != hash {
@@ -486,6 +484,7 @@ mod tests {
             "body_file_blake3": blake3::hash(&body).to_hex().as_str()}});
         let answer = response_of(Some(&result), &file).unwrap();
         assert_eq!((answer.status, answer.body), (200, body.clone()));
+        assert!(!file.exists(), "a relayed body's file is removed once read");
         let refused = |path: &std::path::Path, why: &str| {
             let e = response_of(Some(&result), path).err().unwrap();
             assert!(e.contains(why), "{e}");

@@ -186,10 +186,16 @@ impl Executor for HttpExecutor {
         };
         if req.proxied {
             let scrubber = Scrubber::new(vec![redactor]);
-            let spill = self.relayed.as_ref().map(|dir| super::proxied::Spill {
-                path: dir.join(format!("{}.body", action.action_id())),
-            });
-            return super::proxied::read(response, req.max_output_bytes, scrubber, spill.as_ref());
+            let spill = self
+                .relayed
+                .as_deref()
+                .map(|d| super::relayed_body(d, action.action_id()));
+            return super::proxied::read(
+                response,
+                req.max_output_bytes,
+                scrubber,
+                spill.as_deref(),
+            );
         }
         read_response(
             response,

@@ -14,6 +14,7 @@ mod tls;
 /// The largest proxied response, for the proxy that reads one back (`vault run`).
 pub use crate::policy::PROXIED_MAX_BYTES;
 pub use http::HttpExecutor;
+pub use proxied::relayed_body;
 pub use ssh::SshExecutor;
 
 use crate::approvals::AuthorizedAction;

@@ -17,19 +17,19 @@ use std::path::{Path, PathBuf};
 /// The largest body that goes back inside the agent's reply (a frame holds it in base64).
 pub(super) const INLINE_MAX_BYTES: usize = 4 * 1024 * 1024;
 
-/// Where a body past `INLINE_MAX_BYTES` is written: the file of one action.
-pub(super) struct Spill {
-    pub(super) path: PathBuf,
+/// The file a body past `INLINE_MAX_BYTES` is written to: action `id`'s, in `dir`
+/// (`VaultPaths::relayed`). The proxy that reads it back names it the same way.
+pub fn relayed_body(dir: &Path, id: &str) -> PathBuf {
+    dir.join(format!("{id}.body"))
 }
 
 /// The body as it is read: in memory, then (past the inline bound) in the action's file.
 struct Body<'a> {
     inline: Vec<u8>,
     file: Option<std::fs::File>,
-    spill: Option<&'a Spill>,
+    spill: Option<&'a Path>,
     hash: blake3::Hasher,
     len: u64,
-    spilled: bool,
 }
 
 impl Body<'_> {
@@ -45,18 +45,17 @@ impl Body<'_> {
                 "the response body is larger than the {INLINE_MAX_BYTES} bytes the vault relays here"
             ));
         };
+        let written = |e: std::io::Error| format!("cannot write the response body: {e}");
         let file = match &mut self.file {
             Some(f) => f,
             None => {
-                let mut f = new_file(&spill.path)?;
-                self.spilled = true;
+                let f = self.file.insert(new_file(spill)?);
                 f.write_all(&std::mem::take(&mut self.inline))
-                    .map_err(|e| format!("cannot write the response body: {e}"))?;
-                self.file.insert(f)
+                    .map_err(written)?;
+                f
             }
         };
-        file.write_all(bytes)
-            .map_err(|e| format!("cannot write the response body: {e}"))
+        file.write_all(bytes).map_err(written)
     }
 }
 
@@ -104,12 +103,12 @@ const DROPPED: &[&str] = &[
 ];
 
 /// Reads `response` whole (at most `max` bytes of body) through `scrubber`; past
-/// `INLINE_MAX_BYTES`, into `spill`'s file (without one, such a body is refused).
+/// `INLINE_MAX_BYTES`, into the file `spill` (without one, such a body is refused).
 pub(super) fn read(
     mut response: ureq::http::Response<ureq::Body>,
     max: u64,
     mut scrubber: Scrubber,
-    spill: Option<&Spill>,
+    spill: Option<&Path>,
 ) -> Outcome {
     let status = response.status().as_u16();
     let mut headers = Vec::new();
@@ -131,7 +130,6 @@ pub(super) fn read(
         spill,
         hash: blake3::Hasher::new(),
         len: 0,
-        spilled: false,
     };
     let mut buf = vec![0u8; 64 * 1024];
     let (mut seen, mut error) = (0u64, None);
@@ -160,14 +158,13 @@ pub(super) fn read(
     if error.is_none() {
         error = body.push(&scrubber.finish()).err();
     }
-    if let Some(mut f) = body.file.take() {
-        if let Err(e) = f.flush() {
-            error.get_or_insert(format!("cannot write the response body: {e}"));
-        }
+    let spilled = body.file.is_some();
+    if let Some(Err(e)) = body.file.as_mut().map(Write::flush) {
+        error.get_or_insert(format!("cannot write the response body: {e}"));
     }
     let whole = error.is_none();
-    if let (Some(s), true, false) = (spill, body.spilled, whole) {
-        let _ = std::fs::remove_file(&s.path);
+    if let (Some(path), true, false) = (spill, spilled, whole) {
+        let _ = std::fs::remove_file(path);
     }
     let b64 = base64::engine::general_purpose::STANDARD;
     let mut proxied = json!({
@@ -178,7 +175,7 @@ pub(super) fn read(
         "whole": whole,
     });
     // Spilled: the reply says how long the file is and what it holds; the proxy checks both.
-    if whole && body.spilled {
+    if whole && spilled {
         proxied["body_file_bytes"] = json!(body.len);
         proxied["body_file_blake3"] = json!(body.hash.finalize().to_hex().as_str());
     }

@@ -1,8 +1,9 @@
 //! One remote command on one session channel whose exec request was sent (the command string as
-//! given, no local shell; `pool` sends it): the server's answer to it, both streams drained into bounded captures until the channel closes, and the
-//! stop sequence on timeout, cancellation or shutdown: TERM to the remote command, a grace
-//! period while the streams keep draining, then the channel is closed. Only what was observed
-//! is reported: an exit status or signal the server sent, and how the streams ended.
+//! given, no local shell; `pool` sends it): the server's answer to it, both streams drained into
+//! bounded captures until the channel closes, and the stop sequence on timeout, cancellation or
+//! shutdown: TERM to the remote command, a grace period while the streams keep draining, then
+//! the channel is closed. Only what was observed is reported: an exit status or signal the
+//! server sent, and how the streams ended.
 use crate::exec::bounded::{Capture, Captured};
 use crate::exec::Cancel;
 use russh::client::Msg;
