@@ -102,7 +102,8 @@ pub enum Stopped {
 }
 
 /// Stops the vault's agent by signal (never through the socket, which may not be its own): asks
-/// it to lock, waits up to `wait` for it to let go of the lock, and kills it if it does not.
+/// it to lock, waits up to `wait` for it to let go of the lock and end, and kills it if it does
+/// not. It returns once the process has ended: every connection it had to the database closed.
 pub fn stop(paths: &VaultPaths, wait: Duration) -> Stopped {
     stop_for(paths, wait, Order::Lock)
 }
@@ -115,6 +116,9 @@ pub fn stop_for(paths: &VaultPaths, wait: Duration, order: Order) -> Stopped {
         Holder::Unknown => return Stopped::Unreachable,
         Holder::Pid(p) => p,
     };
+    // Watched from before the signal, so that its end is its own and not a reused pid's.
+    let watch = rustix::process::Pid::from_raw(pid as i32)
+        .and_then(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok());
     if !send(pid, order) {
         return if super::is_running(paths) {
             Stopped::Unreachable
@@ -122,14 +126,54 @@ pub fn stop_for(paths: &VaultPaths, wait: Duration, order: Order) -> Stopped {
             Stopped::NotRunning
         };
     }
-    if released(paths, wait) {
+    let deadline = Instant::now() + wait;
+    // The lock goes first, the process a moment later: its last threads still close the
+    // database. A stop returns once the process has ended, so what follows has the vault alone.
+    if released(paths, wait) && ended(watch.as_ref(), pid, deadline) {
         return Stopped::Locked(pid);
     }
     if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
         let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
     }
-    released(paths, Duration::from_secs(5));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let _ = released(paths, Duration::from_secs(5)) && ended(watch.as_ref(), pid, deadline);
     Stopped::Killed(pid)
+}
+
+/// Waits until process `pid` has ended, by `deadline`: every file of it closed by the kernel (it
+/// is a zombie or gone). Through its pidfd where the kernel gives one, else by `/proc/PID/stat`.
+fn ended(watch: Option<&std::os::fd::OwnedFd>, pid: u32, deadline: Instant) -> bool {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    if let Some(fd) = watch {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let timeout = Timespec::try_from(left).unwrap_or(Timespec {
+            tv_sec: 5,
+            tv_nsec: 0,
+        });
+        let mut fds = [PollFd::new(fd, PollFlags::IN)];
+        return loop {
+            match poll(&mut fds, Some(&timeout)) {
+                Ok(n) => break n > 0,
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(_) => break false,
+            }
+        };
+    }
+    loop {
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok();
+        let running = state
+            .as_deref()
+            .and_then(|s| s.rsplit_once(')'))
+            .and_then(|(_, rest)| rest.trim_start().chars().next())
+            .is_some_and(|c| c != 'Z' && c != 'X');
+        if !running {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// Waits until nobody holds the lock, at most `wait` (an agent that is stopping lets go once its
@@ -208,6 +252,51 @@ mod tests {
         assert!(seen.is_empty(), "a probe was taken for the agent: {seen:?}");
         assert_eq!(running, 0, "the probe saw an agent");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The state letter of process `pid` in `/proc/PID/stat` (`None`: no such process).
+    fn state(pid: u32) -> Option<char> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rsplit_once(')')?.1.trim_start().chars().next()
+    }
+
+    #[test]
+    fn a_stop_returns_only_once_the_process_has_ended() {
+        // A holder that lets go of the lock when told, then lingers with its files open for a
+        // second (what an agent's last threads do while they close the database).
+        let (dir, paths) = vault_dir("ended");
+        let holder_py = "import fcntl, os, signal, sys, time\n\
+                         f = open(sys.argv[1], 'a+')\n\
+                         fcntl.flock(f, fcntl.LOCK_EX)\n\
+                         def let_go(*_):\n    fcntl.flock(f, fcntl.LOCK_UN)\n    time.sleep(1)\n    os._exit(0)\n\
+                         signal.signal(signal.SIGUSR1, let_go)\n\
+                         print('held', flush=True)\n\
+                         while True: time.sleep(60)\n";
+        let mut child = std::process::Command::new("python3")
+            .args(["-c", holder_py])
+            .arg(paths.dir().join("agent.lock"))
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3 runs");
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        assert_eq!(line.trim(), "held");
+        let stopped = stop(&paths, Duration::from_secs(10));
+        // Ended: a zombie (this test is its parent), its files closed by the kernel.
+        let after = state(child.id());
+        let _ = child.kill();
+        child.wait().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(stopped, Stopped::Locked(child.id()));
+        assert_eq!(
+            after,
+            Some('Z'),
+            "the stop returned while its process still ran"
+        );
     }
 
     #[test]
