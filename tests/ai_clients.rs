@@ -578,28 +578,38 @@ fn vault_setup_gemini_says_what_headless_needs_and_trust_makes_it_work() {
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
-        // What it declares goes with its first request to the model; the turn itself (which
-        // would wait for a card nobody approves here) is cut short: its whole process group.
-        std::os::unix::process::CommandExt::process_group(&mut c, 0);
-        let mut child = c.spawn().unwrap();
-        let t0 = Instant::now();
-        while standin.requests().len() <= before && t0.elapsed() < Duration::from_secs(60) {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        std::thread::sleep(Duration::from_millis(500));
-        let group = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
-        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
-        let _ = child.wait();
-        let requests = standin.requests();
-        assert!(requests.len() > before, "gemini never asked its model");
-        let declared = requests[before..].iter().any(|(_, r)| {
+        // What it declares goes with the turn's first request to the model: the first that
+        // declares any tool (a request of Gemini's model router, which declares none, comes
+        // before it). The turn itself (which would wait for a card nobody approves here) is
+        // then cut short: its whole process group.
+        let declarations = |r: &Value| -> Vec<String> {
             r["body"]["tools"]
                 .as_array()
                 .into_iter()
                 .flatten()
                 .flat_map(|t| t["functionDeclarations"].as_array().into_iter().flatten())
-                .any(|d| d["name"] == "mcp_agent-vault_http_request")
-        });
+                .filter_map(|d| d["name"].as_str().map(str::to_owned))
+                .collect()
+        };
+        std::os::unix::process::CommandExt::process_group(&mut c, 0);
+        let mut child = c.spawn().unwrap();
+        let t0 = Instant::now();
+        let turn = loop {
+            let requests = standin.requests();
+            let turn = requests[before..]
+                .iter()
+                .map(|(_, r)| declarations(r))
+                .find(|d| !d.is_empty());
+            if turn.is_some() || t0.elapsed() > Duration::from_secs(60) {
+                break turn;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let group = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        let _ = child.wait();
+        let turn = turn.expect("gemini never asked its model for a turn with tools");
+        let declared = turn.iter().any(|d| d == "mcp_agent-vault_http_request");
         (said, declared)
     };
     let (said, declared) = offered(&[]);
