@@ -462,14 +462,15 @@ fn git_clones_over_https_with_a_placeholder_each_request_on_the_card() {
 }
 
 /// `git clone` of a repository whose pack is past the agent's 4 MiB reply (a 6 MB file of
-/// random bytes), then `git push` over HTTPS with the placeholder: a pack of 200 KB of random
-/// bytes (binary, and larger than the `http.postBuffer` given, so git sends it chunked) goes
-/// through the proxy, which reads the chunks whole, and on to the server with the secret. The
-/// credential runs without a card (`never`): a binary pack is more than a card can show whole.
+/// random bytes), then `git push` over HTTPS with the placeholder: a pack of 3 MB of random
+/// bytes (binary, larger than the `http.postBuffer` given, so git sends it chunked, and past the
+/// 1 MiB a frame carries, so the proxy hands it to the agent in a file) goes through the proxy,
+/// which reads the chunks whole, and on to the server with the secret. The credential runs
+/// without a card (`never`): a binary pack is more than a card can show whole.
 /// Judged at the server and in the clone: the large file arrived with the hash the server has;
 /// the pushed commit and its blob are in the bare repository, and every request it received
-/// carried the secret; git's trace shows the pack left it chunked; the file the agent wrote the
-/// large response to is gone.
+/// carried the secret; git's trace shows the pack left it chunked; the files the large response
+/// and the large request went through are gone.
 #[test]
 fn git_clones_past_the_reply_and_pushes_a_binary_pack_chunked_with_a_placeholder() {
     let root = world_root("swappush").unwrap();
@@ -491,7 +492,7 @@ fn git_clones_past_the_reply_and_pushes_a_binary_pack_chunked_with_a_placeholder
 git clone -q "https://x-access-token:$GIT_TOKEN@127.0.0.1:{port}/repo.git" /tmp/w > "$P/git.out" 2>&1 || exit 3
 cd /tmp/w
 git hash-object large.bin > "$P/large"
-head -c 200000 /dev/urandom > big.bin
+head -c 3000000 /dev/urandom > big.bin
 git add big.bin && git -c user.name=t -c user.email=t@example.org commit -qm big || exit 4
 git hash-object big.bin > "$P/blob"
 GIT_TRACE_CURL="$P/curl.trace" GIT_TRACE_CURL_NO_DATA=1 git -c http.postBuffer=65536 push origin HEAD >> "$P/git.out" 2>&1
@@ -554,11 +555,23 @@ echo $? > "$P/git.code""#
         .map(|d| d.flatten().map(|e| e.path()).collect())
         .unwrap_or_default();
     assert!(left.is_empty(), "the proxy left {left:?}");
+    // The pack is not kept in the vault once sent: its action holds no body, only its hash.
+    let vault = v.open_db();
+    let count = |sql: &str| -> i64 { vault.store.conn().query_row(sql, [], |r| r.get(0)).unwrap() };
+    assert_eq!(
+        count("SELECT count(*) FROM actions WHERE length(body) > 1048576"),
+        0
+    );
+    assert!(
+        count("SELECT count(*) FROM actions WHERE state = 'completed' AND body IS NULL AND normalized LIKE '%git-receive-pack%' AND normalized LIKE '%body_blake3%'") >= 1,
+        "the push's action"
+    );
+    drop(vault);
     assert_eq!(git_out(&["log", "-1", "--format=%s", "main"]), "big");
     let blob = read("blob").trim().to_owned();
     assert_eq!(blob.len(), 40, "{blob:?}");
     assert_eq!(git_out(&["rev-parse", "main:big.bin"]), blob);
-    assert_eq!(git_out(&["cat-file", "-s", &blob]), "200000");
+    assert_eq!(git_out(&["cat-file", "-s", &blob]), "3000000");
     // Every request carried the secret, the pack's among them; the pack left git chunked.
     let requests = git_server.requests();
     assert!(

@@ -6,7 +6,9 @@
 //! sleeps in `poll(2)` on the agent's socket and a wake-up pipe the proxy's threads write to (on
 //! the pipe alone while nothing is in flight): no timer ticks while a card waits.
 use crate::agent::client::{Client, ClientError};
-use crate::agent::protocol::{AgentFrame, ClientInfo, ErrorCode, Reply, Request, Role, State};
+use crate::agent::protocol::{
+    AgentFrame, ClientInfo, ErrorCode, RelayedFile, Reply, Request, Role, State,
+};
 use crate::paths::VaultPaths;
 use rustix::event::{PollFd, PollFlags};
 use std::collections::HashMap;
@@ -62,6 +64,19 @@ impl Asker {
     /// The file the agent wrote for action `id`'s response, when too large for its reply.
     pub fn relayed_body(&self, id: &str) -> std::path::PathBuf {
         crate::exec::relayed_body(&self.relayed, id)
+    }
+
+    /// Writes a request body too large for a frame to a new file for the agent.
+    pub fn relay_request_body(&self, body: &[u8]) -> Result<RelayedFile, String> {
+        crate::exec::relayed::write_request(&self.relayed, body)
+            .map_err(|e| format!("the request body could not be passed to the vault: {e}"))
+    }
+
+    /// Removes the request body's file `name` once the agent answered (if it is still there).
+    pub fn forget_request_body(&self, name: &str) {
+        if let Ok(path) = crate::exec::relayed::relayed_request(&self.relayed, name) {
+            let _ = std::fs::remove_file(path);
+        }
     }
 
     /// Asks for `host:port` and waits for the person (or the card's expiry).

@@ -19,8 +19,11 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::sync::Arc;
 
-/// The largest request body passed on (the `http_request` tool's own bound).
-const BODY_MAX: usize = 1024 * 1024;
+/// The largest request body passed on (a `git push`'s pack); past `INLINE_BODY_MAX` it goes to
+/// the agent in a file of `<vault>/relayed/` (`exec::relayed`), not in the frame.
+const BODY_MAX: usize = crate::exec::PROXIED_BODY_MAX_BYTES;
+/// The largest body sent inside the `swap` frame (base64): `http_request`'s own bound.
+const INLINE_BODY_MAX: usize = crate::exec::MAX_BODY_BYTES;
 
 /// One credential the proxy swaps: the variable the client holds its placeholder in, the
 /// placeholder, the bound host and port, and the TLS server for that host.
@@ -357,15 +360,29 @@ fn relay(asked: Asked, swap: &Swapped, asker: &Asker) -> Answer {
         true => format!("[{}]", swap.host),
         false => swap.host.clone(),
     };
+    let (body_base64, body_file) = match asked.body {
+        Some(b) if b.len() > INLINE_BODY_MAX => match asker.relay_request_body(&b) {
+            Ok(file) => (None, Some(file)),
+            Err(why) => return Answer::said(502, &why),
+        },
+        b => (
+            b.map(|b| base64::engine::general_purpose::STANDARD.encode(b)),
+            None,
+        ),
+    };
+    let written = body_file.as_ref().map(|f| f.name.clone());
     let reply = asker.call(Request::Swap {
         credential: swap.credential.clone(),
         method: asked.method,
         url: format!("https://{host}:{}{}", swap.port, asked.target),
         headers: asked.headers,
-        body_base64: asked
-            .body
-            .map(|b| base64::engine::general_purpose::STANDARD.encode(b)),
+        body_base64,
+        body_file,
     });
+    // The agent removes the file as it takes it; one it never took (refused first) goes too.
+    if let Some(name) = written {
+        asker.forget_request_body(&name);
+    }
     match reply {
         Reply::Action(a) if a.state == State::Completed => {
             match response_of(a.result.as_ref(), &asker.relayed_body(&a.id)) {
@@ -418,7 +435,13 @@ fn response_of(result: Option<&serde_json::Value>, file: &Path) -> Result<Answer
         p["body_file_bytes"].as_u64(),
         p["body_file_blake3"].as_str(),
     ) {
-        (Some(len), Some(hash)) => relayed_body(file, len, hash)?,
+        (Some(len), Some(hash)) => crate::exec::relayed::take(
+            file,
+            len,
+            hash,
+            crate::exec::PROXIED_MAX_BYTES,
+            "the response",
+        )?,
         _ => base64::engine::general_purpose::STANDARD
             .decode(p["body_base64"].as_str().ok_or_else(shapeless)?)
             .map_err(|_| shapeless())?,
@@ -435,33 +458,6 @@ fn response_of(result: Option<&serde_json::Value>, file: &Path) -> Result<Answer
         headers,
         body,
     })
-}
-
-/// The body the agent wrote to `file`: exactly `len` bytes whose blake3 is `hash`, or nothing.
-/// The file is removed once opened (or found unopenable): it is this action's alone.
-fn relayed_body(file: &Path, len: u64, hash: &str) -> Result<Vec<u8>, String> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let unreadable = |e: std::io::Error| format!("the response's file {}: {e}", file.display());
-    let opened = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-        .open(file);
-    let _ = std::fs::remove_file(file);
-    let f = opened.map_err(unreadable)?;
-    if len > crate::exec::PROXIED_MAX_BYTES {
-        return Err(format!(
-            "the response's {len} bytes are more than the proxy relays"
-        ));
-    }
-    let mut body = Vec::with_capacity(len as usize);
-    f.take(len + 1).read_to_end(&mut body).map_err(unreadable)?;
-    if body.len() as u64 != len || blake3::hash(&body).to_hex().as_str() != hash {
-        return Err(format!(
-            "the response's file {} is not what the agent wrote (its length or blake3 differs); nothing of it was relayed",
-            file.display()
-        ));
-    }
-    Ok(body)
 }
 
 #[cfg(test)]
@@ -493,10 +489,10 @@ mod tests {
         let mut changed = body.clone();
         changed[7] ^= 1;
         std::fs::write(&file, &changed).unwrap();
-        refused(&file, "is not what the agent wrote");
+        refused(&file, "is not what was written");
         changed.push(0);
         std::fs::write(&file, &changed).unwrap();
-        refused(&file, "is not what the agent wrote");
+        refused(&file, "is not what was written");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -8,13 +8,14 @@ pub mod guard;
 mod http;
 mod proxied;
 pub mod redact;
+pub mod relayed;
 mod ssh;
 mod tls;
 
 /// The largest proxied response, for the proxy that reads one back (`vault run`).
-pub use crate::policy::PROXIED_MAX_BYTES;
+pub use crate::policy::{MAX_BODY_BYTES, PROXIED_BODY_MAX_BYTES, PROXIED_MAX_BYTES};
 pub use http::HttpExecutor;
-pub use proxied::relayed_body;
+pub use relayed::relayed_body;
 pub use ssh::SshExecutor;
 
 use crate::approvals::AuthorizedAction;

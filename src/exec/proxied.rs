@@ -5,23 +5,17 @@
 //! streaming scrubber as every output, whole up to `PROXIED_MAX_BYTES` or not at all (a body cut
 //! short would be a corrupt file, not a shorter answer). A body up to `INLINE_MAX_BYTES` goes
 //! back in the agent's reply; a larger one is written to `<vault>/relayed/<action id>.body`
-//! (0600, new), and the reply carries its length and blake3, which the proxy checks.
+//! (`exec::relayed`), and the reply carries its length and blake3, which the proxy checks.
 use super::bounded::Scrubber;
 use super::Outcome;
 use crate::approvals::State;
 use base64::Engine;
 use serde_json::json;
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The largest body that goes back inside the agent's reply (a frame holds it in base64).
 pub(super) const INLINE_MAX_BYTES: usize = 4 * 1024 * 1024;
-
-/// The file a body past `INLINE_MAX_BYTES` is written to: action `id`'s, in `dir`
-/// (`VaultPaths::relayed`). The proxy that reads it back names it the same way.
-pub fn relayed_body(dir: &Path, id: &str) -> PathBuf {
-    dir.join(format!("{id}.body"))
-}
 
 /// The body as it is read: in memory, then (past the inline bound) in the action's file.
 struct Body<'a> {
@@ -49,7 +43,7 @@ impl Body<'_> {
         let file = match &mut self.file {
             Some(f) => f,
             None => {
-                let f = self.file.insert(new_file(spill)?);
+                let f = self.file.insert(super::relayed::new_file(spill)?);
                 f.write_all(&std::mem::take(&mut self.inline))
                     .map_err(written)?;
                 f
@@ -57,34 +51,6 @@ impl Body<'_> {
         };
         file.write_all(bytes).map_err(written)
     }
-}
-
-/// A body file older than this was never read: its proxy went away before the reply came.
-const ABANDONED: std::time::Duration = std::time::Duration::from_secs(600);
-
-/// The action's body file: its directory made 0700 if missing (and rid of abandoned files), the
-/// file 0600 and new.
-fn new_file(path: &Path) -> Result<std::fs::File, String> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    if let Some(dir) = path.parent() {
-        let _ = std::fs::DirBuilder::new().mode(0o700).create(dir);
-        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-            let age = entry.metadata().ok().and_then(|m| m.modified().ok());
-            if age
-                .and_then(|t| t.elapsed().ok())
-                .is_some_and(|a| a > ABANDONED)
-            {
-                let _ = std::fs::remove_file(entry.path());
-            }
-        }
-    }
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-        .open(path)
-        .map_err(|e| format!("cannot write the response body to {}: {e}", path.display()))
 }
 
 /// Headers that end at the hop, or that the proxy sets itself.

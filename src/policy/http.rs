@@ -74,7 +74,13 @@ pub(super) fn validate(t: &HttpTarget, a: HttpArgs) -> Result<HttpRequest, Polic
     add_query(t, &mut url, &a.query)?;
     let mut headers = check_headers(t, a.headers)?;
     let body = match a.body_bytes {
-        Some(bytes) if a.body.is_none() && a.json.is_none() => within_bound(bytes)?,
+        Some(bytes) if a.body.is_none() && a.json.is_none() => {
+            let max = match a.proxied {
+                true => super::PROXIED_BODY_MAX_BYTES,
+                false => MAX_BODY_BYTES,
+            };
+            within_bound(bytes, max)?
+        }
         Some(_) => {
             return Err(PolicyError::invalid(
                 "body",
@@ -250,17 +256,17 @@ fn body_of(
         (None, None) => None,
     };
     match body {
-        Some(b) => within_bound(b),
+        Some(b) => within_bound(b, MAX_BODY_BYTES),
         None => Ok(None),
     }
 }
 
-/// `body`, if it is within the tool's bound.
-fn within_bound(body: Vec<u8>) -> Result<Option<Vec<u8>>, PolicyError> {
-    if body.len() > MAX_BODY_BYTES {
+/// `body`, if it is within the bound `max`.
+fn within_bound(body: Vec<u8>, max: usize) -> Result<Option<Vec<u8>>, PolicyError> {
+    if body.len() > max {
         return Err(PolicyError::invalid(
             "body",
-            format!("the body is larger than {MAX_BODY_BYTES} bytes"),
+            format!("the body is larger than {max} bytes"),
             "send a smaller body",
         ));
     }

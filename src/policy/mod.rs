@@ -12,8 +12,11 @@ pub use ssh::{shell_syntax, SshArgs, SshRequest};
 use crate::credentials::{Approval, Credential, Target};
 use crate::wire::{CredentialRef, NormalizedAction, NormalizedHttp, NormalizedSsh};
 
-/// Largest request body the vault forwards.
+/// Largest request body the vault forwards for `http_request`.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// Largest request body `vault run`'s proxy forwards for a tool (a `git push`'s pack): past
+/// `MAX_BODY_BYTES` it reaches the agent through a file (`exec::relayed`).
+pub const PROXIED_BODY_MAX_BYTES: usize = 64 * 1024 * 1024;
 /// Bounds of `timeout_s`.
 pub const TIMEOUT_S: (u64, u64, u64) = (1, 300, 30);
 /// The largest response `vault run`'s proxy relays for a request it swapped a placeholder in

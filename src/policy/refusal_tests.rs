@@ -74,6 +74,8 @@ fn the_bounds_are_the_documented_ones() {
     };
     assert!(validate_http(&c, post(1_048_576, false)).is_ok());
     assert!(validate_http(&c, post(1_048_577, false)).is_err());
+    assert!(validate_http(&c, post(67_108_864, true)).is_ok());
+    assert!(validate_http(&c, post(67_108_865, true)).is_err());
     assert_eq!(output(validate_http(&c, post(1, true))), 268_435_456);
     assert_eq!(
         output(validate_http(&c, get("https://api.example.com/x"))),

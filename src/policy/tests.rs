@@ -496,12 +496,19 @@ fn a_proxied_body_of_any_bytes_is_held_to_the_bound() {
         panic!()
     };
     assert_eq!(h.body.as_deref(), Some(&binary[..]));
-    // The bound is exact: at it passes, one byte past it (or more) does not.
-    let at = validate_http(&t, args(vec![0; MAX_BODY_BYTES]));
+    // The bound is exact: at it passes, one byte past it (or more) does not. A tool's upload
+    // through the proxy has its own, larger than `http_request`'s.
+    let at = validate_http(&t, args(vec![0; PROXIED_BODY_MAX_BYTES]));
     assert!(at.is_ok(), "{:?}", at.err());
-    for over in [MAX_BODY_BYTES + 1, MAX_BODY_BYTES + 2] {
+    for over in [PROXIED_BODY_MAX_BYTES + 1, PROXIED_BODY_MAX_BYTES + 2] {
         assert!(validate_http(&t, args(vec![0; over])).is_err(), "{over}");
     }
+    let unproxied = |n: usize| HttpArgs {
+        proxied: false,
+        ..args(vec![0; n])
+    };
+    assert!(validate_http(&t, unproxied(MAX_BODY_BYTES)).is_ok());
+    assert!(validate_http(&t, unproxied(MAX_BODY_BYTES + 1)).is_err());
     let both = HttpArgs {
         body: Some("text".into()),
         ..args(binary)

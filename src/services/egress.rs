@@ -10,7 +10,7 @@ use super::tools::{wait_for, Env, EventSink, Session, Waited, MAX_WAITING_PER_SE
 use crate::approvals::{self, NetworkAsk, State, Submitted};
 use crate::credentials::{self, Target};
 use crate::policy::HttpArgs;
-use crate::wire::protocol::{ErrorCode, Interception, Reply};
+use crate::wire::protocol::{ErrorCode, Interception, RelayedFile, Reply};
 use crate::wire::{Outcome, Secret};
 use serde_json::json;
 use std::sync::atomic::Ordering;
@@ -206,15 +206,44 @@ pub(crate) fn swap_args(
 pub(crate) async fn swap(
     env: Arc<Env>,
     ses: Arc<Session>,
-    args: HttpArgs,
+    mut args: HttpArgs,
+    body_file: Option<RelayedFile>,
     events: Arc<dyn EventSink>,
     cancel: watch::Receiver<bool>,
 ) -> Reply {
+    if let Some(file) = body_file {
+        let taken = match args.body_bytes {
+            Some(_) => Err("a swapped request's body given both in the frame and in a file".into()),
+            None => {
+                let dir = env.paths.relayed();
+                tokio::task::spawn_blocking(move || relayed_request_body(&dir, &file))
+                    .await
+                    .unwrap_or_else(|_| Err("reading the request body's file failed".into()))
+            }
+        };
+        match taken {
+            Ok(body) => args.body_bytes = Some(body),
+            Err(why) => return ops::error(ErrorCode::Invalid, why),
+        }
+    }
     match super::tools::proxied(&env, &ses, args, events, cancel).await {
         Ok(Some(action)) => Reply::Action(action),
         Ok(None) => Reply::Cancelled,
         Err(refused) => Reply::Tool(refused),
     }
+}
+
+/// The body the proxy wrote to `file` in `dir` (`<vault>/relayed`), held to the length and
+/// blake3 its `swap` gave, at most a proxied body's bound; the file is removed as it is taken.
+fn relayed_request_body(dir: &std::path::Path, file: &RelayedFile) -> Result<Vec<u8>, String> {
+    let path = crate::exec::relayed::relayed_request(dir, &file.name)?;
+    crate::exec::relayed::take(
+        &path,
+        file.bytes,
+        &file.blake3,
+        crate::policy::PROXIED_BODY_MAX_BYTES as u64,
+        "the request body",
+    )
 }
 
 #[cfg(test)]

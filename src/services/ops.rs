@@ -245,10 +245,17 @@ pub(crate) fn view(
         ),
         _ => (None, None),
     };
+    // A body past `http_request`'s bound (a tool's upload through `vault run`'s proxy) would not
+    // fit a frame in hex; no card could show it whole anyway.
+    let withheld = body
+        .as_ref()
+        .filter(|b| b.len() > crate::policy::MAX_BODY_BYTES)
+        .map(|b| b.len() as u64);
     Ok(ApprovalView {
         action: a.clone(),
         normalized,
-        body_hex: body.map(hex::encode),
+        body_hex: body.filter(|_| withheld.is_none()).map(hex::encode),
+        body_withheld_bytes: withheld,
         session,
         changed,
         policy,

@@ -34,6 +34,7 @@ pub use payload::{
     NetworkPayload, Op, OpenBaoAuth, OpenBaoLogin, OpenBaoPayload, Payload, PinPayload,
     PolicyPayload, RemovalPayload, ResumePayload, RevocationPayload,
 };
+pub use protocol::RelayedFile;
 pub use result::{internal, locked, ToolResult};
 pub use state::State;
 pub use status::Hardening;

@@ -36,8 +36,11 @@ pub struct RemoteHeadView {
 /// session's typed start row instead of loose client and peer JSON. 4: session grants carry a
 /// scope (`GrantPayload` v3), and `grants` / `revoke_grants`. 5: `ping`, and the events that
 /// tell a person's command the agent stops, the vault was paused or resumed, or an action left
-/// the approval queue undecided. 6: `openbao_login`, `openbao_logout`, `openbao_status` and `openbao_head`.
-pub const VERSION: u32 = 7;
+/// the approval queue undecided. 6: `openbao_login`, `openbao_logout`, `openbao_status` and
+/// `openbao_head`. 7: the `egress` role (`vault run`'s proxy: `connect`, `tunneled`, later
+/// `intercept` and `swap`). 8: a `swap`'s body may come in a file (`body_file`), and an
+/// `ApprovalView` may withhold a body too large for a frame.
+pub const VERSION: u32 = 8;
 
 /// The longest frame either end accepts (an MCP line is at most 4 MiB; its wrapping is small).
 pub const MAX_FRAME: usize = 8 * 1024 * 1024;
@@ -132,6 +135,9 @@ pub enum Request {
         /// The body's bytes, base64 (any bytes: a git pack, a gzipped request).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         body_base64: Option<String>,
+        /// A body too large for a frame: the file the proxy wrote it to in `<vault>/relayed/`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        body_file: Option<RelayedFile>,
     },
     /// A call the MCP adapter refused before it reached the agent: journaled as `call.rejected`.
     Reject {
@@ -334,6 +340,10 @@ pub struct ApprovalView {
     pub normalized: String,
     /// Hex of the body bytes, if any.
     pub body_hex: Option<String>,
+    /// A body larger than a frame carries (a tool's upload through `vault run`'s proxy) is not
+    /// sent: its length instead. A card cannot show it, so it cannot be approved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_withheld_bytes: Option<u64>,
     /// The session that asked, as its `session.start` row recorded it (the client's
     /// self-reported label, `vault mcp` and its parent process), if the journal has it.
     pub session: Option<Box<super::journal::SessionStart>>,
@@ -501,6 +511,16 @@ pub enum Reply {
         code: ErrorCode,
         message: String,
     },
+}
+
+/// A body passed through a file of `<vault>/relayed/` rather than in a frame (`exec::relayed`):
+/// its name there, its length and its blake3 (hex), which the reader holds it to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RelayedFile {
+    pub name: String,
+    pub bytes: u64,
+    pub blake3: String,
 }
 
 /// What `vault run`'s proxy needs to terminate TLS for one credential's bound host: the host

@@ -316,6 +316,7 @@ impl Conn {
                 url,
                 headers,
                 body_base64,
+                body_file,
             } => {
                 let args = match crate::services::egress::swap_args(
                     credential,
@@ -331,7 +332,7 @@ impl Conn {
                 };
                 let what = "a placeholder is swapped";
                 self.on_network_session(id, what, |env, ses, sink, rx| {
-                    crate::services::egress::swap(env, ses, args, sink, rx)
+                    crate::services::egress::swap(env, ses, args, body_file, sink, rx)
                 })
                 .await
             }

@@ -123,6 +123,10 @@ pub(super) fn card(
     lines.extend(previewed("query", Part::Query, &query));
     lines.extend(previewed("headers", Part::Header, &headers));
     lines.extend(body_lines(d.shown_body(), d.body.as_deref()));
+    if let Some(n) = d.withheld {
+        let head = format!("  body        {n} bytes (too large to show)");
+        lines.push(Line::new(Part::BodyHead, Emph::Plain, head).clipped());
+    }
     if let Err(why) = d.approvable() {
         lines
             .push(Line::new(Part::Warn, Emph::Bold, format!("  !! This action {why}.")).deciding());
@@ -208,7 +212,18 @@ pub(super) fn full_view(d: &CardData) -> Vec<String> {
                 s += &gutter(body.lines());
             }
         }
-        _ => s += "  body        (none)\n",
+        _ => match d.withheld {
+            Some(n) => {
+                s += &format!(
+                    "  body        {n} bytes, blake3 {} (too large to show)\n",
+                    escape(body_hash.unwrap_or("?"))
+                );
+                if let Err(why) = d.approvable() {
+                    s += &format!("  !! This action {why}.\n");
+                }
+            }
+            None => s += "  body        (none)\n",
+        },
     }
     s.lines().map(str::to_owned).collect()
 }
@@ -282,6 +297,34 @@ mod tests {
         let c = card(&d, 1, Style { color: false }, "", BIG).text;
         let words = c.split_whitespace().collect::<Vec<_>>().join(" ");
         assert!(words.contains("cannot be approved"), "{c}");
+    }
+
+    /// A tool's upload past a frame's bound comes without its body: the card says how large it
+    /// is and that it cannot be approved, in the card and in the full view.
+    #[test]
+    fn a_withheld_body_is_named_by_its_size_and_cannot_be_approved() {
+        let d = CardData {
+            withheld: Some(6_000_000),
+            ..data(None)
+        };
+        let why = d.approvable().unwrap_err();
+        assert!(
+            why.contains("6000000 bytes") && why.contains("--approval never"),
+            "{why}"
+        );
+        let c = card(&d, 1, Style { color: false }, "", BIG).text;
+        let words = c.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            words.contains("body 6000000 bytes (too large to show)"),
+            "{c}"
+        );
+        assert!(words.contains("cannot be approved"), "{c}");
+        let full = full_view(&d).join("\n");
+        assert!(
+            full.contains("6000000 bytes, blake3 00 (too large to show)"),
+            "{full}"
+        );
+        assert!(full.contains("cannot be approved"), "{full}");
     }
 
     #[test]

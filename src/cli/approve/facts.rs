@@ -29,6 +29,9 @@ pub(super) struct CardData {
     /// The normalized action (what the hash covers), or `None` when it did not verify.
     pub normalized: Option<NormalizedAction>,
     pub body: Option<Vec<u8>>,
+    /// A body the agent did not send, too large for a frame (`ApprovalView::body_withheld_bytes`):
+    /// its length. No card shows it, so the action cannot be approved.
+    pub withheld: Option<u64>,
     /// How the credential changed since the person last approved one of its actions.
     pub changed: Option<crate::agent::protocol::CredentialChange>,
     /// How long `[s]` grants (`[approvals] session_grant_seconds`).
@@ -48,6 +51,11 @@ impl CardData {
     pub(super) fn approvable(&self) -> Result<(), String> {
         if self.normalized.is_none() {
             return Err("does not carry a request that re-derives its hash, so it cannot be approved. Deny it ([d])".into());
+        }
+        if let Some(n) = self.withheld {
+            return Err(format!(
+                "sends a body of {n} bytes, more than a card can show, so it cannot be approved. Deny it ([d]); a body this large is sent only where no card is asked (a credential set to `--approval never`, or a grant the session holds)"
+            ));
         }
         match self.shown_body() {
             Some(b) if b.len() > MAX_SHOWN_BODY_BYTES => Err(format!(
@@ -294,6 +302,7 @@ pub(super) fn card_data(v: &ApprovalView) -> CardData {
         contained: v.session.as_ref().is_some_and(|s| s.contained),
         normalized,
         body,
+        withheld: v.body_withheld_bytes,
         changed: v.changed.clone(),
         grant_for: std::time::Duration::ZERO,
         touch: v.touch_keys.is_some(),
