@@ -31,10 +31,12 @@ impl ApprovalView {
         };
         let body_hash = body.as_ref().map(|b| blake3::hash(b).to_hex().to_string());
         let body_ok = match (normalized.body_blake3(), self.body_withheld_bytes) {
-            // Withheld, too large for a frame: its hash cannot be checked here, and the card
-            // cannot be approved (`CardData::approvable`); the agent checks it before sending.
-            (Some(_), Some(_)) if body.is_none() => true,
-            (Some(want), _) => want == body_hash.as_deref(),
+            // Withheld, too large for a frame, where the hash covers a body: it cannot be
+            // checked here, and the card cannot be approved (`CardData::approvable`); the agent
+            // checks it before sending. Sent and withheld at once is no view the agent gives.
+            (Some(Some(_)), Some(_)) => body.is_none(),
+            (Some(want), None) => want == body_hash.as_deref(),
+            (Some(None), Some(_)) => false,
             (None, withheld) => body.is_none() && withheld.is_none(),
         };
         if !body_ok {
@@ -187,6 +189,74 @@ pub fn decode<T: for<'de> Deserialize<'de>>(line: &[u8]) -> Result<T, FrameError
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The view of an HTTP action whose normalized request names `body_blake3`, with the body
+    /// sent as `body_hex` or withheld for its size (`withheld`).
+    fn view(body_blake3: Option<&str>, body: Option<&[u8]>, withheld: Option<u64>) -> ApprovalView {
+        let mut n = serde_json::json!({"kind": "http", "method": "PUT", "url": "https://h/x",
+            "headers": [], "timeout_s": 30, "max_output_bytes": 65536, "proxied": true,
+            "credential": {"id": "cred_1", "version": 1, "name": "git", "profile": "default"}});
+        if let Some(b) = body_blake3 {
+            n["body_blake3"] = serde_json::json!(b);
+        }
+        let normalized =
+            crate::policy::canonical_text(&serde_json::from_value(n).expect("a normalized action"));
+        let at = "2026-12-07T00:00:00Z".to_owned();
+        ApprovalView {
+            action: crate::wire::Action {
+                id: "act_1".into(),
+                session_id: "ses_1".into(),
+                client: "git (network)".into(),
+                profile: "default".into(),
+                tool: "http_request".into(),
+                credential_id: "cred_1".into(),
+                credential_name: "git".into(),
+                credential_version: 1,
+                state: State::Pending,
+                summary: "PUT https://h/x".into(),
+                action_hash: crate::policy::hash_of_text(&normalized),
+                created_at: at.clone(),
+                updated_at: at.clone(),
+                expires_at: at,
+                reason: None,
+                result: None,
+            },
+            normalized,
+            body_hex: body.map(hex::encode),
+            body_withheld_bytes: withheld,
+            session: None,
+            changed: None,
+            policy: None,
+            touch_keys: None,
+        }
+    }
+
+    /// A body withheld for its size passes the approver's check only where the request's hash
+    /// covers a body; a body that is sent is always held to that hash.
+    #[test]
+    fn a_withheld_body_is_accepted_only_where_the_hash_covers_one() {
+        let body = b"\x00pack";
+        let hash = blake3::hash(body).to_hex().to_string();
+        assert!(view(Some(&hash), Some(body), None)
+            .verified_request()
+            .is_ok());
+        assert!(view(Some(&hash), None, Some(6_000_000))
+            .verified_request()
+            .is_ok());
+        // Withheld where the request names no body, or named and neither sent nor withheld.
+        assert!(view(None, None, Some(6_000_000))
+            .verified_request()
+            .is_err());
+        assert!(view(Some(&hash), None, None).verified_request().is_err());
+        // Sent and withheld at once, even the hash's own body.
+        assert!(view(Some(&hash), Some(b"other"), Some(5))
+            .verified_request()
+            .is_err());
+        assert!(view(Some(&hash), Some(body), Some(6))
+            .verified_request()
+            .is_err());
+        assert!(view(None, None, None).verified_request().is_ok());
+    }
 
     #[test]
     fn requests_round_trip_and_unknown_fields_are_refused() {
