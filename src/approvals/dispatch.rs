@@ -390,10 +390,11 @@ pub fn finish(
     )?;
     // A tool's upload past `http_request`'s bound (through `vault run`'s proxy, up to 64 MiB)
     // is not kept once it ran: the action's hash and its journal rows hold its blake3.
-    tx.execute(
-        "UPDATE actions SET body = NULL WHERE id = ?1 AND length(body) > ?2",
-        rusqlite::params![action_id, crate::policy::MAX_BODY_BYTES as i64],
-    )?;
+    tx.prepare_cached("UPDATE actions SET body = NULL WHERE id = ?1 AND length(body) > ?2")?
+        .execute(rusqlite::params![
+            action_id,
+            crate::policy::MAX_BODY_BYTES as i64
+        ])?;
     tx.commit()?;
     Ok(done)
 }
