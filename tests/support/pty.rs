@@ -7,6 +7,7 @@ use std::io::{Read, Write};
 use std::os::fd::FromRawFd;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -14,6 +15,8 @@ pub struct PtySession {
     child: Child,
     master: File,
     out: Arc<Mutex<Vec<u8>>>,
+    /// Set once the reader has read the terminal to its end (every other end closed).
+    drained: Arc<AtomicBool>,
     /// Where the last `wait_for` found its text.
     seen: usize,
 }
@@ -75,17 +78,21 @@ impl PtySession {
         }
         let out = Arc::new(Mutex::new(Vec::new()));
         let (mut reader, sink) = (master.try_clone().unwrap(), out.clone());
+        let drained = Arc::new(AtomicBool::new(false));
+        let done = drained.clone();
         std::thread::spawn(move || {
             let mut buf = [0u8; 4096];
             // EIO once the terminal's last other end closed.
             while let Ok(n @ 1..) = reader.read(&mut buf) {
                 sink.lock().unwrap().extend_from_slice(&buf[..n]);
             }
+            done.store(true, Ordering::SeqCst);
         });
         Self {
             child,
             master,
             out,
+            drained,
             seen: 0,
         }
     }
@@ -142,10 +149,17 @@ impl PtySession {
     }
 
     /// Waits up to `timeout` for the command to end (killing it after that); its exit code.
+    /// What it wrote last is read before this returns: a command's exit does not wait for the
+    /// reader, whose last bytes could otherwise be missing from `output` (seen in CI: `vault
+    /// init`'s closing lines). A process it left holding the terminal bounds that wait at 2 s.
     pub fn finish(&mut self, timeout: Duration) -> Option<i32> {
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
             if let Some(s) = self.child.try_wait().unwrap() {
+                let drained = Instant::now() + Duration::from_secs(2);
+                while !self.drained.load(Ordering::SeqCst) && Instant::now() < drained {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
                 return s.code();
             }
             std::thread::sleep(Duration::from_millis(20));
