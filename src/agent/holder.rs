@@ -160,13 +160,7 @@ fn ended(watch: Option<&std::os::fd::OwnedFd>, pid: u32, deadline: Instant) -> b
         };
     }
     loop {
-        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok();
-        let running = state
-            .as_deref()
-            .and_then(|s| s.rsplit_once(')'))
-            .and_then(|(_, rest)| rest.trim_start().chars().next())
-            .is_some_and(|c| c != 'Z' && c != 'X');
-        if !running {
+        if !state_of(pid).is_some_and(|c| c != 'Z' && c != 'X') {
             return true;
         }
         if Instant::now() >= deadline {
@@ -189,6 +183,13 @@ pub fn released(paths: &VaultPaths, wait: Duration) -> bool {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// The state letter of process `pid` in `/proc/PID/stat` (`None`: no such process). The
+/// command name before it is in parentheses and may hold any bytes: it ends at the last `)`.
+fn state_of(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
 }
 
 /// The pid of the process listening on the other end of a connected Unix socket.
@@ -254,12 +255,6 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    /// The state letter of process `pid` in `/proc/PID/stat` (`None`: no such process).
-    fn state(pid: u32) -> Option<char> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        stat.rsplit_once(')')?.1.trim_start().chars().next()
-    }
-
     #[test]
     fn a_stop_returns_only_once_the_process_has_ended() {
         // A holder that lets go of the lock when told, then lingers with its files open for a
@@ -287,7 +282,7 @@ mod tests {
         assert_eq!(line.trim(), "held");
         let stopped = stop(&paths, Duration::from_secs(10));
         // Ended: a zombie (this test is its parent), its files closed by the kernel.
-        let after = state(child.id());
+        let after = state_of(child.id());
         let _ = child.kill();
         child.wait().unwrap();
         let _ = std::fs::remove_dir_all(&dir);
