@@ -416,12 +416,56 @@ fn splice(client: TcpStream, up: TcpStream) -> (u64, u64) {
     (out.join().unwrap_or(0), back)
 }
 
-/// One direction, until its end closes, through a 128 KiB buffer. (`splice(2)` through a pipe,
-/// which keeps the bytes out of this process, measured no faster here: on loopback the two TCP
-/// connections' own work is what a tunnel costs, benches/egress.rs.)
-fn pump(mut from: TcpStream, mut to: TcpStream) -> u64 {
-    let mut buf = vec![0u8; 128 * 1024];
+/// One direction, until its end closes: through a pipe with `splice(2)`, so the bytes never
+/// come up into this process (on loopback that halves what a tunnel costs, benches/egress.rs);
+/// through a buffer where the pipe cannot be had.
+fn pump(from: TcpStream, to: TcpStream) -> u64 {
+    let total = match spliced(&from, &to) {
+        Ok(total) => total,
+        Err(total) => copied(&from, &to, total),
+    };
+    let _ = to.shutdown(Shutdown::Write);
+    total
+}
+
+/// The pipe's size, and so the most one `splice` moves.
+const PIPE_BYTES: usize = 1 << 20;
+
+/// `Ok(total)` once `from` has ended or either side failed; `Err(total so far)` where splicing is
+/// not possible (no pipe, or a kernel that refuses these sockets), before any byte is lost.
+fn spliced(from: &TcpStream, to: &TcpStream) -> Result<u64, u64> {
+    use rustix::pipe::{fcntl_setpipe_size, pipe_with, splice, PipeFlags, SpliceFlags};
+    let (r, w) = pipe_with(PipeFlags::CLOEXEC).map_err(|_| 0u64)?;
+    // A smaller pipe than asked (the user's pipe budget spent) still works, in smaller steps.
+    let size = fcntl_setpipe_size(&w, PIPE_BYTES).unwrap_or(64 * 1024);
     let mut total = 0u64;
+    loop {
+        let n = match splice(from, None, &w, None, size, SpliceFlags::MOVE) {
+            Ok(0) => return Ok(total),
+            Ok(n) => n,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(rustix::io::Errno::INVAL) if total == 0 => return Err(0),
+            Err(_) => return Ok(total),
+        };
+        let mut left = n;
+        while left > 0 {
+            match splice(&r, None, to, None, left, SpliceFlags::MOVE) {
+                Ok(0) => return Ok(total),
+                Ok(k) => left -= k,
+                Err(rustix::io::Errno::INTR) => {}
+                Err(_) => {
+                    let _ = from.shutdown(Shutdown::Read);
+                    return Ok(total);
+                }
+            }
+        }
+        total += n as u64;
+    }
+}
+
+/// The same through a 128 KiB buffer, from `total` bytes on.
+fn copied(mut from: &TcpStream, mut to: &TcpStream, mut total: u64) -> u64 {
+    let mut buf = vec![0u8; 128 * 1024];
     loop {
         match from.read(&mut buf) {
             Ok(0) => break,
@@ -436,7 +480,6 @@ fn pump(mut from: TcpStream, mut to: TcpStream) -> u64 {
             Err(_) => break,
         }
     }
-    let _ = to.shutdown(Shutdown::Write);
     total
 }
 

@@ -119,3 +119,74 @@ fn the_clients_model_hosts_and_its_named_endpoint_pass_and_nothing_else_by_defau
     );
     assert_eq!(get("PATH"), Some("/bin".into()));
 }
+
+/// A connected pair of loopback TCP sockets: (the one that connected, the one accepted).
+fn tcp_pair() -> (TcpStream, TcpStream) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    (a, l.accept().unwrap().0)
+}
+
+fn noise(n: usize, seed: u8) -> Vec<u8> {
+    let mut x = seed as u32 | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
+
+#[test]
+fn a_tunnel_carries_every_byte_both_ways_and_passes_each_half_close_on() {
+    // client <-> (tunnel) <-> upstream, 3 MB each way: more than the pipe holds at once.
+    let (mut client, inside) = tcp_pair();
+    let (outside, mut upstream) = tcp_pair();
+    let (up, down) = (noise(3_000_000, 7), noise(3_000_001, 9));
+    let tunnel = std::thread::spawn(move || splice(inside, outside));
+    let (u2, d2) = (up.clone(), down.clone());
+    let far = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        upstream.read_to_end(&mut got).unwrap();
+        // The client's half-close arrived; the other direction still flows.
+        upstream.write_all(&d2).unwrap();
+        drop(upstream);
+        got
+    });
+    client.write_all(&u2).unwrap();
+    client.shutdown(Shutdown::Write).unwrap();
+    let mut back = Vec::new();
+    client.read_to_end(&mut back).unwrap();
+    assert!(
+        far.join().unwrap() == up,
+        "the upstream got the client's bytes, in order"
+    );
+    assert!(
+        back == down,
+        "the client got the upstream's bytes, in order"
+    );
+    assert_eq!(tunnel.join().unwrap(), (3_000_000, 3_000_001));
+}
+
+#[test]
+fn the_buffered_copy_counts_on_from_where_the_pipe_stopped() {
+    let (mut a, from) = tcp_pair();
+    let (to, mut b) = tcp_pair();
+    let data = noise(300_000, 3);
+    let d2 = data.clone();
+    let writer = std::thread::spawn(move || {
+        a.write_all(&d2).unwrap();
+    });
+    let reader = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        b.read_to_end(&mut got).unwrap();
+        got
+    });
+    let total = copied(&from, &to, 5);
+    writer.join().unwrap();
+    to.shutdown(Shutdown::Write).unwrap();
+    assert_eq!(total, 300_005);
+    assert!(reader.join().unwrap() == data);
+}
