@@ -40,6 +40,13 @@ impl State {
         self.successors().contains(&to)
     }
 
+    /// Whether a move into this state can change the approval queue (the actions in `Pending`):
+    /// a move into `Pending` or out of it, read from the table above. An action its policy lets
+    /// run (received, dispatched, then done) never touches the queue.
+    pub fn moves_the_queue(self) -> bool {
+        self == State::Pending || State::Pending.can_go(self)
+    }
+
     /// The states an action may start in.
     pub fn is_initial(self) -> bool {
         matches!(self, State::Pending | State::Received)

@@ -280,19 +280,62 @@ fn publish(store: &Store, hub: &Hub, from: i64, to: i64) {
         });
         hub.switched(paused);
     }
-    let ids: Vec<String> = store
+    let rows: Vec<(String, String)> = store
         .conn()
         .prepare_cached(
-            "SELECT DISTINCT action_id FROM audit WHERE seq > ?1 AND seq <= ?2 AND action_id IS NOT NULL",
+            "SELECT DISTINCT action_id, kind FROM audit WHERE seq > ?1 AND seq <= ?2 AND action_id IS NOT NULL",
         )
         .and_then(|mut s| {
-            s.query_map([from, to], |r| r.get(0))?
-                .collect::<Result<Vec<String>, _>>()
+            s.query_map([from, to], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<Result<Vec<(String, String)>, _>>()
         })
         .unwrap_or_default();
+    let queue = rows.iter().any(|(_, kind)| moves_the_queue(kind));
+    let ids: std::collections::BTreeSet<&str> = rows.iter().map(|(id, _)| id.as_str()).collect();
     let actions: Vec<approvals::Action> = ids
-        .iter()
+        .into_iter()
         .filter_map(|id| approvals::find(store, id).ok())
         .collect();
-    hub.publish(actions, to);
+    hub.publish(actions, to, queue);
+}
+
+/// Whether a journal row of `kind` that names an action can change the approval queue: a move
+/// into or out of `pending` (`State::moves_the_queue`). Any other row naming an action (a wrong
+/// PIN, a certificate) counts, and so does a kind this build cannot read.
+fn moves_the_queue(kind: &str) -> bool {
+    match crate::wire::journal::Kind::parse(kind) {
+        Some(crate::wire::journal::Kind::Action(state)) => state.moves_the_queue(),
+        _ => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::moves_the_queue;
+    use crate::approvals::State;
+    use crate::wire::journal::Kind;
+
+    #[test]
+    fn only_a_move_into_or_out_of_pending_moves_the_queue() {
+        let moving: Vec<State> = State::ALL
+            .into_iter()
+            .filter(|s| moves_the_queue(Kind::Action(*s).as_str()))
+            .collect();
+        use State::*;
+        assert_eq!(moving, [Pending, Approved, Denied, Expired, Withdrawn]);
+        // Every way out of pending is among them, read from the table.
+        for s in State::ALL {
+            if Pending.can_go(s) {
+                assert!(moving.contains(&s), "{s}");
+            }
+        }
+        // Rows naming an action that are not moves, and kinds not known here, count.
+        for kind in [
+            Kind::PinWrong.as_str(),
+            Kind::OpenBaoCert.as_str(),
+            "action.later",
+        ] {
+            assert!(moves_the_queue(kind), "{kind}");
+        }
+    }
 }

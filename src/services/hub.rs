@@ -37,7 +37,7 @@ impl Hub {
             .subscribe()
     }
 
-    /// Changes of the approval queue (any action changed).
+    /// Changes of the approval queue: a commit that moved an action into or out of `pending`.
     pub(crate) fn watch_queue(&self) -> watch::Receiver<u64> {
         self.queue.subscribe()
     }
@@ -57,7 +57,10 @@ impl Hub {
         self.pause.send_replace(paused);
     }
 
-    pub(super) fn publish(&self, changed: Vec<Action>, head: i64) {
+    /// `queue`: whether the commit moved an action into or out of the approval queue (the
+    /// queue's watchers, `vault approve` and the expiry timer, each query the database when
+    /// told, so an action that never waits does not wake them).
+    pub(super) fn publish(&self, changed: Vec<Action>, head: i64, queue: bool) {
         if !changed.is_empty() {
             let mut map = self.actions.lock().unwrap_or_else(|p| p.into_inner());
             for a in changed {
@@ -66,7 +69,8 @@ impl Hub {
                 }
             }
             map.retain(|_, tx| tx.receiver_count() > 0);
-            drop(map);
+        }
+        if queue {
             self.queue.send_modify(|n| *n += 1);
         }
         self.head.send_replace(head);
