@@ -37,6 +37,12 @@ struct Shared {
     origin: Option<String>,
     arrivals: Mutex<Vec<Arrival>>,
     stop: AtomicBool,
+    /// The connections being served: a handle on each (to end it) and its thread (to wait for).
+    /// Dropping the recorder ends and joins them, so that no thread of it reads the journal
+    /// (SQLCipher, OpenSSL) while the test process exits: a query that raced OpenSSL's exit-time
+    /// cleanup is the likeliest reading of a `scale` run that crashed (SIGSEGV) after its tests
+    /// had passed.
+    serving: Mutex<Vec<(TcpStream, std::thread::JoinHandle<()>)>>,
 }
 
 /// A loopback HTTP target whose requests carry `t=TAG` in their query. It reads the journal as
@@ -45,6 +51,7 @@ struct Shared {
 pub struct Recorder {
     pub port: u16,
     shared: Arc<Shared>,
+    accepting: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Recorder {
@@ -57,19 +64,38 @@ impl Recorder {
             origin: named.then(|| format!("127.0.0.1:{port}")),
             arrivals: Mutex::default(),
             stop: AtomicBool::new(false),
+            serving: Mutex::default(),
         });
         let s = shared.clone();
-        std::thread::spawn(move || {
+        let accepting = std::thread::spawn(move || {
             for conn in listener.incoming() {
                 if s.stop.load(Ordering::SeqCst) {
                     break;
                 }
                 let Ok(conn) = conn else { continue };
-                let s = s.clone();
-                std::thread::spawn(move || serve(conn, &s));
+                let Ok(handle) = conn.try_clone() else {
+                    continue;
+                };
+                let s2 = s.clone();
+                let thread = std::thread::spawn(move || {
+                    // The handle kept below holds the socket open: end it here, as dropping
+                    // the connection would.
+                    let end = conn.try_clone();
+                    serve(conn, &s2);
+                    if let Ok(end) = end {
+                        let _ = end.shutdown(std::net::Shutdown::Both);
+                    }
+                });
+                let mut serving = s.serving.lock().unwrap();
+                serving.retain(|(_, t)| !t.is_finished());
+                serving.push((handle, thread));
             }
         });
-        Self { port, shared }
+        Self {
+            port,
+            shared,
+            accepting: Some(accepting),
+        }
     }
 
     /// The check is not vacuous: a request no action sent (a tag no journal row names) is
@@ -143,6 +169,18 @@ impl Drop for Recorder {
         self.shared.stop.store(true, Ordering::SeqCst);
         // Wake the accept loop so that it sees the flag and lets the listener go.
         let _ = TcpStream::connect(("127.0.0.1", self.port));
+        if let Some(t) = self.accepting.take() {
+            let _ = t.join();
+        }
+        // No connection comes in now; end the open ones (a read waiting on a half-open one
+        // returns) and wait for their threads.
+        let serving = std::mem::take(&mut *self.shared.serving.lock().unwrap());
+        for (conn, _) in &serving {
+            let _ = conn.shutdown(std::net::Shutdown::Both);
+        }
+        for (_, t) in serving {
+            let _ = t.join();
+        }
     }
 }
 
@@ -163,7 +201,8 @@ fn serve(mut conn: TcpStream, s: &Shared) {
             break false;
         }
     };
-    if head.is_empty() {
+    // A recorder being dropped reads the journal no more.
+    if head.is_empty() || s.stop.load(Ordering::SeqCst) {
         return;
     }
     let text = String::from_utf8_lossy(&head).into_owned();
