@@ -417,8 +417,8 @@ fn splice(client: TcpStream, up: TcpStream) -> (u64, u64) {
 }
 
 /// One direction, until its end closes: through a pipe with `splice(2)`, so the bytes never
-/// come up into this process (on loopback that halves what a tunnel costs, benches/egress.rs);
-/// through a buffer where the pipe cannot be had.
+/// come up into this process (1.04-1.44x a buffered relay's throughput on loopback,
+/// benches/egress.rs); through a buffer where the pipe cannot be had.
 fn pump(from: TcpStream, to: TcpStream) -> u64 {
     let total = match spliced(&from, &to) {
         Ok(total) => total,
@@ -428,18 +428,27 @@ fn pump(from: TcpStream, to: TcpStream) -> u64 {
     total
 }
 
-/// The pipe's size, and so the most one `splice` moves.
+/// The pipe a tunnel grows to once it has carried `BULK_AFTER` bytes: one `splice` moves up to
+/// this much. Pipe memory is charged to the user (`/proc/sys/fs/pipe-user-pages-soft`, 64 MiB
+/// by default), whose other programs get small pipes once it is spent; so a tunnel starts with
+/// the kernel's default pipe and only a bulk transfer takes the larger one. The kernel refuses
+/// a resize past the user's budget, and the tunnel then keeps the pipe it has.
 const PIPE_BYTES: usize = 1 << 20;
+const BULK_AFTER: u64 = 8 << 20;
 
 /// `Ok(total)` once `from` has ended or either side failed; `Err(total so far)` where splicing is
 /// not possible (no pipe, or a kernel that refuses these sockets), before any byte is lost.
 fn spliced(from: &TcpStream, to: &TcpStream) -> Result<u64, u64> {
-    use rustix::pipe::{fcntl_setpipe_size, pipe_with, splice, PipeFlags, SpliceFlags};
+    use rustix::pipe::{fcntl_getpipe_size, fcntl_setpipe_size, pipe_with, splice};
+    use rustix::pipe::{PipeFlags, SpliceFlags};
     let (r, w) = pipe_with(PipeFlags::CLOEXEC).map_err(|_| 0u64)?;
-    // A smaller pipe than asked (the user's pipe budget spent) still works, in smaller steps.
-    let size = fcntl_setpipe_size(&w, PIPE_BYTES).unwrap_or(64 * 1024);
-    let mut total = 0u64;
+    let mut size = fcntl_getpipe_size(&w).unwrap_or(64 * 1024);
+    let (mut total, mut grow) = (0u64, size < PIPE_BYTES);
     loop {
+        if grow && total >= BULK_AFTER {
+            grow = false;
+            size = fcntl_setpipe_size(&w, PIPE_BYTES).unwrap_or(size).max(size);
+        }
         let n = match splice(from, None, &w, None, size, SpliceFlags::MOVE) {
             Ok(0) => return Ok(total),
             Ok(n) => n,

@@ -141,10 +141,11 @@ fn noise(n: usize, seed: u8) -> Vec<u8> {
 
 #[test]
 fn a_tunnel_carries_every_byte_both_ways_and_passes_each_half_close_on() {
-    // client <-> (tunnel) <-> upstream, 3 MB each way: more than the pipe holds at once.
+    // client <-> (tunnel) <-> upstream: 3 MB up, more than the first pipe holds at once; 9 MB
+    // down, past `BULK_AFTER`, so the pipe grows on the way.
     let (mut client, inside) = tcp_pair();
     let (outside, mut upstream) = tcp_pair();
-    let (up, down) = (noise(3_000_000, 7), noise(3_000_001, 9));
+    let (up, down) = (noise(3_000_000, 7), noise(9_000_001, 9));
     let tunnel = std::thread::spawn(move || splice(inside, outside));
     let (u2, d2) = (up.clone(), down.clone());
     let far = std::thread::spawn(move || {
@@ -167,7 +168,7 @@ fn a_tunnel_carries_every_byte_both_ways_and_passes_each_half_close_on() {
         back == down,
         "the client got the upstream's bytes, in order"
     );
-    assert_eq!(tunnel.join().unwrap(), (3_000_000, 3_000_001));
+    assert_eq!(tunnel.join().unwrap(), (3_000_000, 9_000_001));
 }
 
 #[test]
