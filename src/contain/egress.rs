@@ -417,8 +417,8 @@ fn splice(client: TcpStream, up: TcpStream) -> (u64, u64) {
 }
 
 /// One direction, until its end closes: through a pipe with `splice(2)`, so the bytes never
-/// come up into this process (1.04-1.44x a buffered relay's throughput on loopback,
-/// benches/egress.rs); through a buffer where the pipe cannot be had.
+/// come up into this process (1.05x a buffered relay's throughput on loopback, median of the
+/// report's runs, benches/egress.rs); through a buffer where the pipe cannot be had.
 fn pump(from: TcpStream, to: TcpStream) -> u64 {
     let total = match spliced(&from, &to) {
         Ok(total) => total,
