@@ -185,11 +185,9 @@ pub fn released(paths: &VaultPaths, wait: Duration) -> bool {
     }
 }
 
-/// The state letter of process `pid` in `/proc/PID/stat` (`None`: no such process). The
-/// command name before it is in parentheses and may hold any bytes: it ends at the last `)`.
+/// The state letter of process `pid` (`None`: no such process).
 fn state_of(pid: u32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(')')?.1.trim_start().chars().next()
+    crate::sys::proc_stat(pid).map(|(state, _)| state)
 }
 
 /// The pid of the process listening on the other end of a connected Unix socket.

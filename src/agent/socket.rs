@@ -152,10 +152,7 @@ fn exe_of(pid: u32) -> Option<String> {
 }
 
 fn parent_of(pid: u32) -> Option<u32> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name is in parentheses and may contain spaces: parse after the last ')'.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    rest.split(' ').nth(1)?.parse().ok()
+    crate::sys::proc_stat(pid).map(|(_, parent)| parent)
 }
 
 /// Whether an I/O error is a socket timeout running out.

@@ -123,18 +123,10 @@ fn descends_from(pid: u32, ancestor: i32) -> bool {
         if p <= 1 {
             return false;
         }
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+        let Some((_, ppid)) = u32::try_from(p).ok().and_then(crate::sys::proc_stat) else {
             return false;
         };
-        // `pid (comm) state ppid …`: comm may hold spaces and parentheses; the last `)` ends it.
-        let Some(ppid) = stat
-            .rfind(')')
-            .and_then(|i| stat[i + 1..].split_whitespace().nth(1))
-            .and_then(|s| s.parse::<i64>().ok())
-        else {
-            return false;
-        };
-        p = ppid;
+        p = i64::from(ppid);
     }
     false
 }

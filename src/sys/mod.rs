@@ -172,3 +172,40 @@ pub fn ptrace_scope() -> Option<u8> {
         .parse()
         .ok()
 }
+
+/// What this crate reads of a process's `/proc/PID/stat`: its state letter and its parent's pid
+/// (`None`: no such process, or a line that does not parse). The peer checks, the sandbox's
+/// ancestry walk and the agent's stop all read it here.
+pub fn proc_stat(pid: u32) -> Option<(char, u32)> {
+    stat_fields(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// `pid (comm) state ppid …`: the command name may hold any bytes, spaces and `)` included, so
+/// it ends at the last `)`.
+fn stat_fields(stat: &str) -> Option<(char, u32)> {
+    let mut rest = stat.rsplit_once(')')?.1.split_whitespace();
+    let state = rest.next()?.chars().next()?;
+    let ppid = rest.next()?.parse().ok()?;
+    Some((state, ppid))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{proc_stat, stat_fields};
+
+    #[test]
+    fn a_stat_line_is_read_after_the_last_parenthesis() {
+        assert_eq!(stat_fields("42 (bash) S 7 42 42 0"), Some(('S', 7)));
+        // A command name that plays a stat line: `) R 1` inside it changes nothing.
+        assert_eq!(stat_fields("42 (x) R 1 (y) Z 9 9 0"), Some(('Z', 9)));
+        assert_eq!(stat_fields("42 (a b)) D 3 1"), Some(('D', 3)));
+        for bad in ["", "42 (bash", "42 (bash)", "42 (bash) S", "42 (bash) S x"] {
+            assert_eq!(stat_fields(bad), None, "{bad:?}");
+        }
+        let me = std::process::id();
+        let (state, parent) = proc_stat(me).unwrap();
+        // This process's first thread waits for the test threads: running or sleeping.
+        assert!(matches!(state, 'R' | 'S'), "{state}");
+        assert_eq!(parent, std::os::unix::process::parent_id());
+    }
+}
