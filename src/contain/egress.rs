@@ -447,7 +447,7 @@ fn spliced(from: &TcpStream, to: &TcpStream) -> Result<u64, u64> {
     loop {
         if grow && total >= BULK_AFTER {
             grow = false;
-            size = fcntl_setpipe_size(&w, PIPE_BYTES).unwrap_or(size).max(size);
+            size = fcntl_setpipe_size(&w, PIPE_BYTES).unwrap_or(size);
         }
         let n = match splice(from, None, &w, None, size, SpliceFlags::MOVE) {
             Ok(0) => return Ok(total),

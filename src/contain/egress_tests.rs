@@ -127,16 +127,9 @@ fn tcp_pair() -> (TcpStream, TcpStream) {
     (a, l.accept().unwrap().0)
 }
 
-fn noise(n: usize, seed: u8) -> Vec<u8> {
-    let mut x = seed as u32 | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u8
-        })
-        .collect()
+fn noise(n: usize, seed: u64) -> Vec<u8> {
+    let mut rng = crate::audit::proptests::Rng(seed);
+    (0..n).map(|_| rng.next() as u8).collect()
 }
 
 #[test]

@@ -78,13 +78,10 @@ impl Recorder {
                 };
                 let s2 = s.clone();
                 let thread = std::thread::spawn(move || {
-                    // The handle kept below holds the socket open: end it here, as dropping
-                    // the connection would.
-                    let end = conn.try_clone();
-                    serve(conn, &s2);
-                    if let Ok(end) = end {
-                        let _ = end.shutdown(std::net::Shutdown::Both);
-                    }
+                    serve(&conn, &s2);
+                    // The handle kept below holds the socket open: end it, as dropping the
+                    // connection would.
+                    let _ = conn.shutdown(std::net::Shutdown::Both);
                 });
                 let mut serving = s.serving.lock().unwrap();
                 serving.retain(|(_, t)| !t.is_finished());
@@ -186,7 +183,7 @@ impl Drop for Recorder {
 
 /// One connection: its head read to the blank line (or to EOF), checked against the journal,
 /// recorded, answered.
-fn serve(mut conn: TcpStream, s: &Shared) {
+fn serve(mut conn: &TcpStream, s: &Shared) {
     let mut head = Vec::new();
     let mut buf = [0u8; 4096];
     let complete = loop {
