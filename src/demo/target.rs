@@ -2,10 +2,11 @@
 //! receives and answers through a route function its user supplies. `vault demo` runs it with one
 //! route; the tests (`tests/support/target.rs`) and the benches (`benches/common`) compile this
 //! same file with `#[path]` and their own routes, so it uses std alone and nothing of the crate.
-//! Every response closes its connection.
+//! Every response closes its connection, but a target started with `keep_alive` answers a
+//! connection's requests until its client closes it or asks to, as real servers do.
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -90,6 +91,7 @@ pub(crate) struct Target {
     pub(crate) port: u16,
     seen: Arc<Mutex<Vec<Request>>>,
     stop: Arc<AtomicBool>,
+    accepted: Arc<AtomicUsize>,
 }
 
 impl Target {
@@ -105,26 +107,53 @@ impl Target {
         route: impl Fn(&Request) -> Response + Send + Sync + 'static,
         wrap: impl Fn(TcpStream) -> Option<Box<dyn Stream>> + Send + Sync + 'static,
     ) -> std::io::Result<Self> {
+        Self::start_with(route, wrap, false)
+    }
+
+    /// `keep_alive`: a connection serves requests until its client closes it or sends
+    /// `Connection: close`; else every response closes it.
+    pub(crate) fn start_with(
+        route: impl Fn(&Request) -> Response + Send + Sync + 'static,
+        wrap: impl Fn(TcpStream) -> Option<Box<dyn Stream>> + Send + Sync + 'static,
+        keep_alive: bool,
+    ) -> std::io::Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let port = listener.local_addr()?.port();
         let seen: Arc<Mutex<Vec<Request>>> = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
         let (route, wrap): (Arc<Route>, Arc<Wrap>) = (Arc::new(route), Arc::new(wrap));
-        let (log, stopped) = (seen.clone(), stop.clone());
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let (log, stopped, count) = (seen.clone(), stop.clone(), accepted.clone());
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 if stopped.load(Ordering::Relaxed) {
                     break;
                 }
                 let Ok(stream) = stream else { continue };
+                count.fetch_add(1, Ordering::SeqCst);
+                // As real servers do: a small write (a TLS session ticket, then the answer) is
+                // not held back for the client's delayed acknowledgement.
+                let _ = stream.set_nodelay(true);
                 let (log, route, wrap) = (log.clone(), route.clone(), wrap.clone());
                 std::thread::spawn(move || {
                     let Some(conn) = wrap(stream) else { return };
-                    let _ = serve(conn, &*route, &log);
+                    let mut reader = BufReader::new(conn);
+                    while let Ok(true) = serve(&mut reader, &*route, &log, keep_alive) {}
                 });
             }
         });
-        Ok(Self { port, seen, stop })
+        Ok(Self {
+            port,
+            seen,
+            stop,
+            accepted,
+        })
+    }
+
+    /// Connections accepted so far.
+    #[allow(dead_code, reason = "the tests of kept connections count them")]
+    pub(crate) fn connections(&self) -> usize {
+        self.accepted.load(Ordering::SeqCst)
     }
 
     /// Every request received so far, in order of arrival.
@@ -141,20 +170,26 @@ impl Drop for Target {
     }
 }
 
-fn serve(conn: Box<dyn Stream>, route: &Route, log: &Mutex<Vec<Request>>) -> std::io::Result<()> {
-    let mut reader = BufReader::new(conn);
+/// Serves one request; whether the connection stays open for another.
+fn serve(
+    reader: &mut BufReader<Box<dyn Stream>>,
+    route: &Route,
+    log: &Mutex<Vec<Request>>,
+    keep_alive: bool,
+) -> std::io::Result<bool> {
     // Not an HTTP request line (e.g. a TLS ClientHello, which starts 0x16): answer 400 at once,
-    // as a real plain-HTTP server does, and record nothing.
-    if reader
-        .fill_buf()?
-        .first()
-        .is_some_and(|b| !b.is_ascii_uppercase())
-    {
-        let mut out = reader.into_inner();
-        out.write_all(
-            b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-        )?;
-        return out.flush();
+    // as a real plain-HTTP server does, and record nothing. A closed connection ends quietly.
+    match reader.fill_buf()?.first() {
+        None => return Ok(false),
+        Some(b) if !b.is_ascii_uppercase() => {
+            let out = reader.get_mut();
+            out.write_all(
+                b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            )?;
+            out.flush()?;
+            return Ok(false);
+        }
+        Some(_) => {}
     }
     let mut line = String::new();
     reader.read_line(&mut line)?;
@@ -193,20 +228,28 @@ fn serve(conn: Box<dyn Stream>, route: &Route, log: &Mutex<Vec<Request>>) -> std
         l.push(request.clone());
     }
     let answer = route(&request);
+    let keep = keep_alive
+        && !request
+            .header("connection")
+            .is_some_and(|c| c.eq_ignore_ascii_case("close"));
     let mut head = format!("HTTP/1.1 {} {}\r\n", answer.status, reason(answer.status));
     for (k, v) in &answer.headers {
         head.push_str(&format!("{k}: {v}\r\n"));
     }
     head.push_str(&format!(
-        "Content-Length: {}\r\nConnection: close\r\n\r\n",
-        answer.body.len()
+        "Content-Length: {}\r\nConnection: {}\r\n\r\n",
+        answer.body.len(),
+        if keep { "keep-alive" } else { "close" }
     ));
-    let mut out = reader.into_inner();
-    out.write_all(head.as_bytes())?;
+    // One write for the whole answer.
+    let mut bytes = head.into_bytes();
     if request.method != "HEAD" {
-        out.write_all(&answer.body)?;
+        bytes.extend_from_slice(&answer.body);
     }
-    out.flush()
+    let out = reader.get_mut();
+    out.write_all(&bytes)?;
+    out.flush()?;
+    Ok(keep)
 }
 
 fn reason(status: u16) -> &'static str {

@@ -54,6 +54,25 @@ impl HttpTarget {
         }
     }
 
+    /// The same server, keeping each connection open for the client's next request (as real
+    /// APIs do) until the client closes it.
+    pub fn start_kept(secret: &str) -> Self {
+        let secret = secret.to_owned();
+        let server =
+            server::Target::start_with(move |r| route(r, &secret), |s| Some(Box::new(s)), true)
+                .expect("start the loopback HTTP target");
+        Self {
+            port: server.port,
+            scheme: "http",
+            server,
+        }
+    }
+
+    /// Connections accepted so far.
+    pub fn connections(&self) -> usize {
+        self.server.connections()
+    }
+
     /// The same server speaking HTTPS only, with this certificate chain and key (PEM files). A
     /// failed handshake is dropped before any request is read, so it records nothing.
     pub fn start_tls(secret: &str, cert: &Path, key: &Path) -> Self {
