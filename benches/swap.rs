@@ -4,9 +4,12 @@
 //! leaf, the request read, the `swap` to the agent (validation, the action and its journal rows,
 //! the claim with its durable intent row, the executor's own TLS connection to the target with
 //! the secret, the scrubbed response) and written back. The peer is the same client, outside,
-//! with the secret, straight to the same loopback TLS target, in the same run. Both open a new
-//! connection per request (the proxy answers `connection: close`), so both pay one client-side
-//! TLS handshake; the vault's path also pays the executor's handshake to the target.
+//! with the secret, straight to the same loopback TLS target, in the same run. The client opens
+//! a new connection per request either way (the proxy answers `connection: close`), so both pay
+//! one client-side TLS handshake. The target keeps a connection open for the next request, as a
+//! real API does; the client does not reuse it, and the executor does (its kept connection of
+//! the credential version, `src/exec/kept.rs`), so the vault's path pays the executor's own TLS
+//! handshake to the target once, not per request.
 //!
 //! The client is `benches/swap_client.py` (the system's Python: `http.client`, `ssl`), timing
 //! each request itself from connect to the last byte, so the sandbox's start is not counted.
@@ -43,7 +46,8 @@ fn certificates() -> (String, String, String) {
     (ca_cert.pem(), leaf.pem(), key.serialize_pem())
 }
 
-/// The loopback HTTPS target: every request gets `{"ok":true}`.
+/// The loopback HTTPS target: every request gets `{"ok":true}`, and a connection stays open for
+/// its client's next request, as a real API's does.
 fn target(cert: &str, key: &str) -> server::Target {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -58,12 +62,13 @@ fn target(cert: &str, key: &str) -> server::Target {
             .with_single_cert(chain, key)
             .unwrap(),
     );
-    server::Target::start_wrapped(
+    server::Target::start_with(
         |_| server::Response::new(200, "application/json", &br#"{"ok":true}"#[..]),
         move |tcp| {
             let conn = rustls::ServerConnection::new(config.clone()).ok()?;
             Some(Box::new(rustls::StreamOwned::new(conn, tcp)) as Box<dyn server::Stream>)
         },
+        true,
     )
     .expect("bind 127.0.0.1")
 }

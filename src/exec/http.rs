@@ -2,11 +2,13 @@
 //! header template, query parameter); no redirects; the response body streamed through the
 //! scrubber with a retained head bound while every byte is counted; a small header allowlist;
 //! JSON when it parses (its strings scrubbed again after decoding), else untrusted text (scrubbed
-//! again after control characters are removed). Outcome truth: `failed_before_send` only when nothing
-//! left the machine.
+//! again after control characters are removed). Connections are kept between the actions of one
+//! credential version (`kept.rs`). Outcome truth: `failed_before_send` only when no byte of the
+//! request left the machine.
 use super::bounded::{Capture, Captured, Keep, Scrubber};
 use super::budget::Budget;
 use super::guard::{resolve_checked, GuardError};
+use super::kept::{self, Agents, Marked};
 use super::redact::Redactor;
 use super::tls::{Shared, TlsClients};
 use super::{untrusted_text, Cancel, Executor, Outcome};
@@ -17,11 +19,10 @@ use base64::Engine;
 use serde_json::{json, Map, Value};
 use std::io::Read;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use ureq::unversioned::resolver::{ResolvedSocketAddrs, Resolver};
-use ureq::unversioned::transport::{ConnectionDetails, Connector, TcpConnector, Transport};
+use ureq::unversioned::transport::{Connector, TcpConnector};
 use zeroize::Zeroizing;
 
 /// Response headers an agent may see (never Set-Cookie).
@@ -52,6 +53,8 @@ pub struct HttpExecutor {
     budget: Arc<Budget>,
     /// The TLS client configurations, one per set of roots.
     tls: TlsClients,
+    /// The clients (and their idle connections) kept per credential version and addresses.
+    agents: Agents,
     /// Where a proxied response too large for the reply is written (`<vault>/relayed`).
     relayed: Option<std::path::PathBuf>,
 }
@@ -62,6 +65,7 @@ impl HttpExecutor {
             retained_per_call: limits.output_retained_per_call_bytes,
             budget: Budget::new(limits.output_retained_process_bytes),
             tls: TlsClients::default(),
+            agents: Agents::default(),
             relayed: None,
         }
     }
@@ -88,27 +92,6 @@ impl Resolver for Pinned {
             out.push(*a);
         }
         Ok(out)
-    }
-}
-
-/// Last in the connector chain: notes that the connection is up (TCP connected and, for https,
-/// the TLS handshake done, certificate verified). Until then no byte of the request has been
-/// written, so any error is `failed_before_send`; after it, the target may have the request.
-#[derive(Debug, Clone, Default)]
-struct Connected(Arc<AtomicBool>);
-
-impl<In: Transport> Connector<In> for Connected {
-    type Out = In;
-
-    fn connect(
-        &self,
-        _details: &ConnectionDetails,
-        chained: Option<In>,
-    ) -> Result<Option<In>, ureq::Error> {
-        if chained.is_some() {
-            self.0.store(true, Ordering::SeqCst);
-        }
-        Ok(chained)
     }
 }
 
@@ -157,12 +140,20 @@ impl Executor for HttpExecutor {
             Err(GuardError::Resolve(h)) => return failed(format!("cannot resolve {h}")),
             Err(e) => return failed(e.to_string()),
         };
-        let connected = Connected::default();
         let tls = match self.tls.roots(target.ca_file.as_deref()) {
             Ok(t) => t,
             Err(why) => return failed(why),
         };
-        let agent = agent_for(tls, req.timeout_s, addrs, &connected);
+        let key = kept::Key {
+            credential_id: action.credential().id.clone(),
+            version: action.credential().version,
+            roots: tls.roots_key,
+            addrs: addrs.clone(),
+            timeout_s: req.timeout_s,
+        };
+        let agent = self
+            .agents
+            .agent(key, || agent_for(tls, req.timeout_s, addrs));
         let mut builder = ureq::http::Request::builder()
             .method(req.method.as_str())
             .uri(url.as_str());
@@ -174,10 +165,11 @@ impl Executor for HttpExecutor {
             Ok(r) => r,
             Err(e) => return failed(redactor.scrub_str(&format!("cannot build the request: {e}"))),
         };
+        kept::begin_request();
         let response = match agent.run(request) {
             Ok(r) => r,
             Err(e) => {
-                let mut out = outcome_of_error(&e, connected.0.load(Ordering::SeqCst), &redactor);
+                let mut out = outcome_of_error(&e, kept::request_began(), &redactor);
                 if speaks_plain_http(&e) {
                     out.reason = Some(plain_http_reason(cred_name, target));
                 }
@@ -211,15 +203,11 @@ impl Executor for HttpExecutor {
     }
 }
 
-/// A one-request client: no proxy, no redirects, the request's timeouts, the credential's TLS
-/// roots (the process's client for them), and connections only to `addrs` (the checked
-/// addresses of the credential's host): TCP, then TLS for https, then `connected`.
-fn agent_for(
-    tls: Shared,
-    timeout_s: u64,
-    addrs: Vec<std::net::SocketAddr>,
-    connected: &Connected,
-) -> ureq::Agent {
+/// A credential version's client: no proxy, no redirects, the request's timeouts, the
+/// credential's TLS roots (the process's client for them), and connections only to `addrs` (the
+/// checked addresses of the credential's host): TCP, then TLS for https, then `Marked`. Idle
+/// connections are kept `kept::IDLE_KEPT`.
+fn agent_for(tls: Shared, timeout_s: u64, addrs: Vec<std::net::SocketAddr>) -> ureq::Agent {
     let config = ureq::Agent::config_builder()
         // Never a proxy from HTTP(S)_PROXY / ALL_PROXY: the request goes to the checked
         // address of the credential's own host, and nowhere else.
@@ -230,12 +218,13 @@ fn agent_for(
         .timeout_connect(Some(Duration::from_secs(timeout_s.min(10))))
         .tls_config(tls.config.clone())
         .user_agent(concat!("agent-vault/", env!("CARGO_PKG_VERSION")))
+        .max_idle_age(kept::IDLE_KEPT)
+        .max_idle_connections(kept::IDLE_PER_AGENT)
+        .max_idle_connections_per_host(kept::IDLE_PER_AGENT)
         .build();
     ureq::Agent::with_parts(
         config,
-        ().chain(TcpConnector::default())
-            .chain(tls)
-            .chain(connected.clone()),
+        ().chain(TcpConnector::default()).chain(tls).chain(Marked),
         Pinned(addrs),
     )
 }
@@ -266,17 +255,18 @@ fn with_credential(
     builder.header(name, value.as_str())
 }
 
-/// `connected`: whether the connection was up (see `Connected`). A TLS verification failure
-/// surfaces from ureq as an I/O error, so the error kind alone cannot tell before from after.
+/// `began`: whether the request began to go out (`kept::request_began`). A TLS verification
+/// failure surfaces from ureq as an I/O error, so the error kind alone cannot tell before from
+/// after.
 ///
 /// The reason is the vault's own words for the kind of failure; the library's text (which can
 /// quote the target: a certificate's names, a malformed status line) goes under `error_detail`,
 /// wrapped as third-party text, scrubbed and bounded.
-fn outcome_of_error(e: &ureq::Error, connected: bool, redactor: &Redactor) -> Outcome {
+fn outcome_of_error(e: &ureq::Error, began: bool, redactor: &Redactor) -> Outcome {
     let text = redactor.scrub_str(&untrusted_text(&e.to_string(), 2048));
     let result = json!({"error_detail": super::untrusted("text", json!(text))});
     let what = error_kind(e);
-    if !connected {
+    if !began {
         Outcome {
             state: State::FailedBeforeSend,
             result,

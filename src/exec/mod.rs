@@ -6,6 +6,7 @@ pub mod bounded;
 pub mod budget;
 pub mod guard;
 mod http;
+mod kept;
 mod proxied;
 pub mod redact;
 pub mod relayed;

@@ -1,10 +1,11 @@
 //! The HTTP executor's TLS clients: one per set of roots (a credential's CA file, as its bytes
 //! read at each call, or the platform's verifier), kept for the life of the process. Each
-//! `http_request` still gets a client of its own, with its own pinned address; only the TLS
-//! client configuration is shared: its roots are loaded once (the platform's are read from disk
-//! the first time they verify), and its session cache lets a later handshake with the same host
-//! resume (TLS 1.3, the server proven by the handshake that made the session). No client
-//! certificate is ever configured here; a key that adds one must add it to the cache's key.
+//! credential version gets a client of its own, with its own pinned addresses (`kept.rs`); the
+//! TLS client configuration is shared across them: its roots are loaded once (the platform's
+//! are read from disk the first time they verify), and its session cache lets a later handshake
+//! with the same host resume (TLS 1.3, the server proven by the handshake that made the
+//! session). No client certificate is ever configured here; a key that adds one must add it to
+//! the cache's key, and to `kept::Key`.
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use ureq::tls::{PemItem, RootCerts, TlsConfig};
@@ -24,6 +25,8 @@ pub(super) struct TlsClients {
 #[derive(Debug, Clone)]
 pub(super) struct Shared {
     pub(super) config: TlsConfig,
+    /// The blake3 of the roots: part of a kept connection's key (`kept::Key`).
+    pub(super) roots_key: [u8; 32],
     tls: Arc<RustlsConnector>,
 }
 
@@ -54,6 +57,7 @@ impl TlsClients {
         }
         let shared = Shared {
             config: config_of(pem.as_deref()),
+            roots_key: key,
             tls: Arc::new(RustlsConnector::default()),
         };
         by_roots.insert(key, shared.clone());
