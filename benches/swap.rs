@@ -73,7 +73,12 @@ fn target(cert: &str, key: &str) -> server::Target {
     .expect("bind 127.0.0.1")
 }
 
+/// The client's times; its line of phase medians goes to stderr.
 fn samples(out: std::process::Output, what: &str) -> Vec<Duration> {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for line in stderr.lines().filter(|l| l.starts_with("phases ")) {
+        eprintln!("{line}");
+    }
     assert!(
         out.status.success(),
         "{what}: {}",
@@ -102,9 +107,9 @@ fn main() {
         .find(|p| std::path::Path::new(p).exists())
         .expect("the system's python3");
     let ca_file = bv.dir.join("target-ca.pem");
-    let total = (warmup + n).to_string();
+    let (total, skip) = ((warmup + n).to_string(), warmup.to_string());
     let direct = Command::new(python)
-        .args([client, "direct", &t.port.to_string(), &total])
+        .args([client, "direct", &t.port.to_string(), &total, &skip])
         .arg(&ca_file)
         .arg(common::SECRET)
         .stderr(Stdio::piped())
@@ -121,7 +126,7 @@ fn main() {
             client,
             "--",
         ])
-        .args([python, client, "proxy", &t.port.to_string(), &total])
+        .args([python, client, "proxy", &t.port.to_string(), &total, &skip])
         .current_dir(&project)
         .env("VAULT_DIR", bv.paths.dir())
         .env("HOME", bv.dir.join("home"))
