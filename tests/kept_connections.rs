@@ -6,7 +6,7 @@
 //! `failed_before_send` (the target counted the request).
 mod support;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -19,32 +19,16 @@ use support::*;
 const SECRET: &str = "DECOY_kept_tok_5e1d";
 
 fn add_never(v: &mut TestVault, name: &str, host: &str) {
-    let args = [
-        "add",
-        "http",
-        name,
-        "--host",
-        host,
-        "--bearer",
-        "--secret-stdin",
-        "--approval",
-        "never",
-    ];
-    v.run_pp(&args, Some(&format!("{SECRET}\n"))).ok();
+    v.add_bearer_with(name, host, SECRET, &["--approval", "never"]);
 }
 
 fn mcp(v: &TestVault) -> McpProc {
-    let mut p = McpProc::spawn(v.command(&["mcp"]));
-    p.initialize();
-    p
+    support::ssh::mcp(v, None)
 }
 
 /// One `http_request` GET; returns its `structuredContent`.
 fn get(p: &mut McpProc, id: i64, credential: &str, url: &str) -> Value {
-    let args = json!({"credential": credential, "method": "GET", "url": url, "wait_s": 20});
-    let r = p.call(id, "http_request", args);
-    assert!(r.get("error").is_none(), "JSON-RPC error for {url}: {r}");
-    r["result"]["structuredContent"].clone()
+    support::team::get(p, id, credential, url, 20)["structuredContent"].clone()
 }
 
 #[test]
